@@ -1,0 +1,298 @@
+//===- ConvertNN.cpp - ONNX convolution, pooling and normalisation --------===//
+
+#include "compiler/onnx/NodeContext.h"
+
+using namespace mlir;
+
+namespace loom::onnx_import {
+namespace {
+
+/// Spatial window parameters shared by Conv and the pools, resolved from
+/// ONNX attributes (auto_pad included) into explicit 2-D values.
+struct Window {
+  SmallVector<int64_t> kernel, strides, dilations;
+  SmallVector<int64_t> padding; // top, left, bottom, right
+};
+
+FailureOr<Window> resolveWindow(NodeContext &nc, ArrayRef<int64_t> spatial,
+                                ArrayRef<int64_t> kernelFromWeight,
+                                bool ceilMode) {
+  Window w;
+  auto kernel = nc.attrInts("kernel_shape");
+  auto strides = nc.attrInts("strides");
+  auto dilations = nc.attrInts("dilations");
+  auto pads = nc.attrInts("pads");
+  auto autoPad = nc.attrString("auto_pad", "NOTSET");
+  if (failed(kernel) || failed(strides) || failed(dilations) || failed(pads) ||
+      failed(autoPad))
+    return failure();
+  auto take = [&](const std::optional<std::vector<int64_t>> &given,
+                  size_t count, int64_t dflt, StringRef name,
+                  SmallVector<int64_t> &out) -> LogicalResult {
+    if (!given) {
+      out.assign(count, dflt);
+      return success();
+    }
+    if (given->size() != count)
+      return nc.invalid("'" + name + "' needs " + Twine(count) + " values");
+    for (int64_t v : *given)
+      if (v < 0 || v > (int64_t(1) << 31))
+        return nc.invalid("'" + name + "' has out-of-range value " + Twine(v));
+    out.assign(given->begin(), given->end());
+    return success();
+  };
+  if (!kernelFromWeight.empty()) {
+    w.kernel.assign(kernelFromWeight.begin(), kernelFromWeight.end());
+    if (*kernel && ArrayRef<int64_t>(**kernel) != kernelFromWeight)
+      return nc.invalid("kernel_shape " + formatShape(**kernel) +
+                        " differs from the weight's " +
+                        formatShape(kernelFromWeight));
+  } else if (!*kernel) {
+    return nc.invalid("'kernel_shape' is required");
+  } else if (failed(take(*kernel, 2, 1, "kernel_shape", w.kernel))) {
+    return failure();
+  }
+  if (failed(take(*strides, 2, 1, "strides", w.strides)) ||
+      failed(take(*dilations, 2, 1, "dilations", w.dilations)) ||
+      failed(take(*pads, 4, 0, "pads", w.padding)))
+    return failure();
+  for (int i = 0; i < 2; ++i)
+    if (w.kernel[i] < 1 || w.strides[i] < 1 || w.dilations[i] < 1)
+      return nc.invalid("kernel, strides and dilations must be at least 1");
+  if (*autoPad == "SAME_UPPER" || *autoPad == "SAME_LOWER") {
+    for (int i = 0; i < 2; ++i) {
+      int64_t out = (spatial[i] + w.strides[i] - 1) / w.strides[i];
+      int64_t span = (w.kernel[i] - 1) * w.dilations[i] + 1;
+      int64_t total =
+          std::max<int64_t>(0, (out - 1) * w.strides[i] + span - spatial[i]);
+      int64_t small = total / 2, large = total - small;
+      bool upper = *autoPad == "SAME_UPPER";
+      w.padding[i] = upper ? small : large;
+      w.padding[i + 2] = upper ? large : small;
+    }
+  } else if (*autoPad == "VALID") {
+    w.padding.assign(4, 0);
+  } else if (*autoPad != "NOTSET") {
+    return nc.invalid("unknown auto_pad '" + *autoPad + "'");
+  }
+  (void)ceilMode;
+  return w;
+}
+
+/// Checks the input is NCHW; other spatial ranks are not supported yet.
+LogicalResult require2D(NodeContext &nc) {
+  if (nc.rank(0) != 4)
+    return nc.unsupported(nc.node.op_type() + " over " +
+                          Twine(nc.rank(0) - 2) +
+                          " spatial dimensions is not supported; Loom "
+                          "supports 2-D (NCHW) inputs");
+  return success();
+}
+
+LogicalResult convertConv(NodeContext &nc) {
+  if (failed(require2D(nc)))
+    return failure();
+  if (nc.rank(1) != 4)
+    return nc.invalid("the weight must be [O, C/groups, KH, KW]");
+  auto group = nc.attrInt("group", 1);
+  if (failed(group))
+    return failure();
+  auto w = resolveWindow(nc, nc.shape(0).drop_front(2),
+                         nc.shape(1).drop_front(2), false);
+  if (failed(w))
+    return failure();
+  Value bias = nc.hasInput(2) ? nc.value(2) : Value();
+  auto result = nc.create<Conv2DOp>(
+      nc.value(0), nc.value(1), bias,
+      nc.builder.getDenseI64ArrayAttr(w->strides),
+      nc.builder.getDenseI64ArrayAttr(w->padding),
+      nc.builder.getDenseI64ArrayAttr(w->dilations),
+      nc.builder.getI64IntegerAttr(*group));
+  if (failed(result))
+    return failure();
+  nc.setOutput(0, *result);
+  return success();
+}
+
+LogicalResult convertMaxPool(NodeContext &nc) {
+  if (failed(require2D(nc)))
+    return failure();
+  if (nc.hasOutput(1))
+    return nc.unsupported("MaxPool's Indices output is not supported");
+  auto ceil = nc.attrInt("ceil_mode", 0);
+  auto order = nc.attrInt("storage_order", 0);
+  if (failed(ceil) || failed(order))
+    return failure();
+  auto w = resolveWindow(nc, nc.shape(0).drop_front(2), {}, *ceil);
+  if (failed(w))
+    return failure();
+  auto result = nc.create<MaxPool2DOp>(
+      nc.value(0), nc.builder.getDenseI64ArrayAttr(w->kernel),
+      nc.builder.getDenseI64ArrayAttr(w->strides),
+      nc.builder.getDenseI64ArrayAttr(w->padding),
+      nc.builder.getDenseI64ArrayAttr(w->dilations),
+      *ceil ? nc.builder.getUnitAttr() : UnitAttr());
+  if (failed(result))
+    return failure();
+  nc.setOutput(0, *result);
+  return success();
+}
+
+LogicalResult convertAveragePool(NodeContext &nc) {
+  if (failed(require2D(nc)))
+    return failure();
+  auto ceil = nc.attrInt("ceil_mode", 0);
+  auto includePad = nc.attrInt("count_include_pad", 0);
+  if (failed(ceil) || failed(includePad))
+    return failure();
+  auto w = resolveWindow(nc, nc.shape(0).drop_front(2), {}, *ceil);
+  if (failed(w))
+    return failure();
+  UnitAttr unit = nc.builder.getUnitAttr();
+  auto result = nc.create<AvgPool2DOp>(
+      nc.value(0), nc.builder.getDenseI64ArrayAttr(w->kernel),
+      nc.builder.getDenseI64ArrayAttr(w->strides),
+      nc.builder.getDenseI64ArrayAttr(w->padding),
+      nc.builder.getDenseI64ArrayAttr(w->dilations),
+      *ceil ? unit : UnitAttr(), *includePad ? unit : UnitAttr());
+  if (failed(result))
+    return failure();
+  nc.setOutput(0, *result);
+  return success();
+}
+
+LogicalResult convertGlobalAveragePool(NodeContext &nc) {
+  if (nc.rank(0) < 3)
+    return nc.invalid("GlobalAveragePool needs an input of rank at least 3");
+  SmallVector<int64_t> axes;
+  for (int64_t d = 2; d < nc.rank(0); ++d)
+    axes.push_back(d);
+  auto result = nc.create<ReduceMeanOp>(nc.value(0),
+                                        nc.builder.getDenseI64ArrayAttr(axes),
+                                        nc.builder.getUnitAttr());
+  if (failed(result))
+    return failure();
+  nc.setOutput(0, *result);
+  return success();
+}
+
+LogicalResult convertBatchNorm(NodeContext &nc) {
+  auto training = nc.attrInt("training_mode", 0);
+  auto epsilon = nc.attrFloat("epsilon", 1e-5f);
+  if (failed(training) || failed(epsilon))
+    return failure();
+  if (*training || nc.hasOutput(1) || nc.hasOutput(2))
+    return nc.unsupported("BatchNormalization in training mode is not "
+                          "supported; export the model in eval mode");
+  auto result = nc.create<BatchNormOp>(
+      nc.value(0), nc.value(1), nc.value(2), nc.value(3), nc.value(4),
+      nc.builder.getF32FloatAttr(*epsilon));
+  if (failed(result))
+    return failure();
+  nc.setOutput(0, *result);
+  return success();
+}
+
+/// LayerNormalization (opset 17). The optional Mean and InvStdDev outputs
+/// are computed from primitives when the graph uses them.
+LogicalResult convertLayerNorm(NodeContext &nc) {
+  auto axisAttr = nc.attrInt("axis", -1);
+  auto epsilon = nc.attrFloat("epsilon", 1e-5f);
+  if (failed(axisAttr) || failed(epsilon))
+    return failure();
+  auto axis = nc.normalizeAxis(*axisAttr, nc.rank(0));
+  if (failed(axis))
+    return failure();
+  Value x = nc.value(0);
+  Value bias = nc.hasInput(2) ? nc.value(2) : Value();
+  auto y = nc.create<LayerNormOp>(x, nc.value(1), bias,
+                                  nc.builder.getI64IntegerAttr(*axis),
+                                  nc.builder.getF32FloatAttr(*epsilon));
+  if (failed(y))
+    return failure();
+  nc.setOutput(0, *y);
+  if (!nc.hasOutput(1) && !nc.hasOutput(2))
+    return success();
+
+  SmallVector<int64_t> axes;
+  for (int64_t d = *axis; d < nc.rank(0); ++d)
+    axes.push_back(d);
+  auto axesAttr = nc.builder.getDenseI64ArrayAttr(axes);
+  UnitAttr keep = nc.builder.getUnitAttr();
+  Type elementType = nc.type(0).getElementType();
+  auto mean = nc.create<ReduceMeanOp>(x, axesAttr, keep);
+  if (failed(mean))
+    return failure();
+  nc.setOutput(1, *mean);
+  if (!nc.hasOutput(2))
+    return success();
+  auto centered = nc.create<SubOp>(x, *mean);
+  if (failed(centered))
+    return failure();
+  auto square = nc.create<MulOp>(*centered, *centered);
+  if (failed(square))
+    return failure();
+  auto variance = nc.create<ReduceMeanOp>(*square, axesAttr, keep);
+  if (failed(variance))
+    return failure();
+  auto shifted = nc.create<AddOp>(*variance, nc.scalar(elementType, *epsilon));
+  if (failed(shifted))
+    return failure();
+  auto stddev = nc.create<SqrtOp>(*shifted);
+  if (failed(stddev))
+    return failure();
+  auto inverse = nc.create<DivOp>(nc.scalar(elementType, 1.0), *stddev);
+  if (failed(inverse))
+    return failure();
+  nc.setOutput(2, *inverse);
+  return success();
+}
+
+/// Dropout is the identity at inference; its mask is then all true.
+LogicalResult convertDropout(NodeContext &nc) {
+  bool training = false;
+  if (nc.hasInput(2)) {
+    const HostTensor *mode = nc.constant(2);
+    if (!mode)
+      return nc.unsupported("Dropout's training_mode must be a constant");
+    training = mode->numElements() == 1 && mode->asInt(0) != 0;
+  }
+  if (training) {
+    double ratio = 0.5;
+    if (nc.hasInput(1)) {
+      const HostTensor *r = nc.constant(1);
+      if (!r || r->numElements() != 1)
+        return nc.unsupported("Dropout's ratio must be a constant scalar");
+      ratio = r->asDouble(0);
+    }
+    if (ratio != 0)
+      return nc.unsupported("Dropout in training mode with a non-zero ratio "
+                            "is not supported yet");
+  }
+  if (const HostTensor *c = nc.constant(0))
+    nc.setOutput(0, *c);
+  else
+    nc.setOutput(0, nc.value(0));
+  if (nc.hasOutput(1)) {
+    auto count = checkedNumElements(nc.shape(0));
+    if (*count > kMaxFoldElements)
+      return nc.unsupported("Dropout's mask output is too large");
+    nc.setOutput(1, HostTensor::ofInts(DType::Bool, nc.shape(0),
+                                       std::vector<int64_t>(*count, 1)));
+  }
+  return success();
+}
+
+} // namespace
+
+void addNNConverters(llvm::StringMap<Converter> &t) {
+  t["Conv"] = convertConv;
+  t["MaxPool"] = convertMaxPool;
+  t["AveragePool"] = convertAveragePool;
+  t["GlobalAveragePool"] = convertGlobalAveragePool;
+  t["BatchNormalization"] = convertBatchNorm;
+  t["LayerNormalization"] = convertLayerNorm;
+  t["Dropout"] = convertDropout;
+}
+
+} // namespace loom::onnx_import

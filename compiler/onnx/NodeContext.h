@@ -1,0 +1,157 @@
+//===- NodeContext.h - What an ONNX op converter sees ----------*- C++ -*-===//
+//
+// Internal to the ONNX front end. A converter turns one ONNX node into loom
+// ops (or a folded HostTensor) through a NodeContext: typed access to the
+// node's inputs and attributes, checked op creation, and errors that carry
+// the node's name and op type.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_COMPILER_ONNX_NODECONTEXT_H
+#define LOOM_COMPILER_ONNX_NODECONTEXT_H
+
+#include "compiler/onnx/HostTensor.h"
+#include "compiler/onnx/OnnxImporter.h"
+#include "dialects/LoomDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringMap.h"
+
+#include "onnx/onnx_pb.h"
+
+#include <functional>
+#include <variant>
+
+namespace loom::onnx_import {
+
+/// An ONNX value during import: a run-time value or a known constant.
+using OnnxValue = std::variant<mlir::Value, HostTensor>;
+
+/// The error a converter reports: its status and message.
+struct NodeError {
+  ImportStatus status;
+  std::string message;
+};
+
+/// The failure a converter returns after recording an error: converts to
+/// LogicalResult and to any FailureOr<T>.
+struct ConversionFailure {
+  operator mlir::LogicalResult() const { return mlir::failure(); }
+  template <typename T> operator mlir::FailureOr<T>() const {
+    return mlir::failure();
+  }
+};
+
+class NodeContext {
+public:
+  NodeContext(const onnx::NodeProto &node, int64_t opset,
+              mlir::OpBuilder &builder, mlir::Location loc,
+              llvm::StringMap<OnnxValue> &values,
+              llvm::StringMap<mlir::Value> &materialized,
+              std::function<std::string()> takeDiagnostics)
+      : node(node), opset(opset), builder(builder), loc(loc), values(values),
+        materialized(materialized),
+        takeDiagnostics(std::move(takeDiagnostics)) {}
+
+  const onnx::NodeProto &node;
+  const int64_t opset;
+  mlir::OpBuilder &builder;
+  const mlir::Location loc;
+
+  mlir::MLIRContext *getContext() const { return builder.getContext(); }
+
+  //===--- Inputs ---------------------------------------------------------===//
+
+  /// Whether input `i` is given (present and not the empty name).
+  bool hasInput(int i) const {
+    return i < node.input_size() && !node.input(i).empty();
+  }
+  /// The known value of input `i`, or nullptr if it is a run-time value.
+  const HostTensor *constant(int i) const;
+  /// Whether every given input is a known constant.
+  bool allConstant() const;
+  /// Input `i` as a run-time value; constants are materialised.
+  mlir::Value value(int i);
+  mlir::RankedTensorType type(int i) const;
+  llvm::ArrayRef<int64_t> shape(int i) const { return type(i).getShape(); }
+  int64_t rank(int i) const { return type(i).getRank(); }
+  /// Input `i`, which must be a constant integer tensor (shapes, axes).
+  mlir::FailureOr<std::vector<int64_t>> constantInts(int i,
+                                                     llvm::StringRef what);
+
+  //===--- Attributes -----------------------------------------------------===//
+
+  const onnx::AttributeProto *attr(llvm::StringRef name) const;
+  mlir::FailureOr<int64_t> attrInt(llvm::StringRef name, int64_t dflt);
+  mlir::FailureOr<float> attrFloat(llvm::StringRef name, float dflt);
+  mlir::FailureOr<std::string> attrString(llvm::StringRef name,
+                                          llvm::StringRef dflt);
+  /// An ints attribute; std::nullopt inside if absent.
+  mlir::FailureOr<std::optional<std::vector<int64_t>>>
+  attrInts(llvm::StringRef name);
+
+  //===--- Outputs --------------------------------------------------------===//
+
+  bool hasOutput(int i) const {
+    return i < node.output_size() && !node.output(i).empty();
+  }
+  void setOutput(int i, OnnxValue v);
+
+  //===--- Op creation ----------------------------------------------------===//
+
+  /// Creates an op whose result type it infers, then verifies it. On failure
+  /// the op is erased and the verifier's message is kept for the error.
+  template <typename OpTy, typename... Args>
+  mlir::FailureOr<mlir::Value> create(Args &&...args) {
+    auto op = OpTy::create(builder, loc, builder.getNoneType(),
+                           std::forward<Args>(args)...);
+    return finish(op.getOperation(), /*infer=*/true);
+  }
+  /// Creates an op with the given result type, then verifies it.
+  template <typename OpTy, typename... Args>
+  mlir::FailureOr<mlir::Value> createTyped(mlir::Type type, Args &&...args) {
+    auto op = OpTy::create(builder, loc, type, std::forward<Args>(args)...);
+    return finish(op.getOperation(), /*infer=*/false);
+  }
+  /// A scalar (rank-0) constant of the given element type.
+  mlir::Value scalar(mlir::Type elementType, double v);
+  /// A reshape, or `v` itself when the shape is already `shape`.
+  mlir::FailureOr<mlir::Value> reshape(mlir::Value v,
+                                       llvm::ArrayRef<int64_t> shape);
+
+  //===--- Errors ---------------------------------------------------------===//
+
+  /// Records an error; the converter returns the failure it gives.
+  ConversionFailure fail(ImportStatus status, const llvm::Twine &message);
+  ConversionFailure unsupported(const llvm::Twine &message) {
+    return fail(ImportStatus::Unsupported, message);
+  }
+  ConversionFailure invalid(const llvm::Twine &message) {
+    return fail(ImportStatus::InvalidModel, message);
+  }
+  /// Normalises a possibly negative axis against `rank`, or fails.
+  mlir::FailureOr<int64_t> normalizeAxis(int64_t axis, int64_t rank,
+                                         llvm::StringRef what = "axis");
+
+  std::optional<NodeError> error;
+
+private:
+  mlir::FailureOr<mlir::Value> finish(mlir::Operation *op, bool infer);
+
+  llvm::StringMap<OnnxValue> &values;
+  /// Constants already materialised as loom.constant, by ONNX name.
+  llvm::StringMap<mlir::Value> &materialized;
+  std::function<std::string()> takeDiagnostics;
+};
+
+using Converter = std::function<mlir::LogicalResult(NodeContext &)>;
+
+/// Adds the converters of each group to `table`, keyed by ONNX op type.
+void addMathConverters(llvm::StringMap<Converter> &table);
+void addTensorConverters(llvm::StringMap<Converter> &table);
+void addNNConverters(llvm::StringMap<Converter> &table);
+
+} // namespace loom::onnx_import
+
+#endif // LOOM_COMPILER_ONNX_NODECONTEXT_H

@@ -1,0 +1,532 @@
+//===- OnnxImporter.cpp - ONNX models into the loom dialect ---------------===//
+//
+// The model-level half of the front end: parse and check the file, bind
+// symbolic dimensions, run ONNX shape inference, create the function and its
+// arguments, then hand each node to its converter (Convert*.cpp) and check
+// what it built against ONNX's inferred shapes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/onnx/OnnxImporter.h"
+#include "compiler/onnx/NodeContext.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include "onnx/checker.h"
+#include "onnx/shape_inference/implementation.h"
+
+#include <climits>
+
+using namespace mlir;
+
+namespace loom::onnx_import {
+
+StringRef statusName(ImportStatus status) {
+  switch (status) {
+  case ImportStatus::Ok:
+    return "ok";
+  case ImportStatus::Unsupported:
+    return "unsupported";
+  case ImportStatus::InvalidModel:
+    return "invalid model";
+  case ImportStatus::InternalError:
+    return "internal error";
+  }
+  return "unknown";
+}
+
+static const llvm::StringMap<Converter> &converterTable() {
+  static const llvm::StringMap<Converter> table = [] {
+    llvm::StringMap<Converter> t;
+    addMathConverters(t);
+    addTensorConverters(t);
+    addNNConverters(t);
+    return t;
+  }();
+  return table;
+}
+
+SmallVector<StringRef> supportedOpTypes() {
+  SmallVector<StringRef> names;
+  for (const auto &entry : converterTable())
+    names.push_back(entry.getKey());
+  llvm::sort(names);
+  return names;
+}
+
+namespace {
+
+constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
+
+/// An ONNX type with a known element type and static shape.
+struct StaticType {
+  int32_t elemType = 0;
+  SmallVector<int64_t> shape;
+};
+
+class Importer {
+public:
+  Importer(onnx::ModelProto &model, StringRef file,
+           const ImportOptions &options, MLIRContext &ctx)
+      : model(model), file(file.str()), options(options), ctx(ctx),
+        builder(&ctx) {
+    baseDir = llvm::sys::path::parent_path(file).str();
+  }
+
+  ImportResult run();
+
+private:
+  ImportResult error(ImportStatus status, const Twine &message) {
+    ImportResult r;
+    r.status = status;
+    r.message = (file + ": " + message).str();
+    return r;
+  }
+  std::optional<ImportResult> bindInputs();
+  std::optional<ImportResult> inferShapes();
+  std::optional<ImportResult> createArguments(func::FuncOp func);
+  std::optional<ImportResult> convertNode(const onnx::NodeProto &node,
+                                          int index);
+  std::optional<ImportResult> checkOutputs(const onnx::NodeProto &node,
+                                           StringRef where);
+  std::string nodeLabel(const onnx::NodeProto &node, int index) const {
+    std::string name = node.name().empty()
+                           ? node.op_type() + "_" + std::to_string(index)
+                           : node.name();
+    return "node '" + name + "' (" + node.op_type() + ", opset " +
+           std::to_string(opset) + ")";
+  }
+  std::string takeDiagnostics() {
+    std::string s;
+    std::swap(s, diagnostics);
+    return s;
+  }
+
+  onnx::ModelProto &model;
+  std::string file, baseDir;
+  const ImportOptions &options;
+  MLIRContext &ctx;
+  OpBuilder builder;
+  int64_t opset = 0;
+  std::string diagnostics;
+
+  /// Graph inputs (not initializers) with their bound static shapes.
+  SmallVector<std::pair<std::string, StaticType>> inputs;
+  /// What ONNX shape inference knows about each value.
+  llvm::StringMap<StaticType> inferred;
+  llvm::StringMap<OnnxValue> values;
+  llvm::StringMap<Value> materialized;
+};
+
+} // namespace
+
+std::optional<ImportResult> Importer::bindInputs() {
+  llvm::StringSet<> initializers;
+  for (const auto &init : model.graph().initializer())
+    initializers.insert(init.name());
+  for (auto &input : *model.mutable_graph()->mutable_input()) {
+    if (initializers.contains(input.name()))
+      continue;
+    const std::string &name = input.name();
+    if (!input.type().has_tensor_type())
+      return error(ImportStatus::Unsupported,
+                   "graph input '" + name +
+                       "' is not a tensor; Loom imports tensor inputs only");
+    auto *tensorType = input.mutable_type()->mutable_tensor_type();
+    StaticType st;
+    st.elemType = tensorType->elem_type();
+    if (!toDType(st.elemType))
+      return error(ImportStatus::Unsupported,
+                   "graph input '" + name + "' has element type " +
+                       onnxTypeName(st.elemType) +
+                       "; Loom supports FLOAT, FLOAT16, BFLOAT16, INT32, "
+                       "INT64 and BOOL");
+    auto given = options.inputShapes.find(name);
+    if (given != options.inputShapes.end()) {
+      if (tensorType->has_shape() &&
+          tensorType->shape().dim_size() !=
+              static_cast<int>(given->second.size()))
+        return error(ImportStatus::InvalidModel,
+                     "--input-shape gives " +
+                         Twine(given->second.size()) +
+                         " dimensions for input '" + name +
+                         "', which has rank " +
+                         Twine(tensorType->shape().dim_size()));
+      st.shape = given->second;
+    } else if (!tensorType->has_shape()) {
+      return error(ImportStatus::Unsupported,
+                   "graph input '" + name +
+                       "' has no shape; give it with --input-shape " + name +
+                       "=D0xD1x...");
+    } else {
+      for (int d = 0; d < tensorType->shape().dim_size(); ++d) {
+        const auto &dim = tensorType->shape().dim(d);
+        if (dim.has_dim_value()) {
+          st.shape.push_back(dim.dim_value());
+          continue;
+        }
+        std::string param = dim.has_dim_param() ? dim.dim_param() : "";
+        auto bound = options.dims.find(param);
+        if (!param.empty() && bound != options.dims.end())
+          st.shape.push_back(bound->second);
+        else if (d == 0 && options.batch)
+          st.shape.push_back(*options.batch);
+        else
+          return error(ImportStatus::Unsupported,
+                       "graph input '" + name + "' dimension " + Twine(d) +
+                           " is symbolic" +
+                           (param.empty() ? "" : " ('" + param + "')") +
+                           "; bind it with " +
+                           (d == 0 ? "--batch N, " : "") +
+                           (param.empty() ? "" : "--dim " + param + "=N, ") +
+                           "or --input-shape " + name + "=D0xD1x...");
+      }
+    }
+    if (!checkedNumElements(st.shape))
+      return error(ImportStatus::InvalidModel,
+                   "graph input '" + name + "' has an invalid shape " +
+                       formatShape(st.shape));
+    // Write the bound shape back so that ONNX shape inference sees it.
+    auto *shape = tensorType->mutable_shape();
+    shape->clear_dim();
+    for (int64_t d : st.shape)
+      shape->add_dim()->set_dim_value(d);
+    inputs.emplace_back(name, std::move(st));
+  }
+  return std::nullopt;
+}
+
+static std::optional<StaticType> staticTypeOf(const onnx::TypeProto &type) {
+  if (!type.has_tensor_type() || !type.tensor_type().has_shape())
+    return std::nullopt;
+  StaticType st;
+  st.elemType = type.tensor_type().elem_type();
+  for (const auto &dim : type.tensor_type().shape().dim()) {
+    if (!dim.has_dim_value())
+      return std::nullopt;
+    st.shape.push_back(dim.dim_value());
+  }
+  return st;
+}
+
+std::optional<ImportResult> Importer::inferShapes() {
+  try {
+    onnx::shape_inference::InferShapes(
+        model, onnx::OpSchemaRegistry::Instance(),
+        onnx::ShapeInferenceOptions(/*check_type=*/false, /*error_mode=*/0,
+                                    /*data_prop=*/true));
+  } catch (const std::exception &e) {
+    return error(ImportStatus::InvalidModel,
+                 Twine("ONNX shape inference rejects the model: ") + e.what());
+  }
+  const onnx::GraphProto &graph = model.graph();
+  for (const auto *list : {&graph.value_info(), &graph.output()})
+    for (const auto &info : *list)
+      if (auto st = staticTypeOf(info.type()))
+        inferred[info.name()] = std::move(*st);
+  return std::nullopt;
+}
+
+/// A blob key for a parameter: resource keys must be identifiers.
+static std::string blobKey(StringRef name) {
+  std::string key = "param_";
+  for (char c : name)
+    key.push_back(llvm::isAlnum(c) ? c : '_');
+  return key;
+}
+
+std::optional<ImportResult> Importer::createArguments(func::FuncOp func) {
+  const onnx::GraphProto &graph = model.graph();
+  Block *body = func.addEntryBlock();
+  SmallVector<Type> argTypes;
+  // Argument attributes are set once the function type has every argument.
+  SmallVector<NamedAttrList> argAttrs;
+  for (auto &[name, st] : inputs) {
+    auto type = RankedTensorType::get(
+        st.shape, toMlirType(*toDType(st.elemType), &ctx));
+    BlockArgument arg = body->addArgument(type, func.getLoc());
+    argTypes.push_back(type);
+    argAttrs.emplace_back().append(LoomDialect::kInputAttrName,
+                                   builder.getStringAttr(name));
+    values.insert_or_assign(name, OnnxValue(Value(arg)));
+  }
+
+  // Which initializers the graph uses, and which are batch-norm statistics.
+  llvm::StringSet<> used, buffers;
+  for (const auto &node : graph.node()) {
+    for (const auto &in : node.input())
+      used.insert(in);
+    if (node.op_type() == "BatchNormalization")
+      for (int i = 3; i < std::min(node.input_size(), 5); ++i)
+        buffers.insert(node.input(i));
+  }
+  for (const auto &out : graph.output())
+    used.insert(out.name());
+  if (graph.sparse_initializer_size() > 0)
+    return error(ImportStatus::Unsupported,
+                 "sparse initializers are not supported");
+
+  for (const auto &init : graph.initializer()) {
+    const std::string &name = init.name();
+    if (!used.contains(name))
+      continue;
+    std::optional<DType> dtype = toDType(init.data_type());
+    if (!dtype)
+      return error(ImportStatus::Unsupported,
+                   "initializer '" + name + "' has element type " +
+                       onnxTypeName(init.data_type()) +
+                       "; Loom supports FLOAT, FLOAT16, BFLOAT16, INT32, "
+                       "INT64 and BOOL");
+    SmallVector<int64_t> shape(init.dims().begin(), init.dims().end());
+    std::string why;
+    std::optional<std::string> bytes = tensorBytes(init, *dtype, baseDir, why);
+    if (!bytes)
+      return error(ImportStatus::InvalidModel,
+                   "initializer '" + name + "' " + why);
+    int64_t count = *checkedNumElements(shape);
+    // Trainable state: floating-point tensors with more than one element.
+    // Scalars and integer tensors are constants the importer may fold.
+    if (!isFloat(*dtype) || count <= 1) {
+      if (count > kMaxFoldElements)
+        return error(ImportStatus::Unsupported,
+                     "initializer '" + name + "' is a constant too large to "
+                     "fold");
+      values.insert_or_assign(name,
+                              OnnxValue(HostTensor::fromBytes(*dtype, shape,
+                                                              *bytes)));
+      continue;
+    }
+    auto type = RankedTensorType::get(shape, toMlirType(*dtype, &ctx));
+    BlockArgument arg = body->addArgument(type, func.getLoc());
+    argTypes.push_back(type);
+    NamedAttrList &attrs = argAttrs.emplace_back();
+    attrs.append(buffers.contains(name) ? LoomDialect::kBufferAttrName
+                                        : LoomDialect::kParamAttrName,
+                 builder.getStringAttr(name));
+    if (options.withWeights) {
+      AsmResourceBlob blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
+          ArrayRef<char>(bytes->data(), bytes->size()), alignof(uint64_t));
+      attrs.append(LoomDialect::kInitAttrName,
+                   DenseResourceElementsAttr::get(type, blobKey(name),
+                                                  std::move(blob)));
+    }
+    values.insert_or_assign(name, OnnxValue(Value(arg)));
+  }
+  func.setFunctionType(FunctionType::get(&ctx, argTypes, {}));
+  for (auto [i, attrs] : llvm::enumerate(argAttrs))
+    func.setArgAttrs(i, attrs.getDictionary(&ctx));
+  return std::nullopt;
+}
+
+std::optional<ImportResult> Importer::checkOutputs(const onnx::NodeProto &node,
+                                                   StringRef where) {
+  for (const std::string &out : node.output()) {
+    if (out.empty())
+      continue;
+    auto it = values.find(out);
+    if (it == values.end())
+      return error(ImportStatus::InternalError,
+                   where + ": Loom produced no value for output '" + out +
+                       "'");
+    RankedTensorType type =
+        std::holds_alternative<Value>(it->second)
+            ? cast<RankedTensorType>(std::get<Value>(it->second).getType())
+            : std::get<HostTensor>(it->second).getType(&ctx);
+    if (!checkedNumElements(type.getShape()))
+      return error(ImportStatus::InvalidModel,
+                   where + ": output '" + out + "' would have shape " +
+                       formatShape(type.getShape()) +
+                       ", which is too large");
+    auto onnxType = inferred.find(out);
+    if (onnxType == inferred.end())
+      continue;
+    const StaticType &expect = onnxType->second;
+    std::optional<DType> dtype = fromMlirType(type.getElementType());
+    bool typeDiffers = expect.elemType != 0 && dtype &&
+                       static_cast<int32_t>(*dtype) != expect.elemType;
+    if (type.getShape() != ArrayRef<int64_t>(expect.shape) || typeDiffers)
+      return error(ImportStatus::InternalError,
+                   where + ": Loom gives output '" + out + "' shape " +
+                       formatShape(type.getShape()) + " of " +
+                       (dtype ? onnxTypeName(static_cast<int32_t>(*dtype))
+                              : std::string("?")) +
+                       " but ONNX shape inference gives " +
+                       formatShape(expect.shape) + " of " +
+                       onnxTypeName(expect.elemType));
+  }
+  return std::nullopt;
+}
+
+std::optional<ImportResult> Importer::convertNode(const onnx::NodeProto &node,
+                                                  int index) {
+  std::string where = nodeLabel(node, index);
+  if (!node.domain().empty() && node.domain() != "ai.onnx")
+    return error(ImportStatus::Unsupported,
+                 where + ": operators of domain '" + node.domain() +
+                     "' are not supported; Loom imports the default ONNX "
+                     "domain");
+  for (const std::string &in : node.input())
+    if (!in.empty() && !values.count(in))
+      return error(ImportStatus::InvalidModel,
+                   where + ": input '" + in +
+                       "' is not produced by an earlier node, an "
+                       "initializer or a graph input (is the graph "
+                       "topologically sorted?)");
+  const auto &table = converterTable();
+  auto converter = table.find(node.op_type());
+  if (converter == table.end()) {
+    std::string list;
+    for (StringRef op : supportedOpTypes())
+      list += (list.empty() ? "" : ", ") + op.str();
+    return error(ImportStatus::Unsupported,
+                 where + ": operator " + node.op_type() +
+                     " is not supported. Loom imports: " + list);
+  }
+  std::string locName = node.name().empty()
+                            ? node.op_type() + "_" + std::to_string(index)
+                            : node.name();
+  Location loc = NameLoc::get(builder.getStringAttr(locName),
+                              FileLineColLoc::get(&ctx, file, 0, 0));
+  NodeContext nc(node, opset, builder, loc, values, materialized,
+                 [this] { return takeDiagnostics(); });
+  if (failed(converter->second(nc))) {
+    NodeError err = nc.error.value_or(
+        NodeError{ImportStatus::InternalError,
+                  "the converter failed without saying why: " +
+                      takeDiagnostics()});
+    return error(err.status, where + ": " + err.message);
+  }
+  return checkOutputs(node, where);
+}
+
+ImportResult Importer::run() {
+  std::string otherDomains;
+  for (const auto &entry : model.opset_import()) {
+    if (entry.domain().empty() || entry.domain() == "ai.onnx")
+      opset = entry.version();
+    else
+      otherDomains += (otherDomains.empty() ? "'" : ", '") + entry.domain() +
+                      "'";
+  }
+  if (opset == 0 && !otherDomains.empty())
+    return error(ImportStatus::Unsupported,
+                 "the model uses only the operator domains " + otherDomains +
+                     "; Loom imports the default ONNX domain");
+  if (opset == 0)
+    return error(ImportStatus::InvalidModel,
+                 "the model imports no version of the default ONNX opset");
+  if (opset < kMinOpset || opset > kMaxOpset)
+    return error(ImportStatus::Unsupported,
+                 "the model uses ONNX opset " + Twine(opset) +
+                     "; Loom imports opsets 13 to 17. Re-export it with "
+                     "opset_version between 13 and 17");
+  if (!model.has_graph())
+    return error(ImportStatus::InvalidModel, "the model has no graph");
+  try {
+    onnx::checker::check_model(model);
+  } catch (const std::exception &e) {
+    return error(ImportStatus::InvalidModel,
+                 Twine("the ONNX checker rejects the model: ") + e.what());
+  }
+  if (auto err = bindInputs())
+    return std::move(*err);
+  if (auto err = inferShapes())
+    return std::move(*err);
+
+  // Collect verifier and inference messages instead of printing them.
+  ScopedDiagnosticHandler handler(&ctx, [this](Diagnostic &diag) {
+    if (!diagnostics.empty())
+      diagnostics += "; ";
+    diagnostics += diag.str();
+    return success();
+  });
+
+  Location fileLoc = FileLineColLoc::get(&ctx, file, 0, 0);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
+  (*module)->setAttr("loom.source", builder.getStringAttr(file));
+  (*module)->setAttr("loom.opset", builder.getI64IntegerAttr(opset));
+  builder.setInsertionPointToEnd(module->getBody());
+  auto func = func::FuncOp::create(builder, fileLoc, "main",
+                                   FunctionType::get(&ctx, {}, {}));
+  if (auto err = createArguments(func))
+    return std::move(*err);
+
+  builder.setInsertionPointToEnd(&func.getBody().front());
+  const onnx::GraphProto &graph = model.graph();
+  for (int i = 0; i < graph.node_size(); ++i)
+    if (auto err = convertNode(graph.node(i), i))
+      return std::move(*err);
+
+  // Results: the graph outputs.
+  SmallVector<Value> results;
+  for (const auto &out : graph.output()) {
+    auto it = values.find(out.name());
+    if (it == values.end())
+      return error(ImportStatus::InvalidModel,
+                   "graph output '" + out.name() +
+                       "' is not produced by any node");
+    if (auto *known = std::get_if<HostTensor>(&it->second)) {
+      Value &cached = materialized[out.name()];
+      if (!cached)
+        cached = ConstantOp::create(builder, fileLoc, known->toAttr(&ctx));
+      results.push_back(cached);
+    } else {
+      results.push_back(std::get<Value>(it->second));
+    }
+  }
+  func::ReturnOp::create(builder, fileLoc, results);
+  func.setFunctionType(FunctionType::get(
+      &ctx, func.getArgumentTypes(), ValueRange(results).getTypes()));
+  for (auto [i, out] : llvm::enumerate(graph.output()))
+    func.setResultAttr(i, LoomDialect::kOutputAttrName,
+                       builder.getStringAttr(out.name()));
+
+  if (failed(mlir::verify(*module)))
+    return error(ImportStatus::InternalError,
+                 "the imported module does not verify: " + takeDiagnostics());
+  ImportResult result;
+  result.module = std::move(module);
+  return result;
+}
+
+ImportResult importOnnxBytes(StringRef bytes, StringRef name,
+                             const ImportOptions &options,
+                             MLIRContext &context) {
+  context.loadDialect<LoomDialect, func::FuncDialect>();
+  onnx::ModelProto model;
+  if (bytes.size() > static_cast<size_t>(INT_MAX) ||
+      !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    ImportResult r;
+    r.status = ImportStatus::InvalidModel;
+    r.message = (name + ": not a valid ONNX model (the protobuf does not "
+                        "parse; is the file truncated or corrupt?)")
+                    .str();
+    return r;
+  }
+  Importer importer(model, name, options, context);
+  return importer.run();
+}
+
+ImportResult importOnnxFile(StringRef path, const ImportOptions &options,
+                            MLIRContext &context) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer) {
+    ImportResult r;
+    r.status = ImportStatus::InvalidModel;
+    r.message = (path + ": cannot read the file: " +
+                 buffer.getError().message())
+                    .str();
+    return r;
+  }
+  return importOnnxBytes((*buffer)->getBuffer(), path, options, context);
+}
+
+} // namespace loom::onnx_import

@@ -1,0 +1,218 @@
+//===- LoomDialect.cpp - The loom dialect and its annotation checks -------===//
+
+#include "dialects/LoomDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+using namespace mlir;
+using namespace loom;
+
+#include "dialects/LoomDialect.cpp.inc"
+
+namespace {
+/// Gives meshes a short alias (`#mesh`) in printed IR.
+struct LoomOpAsmInterface : public OpAsmDialectInterface {
+  using OpAsmDialectInterface::OpAsmDialectInterface;
+  AliasResult getAlias(Attribute attr, raw_ostream &os) const override {
+    if (isa<MeshAttr>(attr)) {
+      os << "mesh";
+      return AliasResult::OverridableAlias;
+    }
+    return AliasResult::NoAlias;
+  }
+};
+} // namespace
+
+void LoomDialect::initialize() {
+  registerAttributes();
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/LoomOps.cpp.inc"
+      >();
+  addInterfaces<LoomOpAsmInterface>();
+}
+
+/// The mesh of the function enclosing `op`, if it has one.
+static MeshAttr getEnclosingMesh(Operation *op) {
+  for (Operation *p = op; p; p = p->getParentOp())
+    if (auto mesh = p->getAttrOfType<MeshAttr>(LoomDialect::kMeshAttrName))
+      return mesh;
+  return {};
+}
+
+/// Checks one side (operands or results) of a strategy against its values.
+static LogicalResult verifyStrategyEntries(Operation *op, StringRef side,
+                                           ArrayRef<DenseI64ArrayAttr> entries,
+                                           ValueRange values, MeshAttr mesh) {
+  SmallVector<RankedTensorType> tensors;
+  for (Value v : values)
+    if (auto t = dyn_cast<RankedTensorType>(v.getType()))
+      tensors.push_back(t);
+  if (entries.size() != tensors.size())
+    return op->emitOpError() << "strategy gives " << entries.size() << " "
+                             << side << " entries but the op has "
+                             << tensors.size() << " tensor " << side << "s";
+  for (auto [i, counts, type] : llvm::enumerate(entries, tensors)) {
+    if (counts.size() != type.getRank())
+      return op->emitOpError()
+             << "strategy " << side << " entry #" << i << " has "
+             << counts.size() << " counts but " << side << " #" << i
+             << " has rank " << type.getRank();
+    // Saturating product: counts come from user IR.
+    int64_t product = 1;
+    for (auto [d, c] : llvm::enumerate(counts.asArrayRef())) {
+      if (type.getDimSize(d) % c != 0)
+        return op->emitOpError()
+               << "strategy splits dimension " << d << " of " << side << " #"
+               << i << " (size " << type.getDimSize(d) << ") " << c
+               << " ways, which does not divide it";
+      if (__builtin_mul_overflow(product, c, &product))
+        product = INT64_MAX;
+    }
+    if (mesh && product > mesh.getNumDevices())
+      return op->emitOpError()
+             << "strategy " << side << " entry #" << i << " splits over "
+             << product << " devices but the mesh has "
+             << mesh.getNumDevices();
+    if (mesh && mesh.getNumDevices() % product != 0)
+      return op->emitOpError()
+             << "strategy " << side << " entry #" << i << " splits over "
+             << product << " devices, which does not divide the mesh's "
+             << mesh.getNumDevices();
+  }
+  return success();
+}
+
+static LogicalResult verifyStrategyOnOp(Operation *op, StrategyAttr strategy) {
+  MeshAttr mesh = getEnclosingMesh(op);
+  if (failed(verifyStrategyEntries(op, "operand", strategy.getInputs(),
+                                   op->getOperands(), mesh)))
+    return failure();
+  if (strategy.getOutputs().empty())
+    return success();
+  return verifyStrategyEntries(op, "result", strategy.getOutputs(),
+                               op->getResults(), mesh);
+}
+
+LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  bool isFunctionOrModule = isa<FunctionOpInterface, ModuleOp>(op);
+  if (name == kMeshAttrName) {
+    if (!isFunctionOrModule)
+      return op->emitError() << "'" << name
+                             << "' belongs on a function or module";
+    if (!isa<MeshAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a #loom.mesh";
+    return success();
+  }
+  if (name == kSourceAttrName || name == kOpsetAttrName) {
+    if (!isa<ModuleOp>(op))
+      return op->emitError() << "'" << name << "' belongs on a module";
+    if (name == kSourceAttrName ? !isa<StringAttr>(attr.getValue())
+                                : !isa<IntegerAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a "
+                             << (name == kSourceAttrName ? "string"
+                                                         : "integer");
+    return success();
+  }
+  if (name == kStrategyAttrName || name == kStageAttrName ||
+      name == kRecomputeAttrName) {
+    if (isFunctionOrModule)
+      return op->emitError() << "'" << name
+                             << "' belongs on an op, not a function or module";
+  }
+  if (name == kStrategyAttrName) {
+    auto strategy = dyn_cast<StrategyAttr>(attr.getValue());
+    if (!strategy)
+      return op->emitError() << "'" << name << "' must be a #loom.strategy";
+    return verifyStrategyOnOp(op, strategy);
+  }
+  if (name == kStageAttrName) {
+    auto stage = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!stage || stage.getType().isInteger(1) ||
+        stage.getValue().isNegative())
+      return op->emitError() << "'" << name
+                             << "' must be a non-negative integer";
+    return success();
+  }
+  if (name == kRecomputeAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a unit attribute";
+    return success();
+  }
+  return op->emitError() << "unknown loom annotation '" << name << "'";
+}
+
+/// Checks a `loom.layout` on a function argument or result of type `type`.
+static LogicalResult verifyLayoutOn(Operation *op, StringRef what,
+                                    unsigned index, Attribute attr,
+                                    Type type) {
+  auto layout = dyn_cast<TensorLayoutAttr>(attr);
+  if (!layout)
+    return op->emitError() << "'" << LoomDialect::kLayoutAttrName
+                           << "' must be a #loom.layout";
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor)
+    return op->emitError() << "'" << LoomDialect::kLayoutAttrName
+                           << "' is only valid on a ranked tensor " << what;
+  if (auto mesh = op->getAttrOfType<MeshAttr>(LoomDialect::kMeshAttrName))
+    if (layout.getMesh() != mesh)
+      return op->emitError() << what << " #" << index
+                             << ": the layout's mesh differs from the "
+                                "function's loom.mesh";
+  return layout.verifyForShape(tensor.getShape(), [&] {
+    return op->emitError() << what << " #" << index << ": ";
+  });
+}
+
+LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
+                                                    unsigned regionIndex,
+                                                    unsigned argIndex,
+                                                    NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  // Declarations have no entry block: take the type from the signature.
+  Type argType;
+  if (auto func = dyn_cast<FunctionOpInterface>(op))
+    argType = func.getArgumentTypes()[argIndex];
+  else
+    argType = op->getRegion(regionIndex).getArgument(argIndex).getType();
+  if (name == kLayoutAttrName)
+    return verifyLayoutOn(op, "argument", argIndex, attr.getValue(), argType);
+  if (name == kInputAttrName || name == kParamAttrName ||
+      name == kBufferAttrName) {
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a string";
+    return success();
+  }
+  if (name == kInitAttrName) {
+    auto init = dyn_cast<ElementsAttr>(attr.getValue());
+    if (!init || init.getType() != argType)
+      return op->emitError() << "'" << name << "' of argument #" << argIndex
+                             << " must be elements of the argument's type";
+    return success();
+  }
+  return op->emitError() << "unknown loom argument attribute '" << name << "'";
+}
+
+LogicalResult LoomDialect::verifyRegionResultAttribute(Operation *op,
+                                                       unsigned regionIndex,
+                                                       unsigned resultIndex,
+                                                       NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  auto func = dyn_cast<FunctionOpInterface>(op);
+  if (!func)
+    return op->emitError() << "loom result attributes belong on functions";
+  if (name == kLayoutAttrName)
+    return verifyLayoutOn(op, "result", resultIndex, attr.getValue(),
+                          func.getResultTypes()[resultIndex]);
+  if (name == kOutputAttrName) {
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a string";
+    return success();
+  }
+  return op->emitError() << "unknown loom result attribute '" << name << "'";
+}

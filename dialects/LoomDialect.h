@@ -1,0 +1,26 @@
+//===- LoomDialect.h - The loom dialect, its attributes and ops -*- C++ -*-===//
+
+#ifndef LOOM_DIALECTS_LOOMDIALECT_H
+#define LOOM_DIALECTS_LOOMDIALECT_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Attributes.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/LoomDialect.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/LoomAttrs.h.inc"
+
+#include "dialects/ShapeInference.h"
+
+#define GET_OP_CLASSES
+#include "dialects/LoomOps.h.inc"
+
+#endif // LOOM_DIALECTS_LOOMDIALECT_H

@@ -1,0 +1,64 @@
+//===- LoomDialect.td - The loom dialect definition ---------*- tablegen -*-===//
+//
+// The `loom` dialect: global (unsharded) training graphs, the device mesh and
+// tensor layouts that describe how they are split over devices.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_DIALECT_TD
+#define LOOM_DIALECT_TD
+
+include "mlir/IR/OpBase.td"
+
+def Loom_Dialect : Dialect {
+  let name = "loom";
+  let cppNamespace = "::loom";
+  let summary = "Loom's graph dialect for auto-parallel training";
+  let description = [{
+    The `loom` dialect holds a model's computation as a global graph of
+    statically shaped tensor ops, imported from ONNX. The device mesh
+    (`#loom.mesh`), tensor layouts (`#loom.layout`) and per-op shard
+    strategies (`#loom.strategy`) describe how it is split over devices.
+
+    Discardable attributes the dialect verifies:
+      * `loom.mesh` (`#loom.mesh`) on a function: the device matrix.
+      * `loom.strategy` (`#loom.strategy`) on a loom op: split counts per
+        tensor operand; the counts must match the operands' ranks, divide
+        their dimensions, and use no more devices than the mesh has.
+      * `loom.layout` (`#loom.layout`) on a function argument: its rank must
+        equal the argument's, and every split must divide the dimension.
+      * `loom.stage` (non-negative integer) and `loom.recompute` (unit) on an
+        op that is not a function.
+      * `loom.source` (string) and `loom.opset` (integer) on a module: the
+        model file and ONNX opset it was imported from.
+    On function arguments: `loom.input`, `loom.param`, `loom.buffer` (the
+    ONNX name, a string), `loom.init` (elements of the argument's type) and
+    `loom.layout`; on function results: `loom.output` (string) and
+    `loom.layout`. A layout's mesh must be the function's `loom.mesh`, if
+    the function has one.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+  let extraClassDeclaration = [{
+    static constexpr ::llvm::StringLiteral kMeshAttrName = "loom.mesh";
+    static constexpr ::llvm::StringLiteral kStrategyAttrName = "loom.strategy";
+    static constexpr ::llvm::StringLiteral kLayoutAttrName = "loom.layout";
+    static constexpr ::llvm::StringLiteral kStageAttrName = "loom.stage";
+    static constexpr ::llvm::StringLiteral kRecomputeAttrName = "loom.recompute";
+    /// Function-argument attributes set by the ONNX importer.
+    static constexpr ::llvm::StringLiteral kInputAttrName = "loom.input";
+    static constexpr ::llvm::StringLiteral kParamAttrName = "loom.param";
+    static constexpr ::llvm::StringLiteral kBufferAttrName = "loom.buffer";
+    static constexpr ::llvm::StringLiteral kInitAttrName = "loom.init";
+    static constexpr ::llvm::StringLiteral kOutputAttrName = "loom.output";
+    /// Module attributes set by the ONNX importer.
+    static constexpr ::llvm::StringLiteral kSourceAttrName = "loom.source";
+    static constexpr ::llvm::StringLiteral kOpsetAttrName = "loom.opset";
+
+    void registerAttributes();
+  }];
+}
+
+#endif // LOOM_DIALECT_TD

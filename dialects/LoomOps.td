@@ -1,0 +1,400 @@
+//===- LoomOps.td - The loom dialect's forward compute ops --*- tablegen -*-===//
+//
+// Forward compute ops of a global training graph. Every op takes and returns
+// statically shaped builtin tensors; symbolic dimensions are bound when a
+// model is imported. Result types are inferred from operands and attributes
+// wherever they can be, so building an op never needs its result type.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_OPS_TD
+#define LOOM_OPS_TD
+
+include "dialects/LoomDialect.td"
+include "dialects/LoomAttrs.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def Loom_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16]>;
+def Loom_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+def Loom_BoolTensor : StaticShapeTensorOf<[I1]>;
+def Loom_NumericTensor : StaticShapeTensorOf<[F32, F16, BF16, I32, I64]>;
+def Loom_Tensor : StaticShapeTensorOf<[F32, F16, BF16, I32, I64, I1]>;
+
+class Loom_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Loom_Dialect, mnemonic, !listconcat([Pure], traits)>;
+
+/// An op whose result type is inferred by `$cppClass::inferReturnTypes`.
+class Loom_InferredOp<string mnemonic, list<Trait> traits = []>
+    : Loom_Op<mnemonic, !listconcat([InferTypeOpAdaptor], traits)> {
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Constants
+//===----------------------------------------------------------------------===//
+
+def Loom_ConstantOp : Loom_InferredOp<"constant", [ConstantLike]> {
+  let summary = "a constant tensor";
+  let description = [{
+    A tensor whose value is known when the graph is compiled: dense or
+    resource-backed elements. The result type is the value's type.
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops (numpy broadcasting)
+//===----------------------------------------------------------------------===//
+
+class Loom_BinaryOp<string mnemonic, string what>
+    : Loom_InferredOp<mnemonic> {
+  let summary = "elementwise " # what # " with numpy broadcasting";
+  let description = [{
+    Both operands have the same element type. Their shapes broadcast as in
+    numpy: aligned at the last dimension, each pair of sizes is equal or one
+    of them is 1. The result has the broadcast shape.
+  }];
+  let arguments = (ins Loom_NumericTensor:$lhs, Loom_NumericTensor:$rhs);
+  let results = (outs Loom_NumericTensor:$result);
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *, std::optional<::mlir::Location> loc,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &results) {
+      return ::loom::inferElementwiseResult(
+          loc, {adaptor.getLhs(), adaptor.getRhs()}, results);
+    }
+  }];
+}
+
+def Loom_AddOp : Loom_BinaryOp<"add", "addition">;
+def Loom_SubOp : Loom_BinaryOp<"sub", "subtraction">;
+def Loom_MulOp : Loom_BinaryOp<"mul", "multiplication">;
+def Loom_DivOp : Loom_BinaryOp<"div", "division (integers truncate)">;
+def Loom_PowOp : Loom_BinaryOp<"pow", "power">;
+
+class Loom_UnaryOp<string mnemonic, string what, Type type = Loom_FloatTensor>
+    : Loom_InferredOp<mnemonic> {
+  let summary = "elementwise " # what;
+  let arguments = (ins type:$input);
+  let results = (outs type:$result);
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *, std::optional<::mlir::Location>,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &results) {
+      results.push_back(adaptor.getInput().getType());
+      return ::mlir::success();
+    }
+  }];
+}
+
+def Loom_NegOp : Loom_UnaryOp<"neg", "negation", Loom_NumericTensor>;
+def Loom_ExpOp : Loom_UnaryOp<"exp", "exponential">;
+def Loom_LogOp : Loom_UnaryOp<"log", "natural logarithm">;
+def Loom_SqrtOp : Loom_UnaryOp<"sqrt", "square root">;
+def Loom_ErfOp : Loom_UnaryOp<"erf", "Gauss error function">;
+def Loom_TanhOp : Loom_UnaryOp<"tanh", "hyperbolic tangent">;
+def Loom_ReluOp : Loom_UnaryOp<"relu", "rectified linear unit, max(x, 0)">;
+def Loom_SigmoidOp : Loom_UnaryOp<"sigmoid", "logistic sigmoid, 1 / (1 + exp(-x))">;
+
+def Loom_GeluOp : Loom_UnaryOp<"gelu", "Gaussian error linear unit"> {
+  let description = [{
+    `x * Phi(x)` with the normal CDF `Phi`; with `tanh_approximation`, the
+    tanh form `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, UnitAttr:$tanh_approximation);
+}
+
+def Loom_CastOp : Loom_Op<"cast"> {
+  let summary = "elementwise conversion to another element type";
+  let description = [{
+    Converts every element to the result's element type; the shape is kept.
+    Float to integer rounds toward zero; to `i1`, non-zero is true.
+  }];
+  let arguments = (ins Loom_Tensor:$input);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Loom_SelectOp : Loom_InferredOp<"select"> {
+  let summary = "elementwise choice: condition ? true_value : false_value";
+  let description = [{
+    The three operands broadcast as in numpy; `true_value` and `false_value`
+    have the same element type, which is the result's.
+  }];
+  let arguments = (ins Loom_BoolTensor:$condition, Loom_Tensor:$true_value,
+                       Loom_Tensor:$false_value);
+  let results = (outs Loom_Tensor:$result);
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra and normalisation
+//===----------------------------------------------------------------------===//
+
+def Loom_MatmulOp : Loom_InferredOp<"matmul"> {
+  let summary = "batched matrix multiplication";
+  let description = [{
+    `lhs` is `[..., M, K]` and `rhs` is `[..., K, N]` (after the optional
+    transposition of their last two dimensions); both have rank at least 2
+    and the same element type. The batch dimensions broadcast as in numpy.
+    The result is `[broadcast batch..., M, N]`.
+  }];
+  let arguments = (ins Loom_FloatTensor:$lhs, Loom_FloatTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs Loom_FloatTensor:$result);
+}
+
+def Loom_SoftmaxOp : Loom_InferredOp<"softmax"> {
+  let summary = "softmax along one axis";
+  let description = "`axis` must be in [0, rank).";
+  let arguments = (ins Loom_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Loom_FloatTensor:$result);
+}
+
+def Loom_LogSoftmaxOp
+    : Loom_InferredOp<"log_softmax"> {
+  let summary = "log of softmax along one axis";
+  let description = "`axis` must be in [0, rank).";
+  let arguments = (ins Loom_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Loom_FloatTensor:$result);
+}
+
+def Loom_LayerNormOp : Loom_InferredOp<"layer_norm"> {
+  let summary = "layer normalisation over the trailing dimensions";
+  let description = [{
+    Normalises `input` over dimensions `[axis, rank)` to zero mean and unit
+    variance (biased, plus `epsilon`), then multiplies by `scale` and adds
+    `bias` if given. `axis` must be in [0, rank); `scale` and `bias` have
+    shape `input.shape[axis:]` and the input's element type; `epsilon` is
+    not negative.
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$scale,
+                       Optional<Loom_FloatTensor>:$bias, I64Attr:$axis,
+                       F32Attr:$epsilon);
+  let results = (outs Loom_FloatTensor:$result);
+}
+
+def Loom_BatchNormOp : Loom_InferredOp<"batch_norm"> {
+  let summary = "batch normalisation with given statistics (inference form)";
+  let description = [{
+    `(input - mean) / sqrt(variance + epsilon) * scale + bias` along the
+    channel dimension 1. `input` has rank at least 2; `scale`, `bias`,
+    `mean`, `variance` are `[C]` with the input's element type; `epsilon` is
+    not negative.
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$scale,
+                       Loom_FloatTensor:$bias, Loom_FloatTensor:$mean,
+                       Loom_FloatTensor:$variance, F32Attr:$epsilon);
+  let results = (outs Loom_FloatTensor:$result);
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+class Loom_ReduceOp<string mnemonic, string what>
+    : Loom_InferredOp<mnemonic> {
+  let summary = what # " over a set of dimensions";
+  let description = [{
+    `axes` are strictly increasing and in [0, rank). With `keep_dims` the
+    reduced dimensions stay with size 1; otherwise they are removed. Empty
+    `axes` leave the tensor unchanged.
+  }];
+  let arguments = (ins Loom_NumericTensor:$input, DenseI64ArrayAttr:$axes,
+                       UnitAttr:$keep_dims);
+  let results = (outs Loom_NumericTensor:$result);
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *, std::optional<::mlir::Location> loc,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &results) {
+      return ::loom::inferReduceResult(loc, adaptor.getInput(),
+                                       adaptor.getAxes(),
+                                       adaptor.getKeepDims(), results);
+    }
+  }];
+}
+
+def Loom_ReduceSumOp : Loom_ReduceOp<"reduce_sum", "sum">;
+def Loom_ReduceMeanOp : Loom_ReduceOp<"reduce_mean", "mean">;
+def Loom_ReduceMaxOp : Loom_ReduceOp<"reduce_max", "maximum">;
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def Loom_TransposeOp : Loom_InferredOp<"transpose"> {
+  let summary = "permutation of dimensions";
+  let description = [{
+    `permutation` is a permutation of [0, rank); result dimension `i` is
+    input dimension `permutation[i]`.
+  }];
+  let arguments = (ins Loom_Tensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs Loom_Tensor:$result);
+}
+
+def Loom_ReshapeOp : Loom_Op<"reshape"> {
+  let summary = "same elements in row-major order, another shape";
+  let description = [{
+    The result has the input's element type and number of elements.
+  }];
+  let arguments = (ins Loom_Tensor:$input);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Loom_BroadcastOp : Loom_Op<"broadcast"> {
+  let summary = "numpy broadcast to a larger shape";
+  let description = [{
+    The result has the input's element type, rank at least the input's, and
+    the input's shape broadcasts to it: aligned at the last dimension, each
+    input size equals the result's or is 1.
+  }];
+  let arguments = (ins Loom_Tensor:$input);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Loom_GatherOp : Loom_InferredOp<"gather"> {
+  let summary = "gather slices along an axis (embedding lookup)";
+  let description = [{
+    `axis` is in [0, rank(input)). The result shape is
+    `input.shape[:axis] + indices.shape + input.shape[axis+1:]`. Indices lie
+    in [-d, d) for the axis size d; negative ones count from the end.
+  }];
+  let arguments = (ins Loom_Tensor:$input, Loom_IndexTensor:$indices,
+                       I64Attr:$axis);
+  let results = (outs Loom_Tensor:$result);
+}
+
+def Loom_ConcatOp : Loom_InferredOp<"concat"> {
+  let summary = "concatenation along an axis";
+  let description = [{
+    At least one input; all have the same element type and rank, `axis` is in
+    [0, rank), and all dimensions other than `axis` agree.
+  }];
+  let arguments = (ins Variadic<Loom_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Loom_Tensor:$result);
+}
+
+def Loom_SliceOp : Loom_InferredOp<"slice"> {
+  let summary = "strided slice with static bounds";
+  let description = [{
+    Per dimension `d`, result dimension `d` has `sizes[d]` elements taken at
+    `starts[d] + i * strides[d]`. `starts`, `sizes` and `strides` have one
+    entry per dimension; strides are non-zero (negative walks backwards),
+    sizes are not negative, and every index read lies inside the input.
+  }];
+  let arguments = (ins Loom_Tensor:$input, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$sizes, DenseI64ArrayAttr:$strides);
+  let results = (outs Loom_Tensor:$result);
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling (NCHW)
+//===----------------------------------------------------------------------===//
+
+def Loom_Conv2DOp : Loom_InferredOp<"conv2d"> {
+  let summary = "2-D convolution, NCHW input and OIHW weight";
+  let description = [{
+    `input` is `[N, C, H, W]`, `weight` is `[O, C / groups, KH, KW]`, and
+    `bias`, if given, is `[O]`; all share one element type. `groups` is at
+    least 1 and divides both C and O. `strides` and `dilations` have two
+    entries, each at least 1; `padding` is `[top, left, bottom, right]`, not
+    negative. Output size per spatial dimension:
+    `(in + pad_begin + pad_end - dilation * (kernel - 1) - 1) / stride + 1`,
+    which must be at least 1.
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$weight,
+                       Optional<Loom_FloatTensor>:$bias,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$dilations, I64Attr:$groups);
+  let results = (outs Loom_FloatTensor:$result);
+}
+
+class Loom_Pool2DOp<string mnemonic, string what>
+    : Loom_InferredOp<mnemonic> {
+  let summary = "2-D " # what # " pooling, NCHW";
+  let results = (outs Loom_FloatTensor:$result);
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *, std::optional<::mlir::Location> loc,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &results) {
+      return ::loom::inferPool2DResult(
+          loc, adaptor.getInput(), adaptor.getKernel(), adaptor.getStrides(),
+          adaptor.getPadding(), adaptor.getDilations(), adaptor.getCeilMode(),
+          results);
+    }
+  }];
+}
+
+def Loom_MaxPool2DOp : Loom_Pool2DOp<"max_pool2d", "max"> {
+  let description = [{
+    `input` is `[N, C, H, W]`. `kernel`, `strides` and `dilations` have two
+    entries, each at least 1; `padding` is `[top, left, bottom, right]`, not
+    negative, and each pad is smaller than the dilated kernel. The output
+    size per spatial dimension is
+    `(in + pad_begin + pad_end - dilation * (kernel - 1) - 1) / stride + 1`,
+    rounded up instead of down with `ceil_mode`, where a last window that
+    would start past the input and its leading padding is dropped. Padding
+    never wins the max.
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, DenseI64ArrayAttr:$kernel,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$dilations, UnitAttr:$ceil_mode);
+}
+
+def Loom_AvgPool2DOp : Loom_Pool2DOp<"avg_pool2d", "average"> {
+  let description = [{
+    As `loom.max_pool2d`, with dilations of 1. With `count_include_pad` the
+    divisor counts padded positions inside the padded input; otherwise only
+    input positions.
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, DenseI64ArrayAttr:$kernel,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$dilations, UnitAttr:$ceil_mode,
+                       UnitAttr:$count_include_pad);
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+
+def Loom_SoftmaxCrossEntropyOp : Loom_InferredOp<"softmax_cross_entropy"> {
+  let summary = "softmax cross-entropy with integer labels";
+  let description = [{
+    `logits` is `[N, C]` and `labels` is `[N]`. Rows whose label equals
+    `ignore_index` do not count; the others need labels in [0, C). The result
+    is a scalar of the logits' element type: the mean over counted rows, or
+    their sum with `sum`.
+  }];
+  let arguments = (ins Loom_FloatTensor:$logits, Loom_IndexTensor:$labels,
+                       I64Attr:$ignore_index, UnitAttr:$sum);
+  let results = (outs Loom_FloatTensor:$result);
+}
+
+def Loom_MseLossOp : Loom_InferredOp<"mse_loss"> {
+  let summary = "mean squared error";
+  let description = [{
+    `prediction` and `target` have the same type. The result is a scalar:
+    the mean of the squared differences, or their sum with `sum`.
+  }];
+  let arguments = (ins Loom_FloatTensor:$prediction,
+                       Loom_FloatTensor:$target, UnitAttr:$sum);
+  let results = (outs Loom_FloatTensor:$result);
+}
+
+#endif // LOOM_OPS_TD

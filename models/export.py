@@ -1,0 +1,463 @@
+"""Exports the small PyTorch models (MLP, GPT decoder, ResNet-style CNN) that Loom imports as ONNX.
+
+Run with the system interpreter, which has torch 1.13 and onnx 1.12:
+
+    /usr/bin/python3 models/export.py --all          # regenerate every committed .onnx file
+    /usr/bin/python3 models/export.py --model gpt --layers 4 --d-model 128 --heads 8 \\
+        --vocab 512 --seq 128 --tied --opset 17 -o /tmp/gpt_big.onnx
+
+Every export uses a fixed seed, constant folding, TrainingMode.EVAL (see the CNN note below),
+a symbolic batch dimension (`batch`) on the input and the output, and parameters stored as
+initializers named after the PyTorch parameters (`blocks.0.attn.q.weight`, ...).
+
+Two things torch 1.13 does on its own are undone or avoided so that the parameter names hold:
+
+* A Linear applied to a rank-3 tensor exports as MatMul(x, W^T) + b, and constant folding
+  turns W^T into a new initializer called `onnx::MatMul_<n>`. `restore_parameters` replaces
+  each such folded transpose by the original parameter plus an explicit Transpose node, so
+  the initializer is the PyTorch tensor under its PyTorch name and shape (and a tied LM
+  head keeps sharing the token embedding instead of getting a transposed copy).
+* With TrainingMode.EVAL torch folds every BatchNorm into the preceding Conv (new
+  `onnx::Conv_<n>` weights, no BatchNormalization node). The CNN is therefore exported from
+  a model in eval() mode with TrainingMode.PRESERVE, which is the same export minus that
+  fusion: BatchNormalization nodes use the running statistics. `--fuse-bn` gives the fused
+  form instead.
+
+reference.py rebuilds the same models (same classes, seed and construction order) to produce
+PyTorch reference outputs.
+"""
+
+import argparse
+import collections
+import math
+import os
+import sys
+import warnings
+
+import numpy as np
+import onnx
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from onnx import helper, numpy_helper
+
+MODELS_DIR = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_SEED = 0
+SIZE_LIMIT = 2 * 1024 * 1024  # committed models stay below 2 MiB
+
+# --------------------------------------------------------------------------------------------
+# Models
+# --------------------------------------------------------------------------------------------
+
+
+class MLP(nn.Module):
+    """Linear(32,64) - ReLU - Linear(64,64) - Tanh - Linear(64,10)."""
+
+    def __init__(self, in_features=32, hidden=64, classes=10):
+        super().__init__()
+        self.fc1 = nn.Linear(in_features, hidden)
+        self.act1 = nn.ReLU()
+        self.fc2 = nn.Linear(hidden, hidden)
+        self.act2 = nn.Tanh()
+        self.fc3 = nn.Linear(hidden, classes)
+
+    def forward(self, x):
+        return self.fc3(self.act2(self.fc2(self.act1(self.fc1(x)))))
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention with separate q/k/v projections."""
+
+    def __init__(self, d_model, heads, seq):
+        super().__init__()
+        if d_model % heads != 0:
+            raise ValueError(f"d_model {d_model} is not divisible by heads {heads}")
+        self.heads = heads
+        self.head_dim = d_model // heads
+        self.scale = 1.0 / math.sqrt(self.head_dim)
+        self.q = nn.Linear(d_model, d_model)
+        self.k = nn.Linear(d_model, d_model)
+        self.v = nn.Linear(d_model, d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        # Lower-triangular [1, 1, S, S] bool mask; a constant, so it is not in the state_dict.
+        mask = torch.tril(torch.ones(seq, seq, dtype=torch.bool)).view(1, 1, seq, seq)
+        self.register_buffer("mask", mask, persistent=False)
+
+    def forward(self, x):
+        b, t, c = x.size()
+        q = self.q(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)  # [B, H, T, hd]
+        k = self.k(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
+        v = self.v(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
+        att = torch.matmul(q, k.transpose(-2, -1)) * self.scale  # [B, H, T, T]
+        # The sequence length is static and equal to the mask size, so the whole mask is used
+        # (no Slice) and constant folding turns ~mask into a single constant.
+        att = att.masked_fill(~self.mask, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = torch.matmul(att, v)  # [B, H, T, hd]
+        y = y.transpose(1, 2).reshape(b, t, c)
+        return self.proj(y)
+
+
+class FeedForward(nn.Module):
+    """d -> 4d -> d with exact (erf) GELU."""
+
+    def __init__(self, d_model):
+        super().__init__()
+        self.fc = nn.Linear(d_model, 4 * d_model)
+        self.act = nn.GELU()
+        self.proj = nn.Linear(4 * d_model, d_model)
+
+    def forward(self, x):
+        return self.proj(self.act(self.fc(x)))
+
+
+class Block(nn.Module):
+    """Pre-LayerNorm transformer block."""
+
+    def __init__(self, d_model, heads, seq):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model, heads, seq)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.mlp = FeedForward(d_model)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        x = x + self.mlp(self.ln2(x))
+        return x
+
+
+class GPT(nn.Module):
+    """GPT-style decoder: token + learned position embedding, pre-LN blocks, LM head."""
+
+    def __init__(self, layers=2, d_model=64, heads=4, vocab=256, seq=64, tied=False):
+        super().__init__()
+        self.seq = seq
+        self.tok_emb = nn.Embedding(vocab, d_model)
+        self.pos_emb = nn.Embedding(seq, d_model)
+        self.blocks = nn.ModuleList([Block(d_model, heads, seq) for _ in range(layers)])
+        self.ln_f = nn.LayerNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab, bias=False)
+        if tied:
+            self.lm_head.weight = self.tok_emb.weight
+        # LayerNorm affine parameters start at (1, 0); perturb them so that a wrong or
+        # missing affine step shows up when comparing Loom against PyTorch.
+        for module in self.modules():
+            if isinstance(module, nn.LayerNorm):
+                with torch.no_grad():
+                    module.weight.add_(0.1 * torch.randn_like(module.weight))
+                    module.bias.normal_(0.0, 0.1)
+
+    def forward(self, input_ids):
+        # The sequence length is static: inputs are [batch, seq]. The position table is added
+        # whole rather than gathered with arange indices, which constant folding would turn
+        # into an anonymous constant instead of the `pos_emb.weight` parameter.
+        if not torch.jit.is_tracing() and input_ids.size(1) != self.seq:
+            raise ValueError(f"expected sequence length {self.seq}, got {input_ids.size(1)}")
+        x = self.tok_emb(input_ids) + self.pos_emb.weight
+        for block in self.blocks:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+
+class BasicBlock(nn.Module):
+    """conv3x3-bn-relu-conv3x3-bn plus skip (1x1 conv + bn projection when the shape changes), relu."""
+
+    def __init__(self, in_ch, out_ch, stride=1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_ch, out_ch, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(out_ch)
+        self.relu1 = nn.ReLU()
+        self.conv2 = nn.Conv2d(out_ch, out_ch, 3, stride=1, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(out_ch)
+        self.relu2 = nn.ReLU()
+        self.has_proj = stride != 1 or in_ch != out_ch
+        if self.has_proj:
+            self.proj_conv = nn.Conv2d(in_ch, out_ch, 1, stride=stride, bias=False)
+            self.proj_bn = nn.BatchNorm2d(out_ch)
+
+    def forward(self, x):
+        out = self.relu1(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        skip = self.proj_bn(self.proj_conv(x)) if self.has_proj else x
+        return self.relu2(out + skip)
+
+
+class CNN(nn.Module):
+    """Small ResNet: stem conv-bn-relu, maxpool, two basic blocks (second strided), GAP, FC."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, stride=1, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.relu = nn.ReLU()
+        self.pool = nn.MaxPool2d(3, stride=2, padding=1)  # 32x32 -> 16x16
+        self.layer1 = BasicBlock(16, 16, stride=1)  # 16x16
+        self.layer2 = BasicBlock(16, 32, stride=2)  # 8x8, projected skip
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(32, classes)
+        # Non-trivial BatchNorm state so that the running statistics and affine terms matter.
+        for module in self.modules():
+            if isinstance(module, nn.BatchNorm2d):
+                with torch.no_grad():
+                    module.weight.uniform_(0.5, 1.5)
+                    module.bias.normal_(0.0, 0.2)
+                    module.running_mean.normal_(0.0, 0.5)
+                    module.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x):
+        x = self.pool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer2(self.layer1(x))
+        x = torch.flatten(self.avgpool(x), 1)
+        return self.fc(x)
+
+
+# --------------------------------------------------------------------------------------------
+# Construction shared with reference.py
+# --------------------------------------------------------------------------------------------
+
+GPT_DEFAULTS = dict(layers=2, d_model=64, heads=4, vocab=256, seq=64, tied=False)
+DEFAULT_OPSET = {"mlp": 13, "gpt": 17, "cnn": 13}
+
+
+def add_model_args(parser):
+    """Adds the model-selection and size options shared by export.py and reference.py."""
+    parser.add_argument("--model", choices=["mlp", "gpt", "cnn"], help="which model to build")
+    gpt = parser.add_argument_group("GPT size (ignored for mlp and cnn)")
+    gpt.add_argument("--layers", type=int, default=GPT_DEFAULTS["layers"],
+                     help="number of transformer blocks (default: %(default)s)")
+    gpt.add_argument("--d-model", type=int, default=GPT_DEFAULTS["d_model"],
+                     help="model width (default: %(default)s)")
+    gpt.add_argument("--heads", type=int, default=GPT_DEFAULTS["heads"],
+                     help="attention heads; must divide --d-model (default: %(default)s)")
+    gpt.add_argument("--vocab", type=int, default=GPT_DEFAULTS["vocab"],
+                     help="vocabulary size (default: %(default)s)")
+    gpt.add_argument("--seq", type=int, default=GPT_DEFAULTS["seq"],
+                     help="sequence length, static in the graph (default: %(default)s)")
+    gpt.add_argument("--tied", action="store_true",
+                     help="tie the LM head to the token embedding (default: untied)")
+
+
+def gpt_config(args):
+    return dict(layers=args.layers, d_model=args.d_model, heads=args.heads,
+                vocab=args.vocab, seq=args.seq, tied=args.tied)
+
+
+def build_model(name, seed=DEFAULT_SEED, **gpt_kwargs):
+    """Builds model `name` in eval() mode with weights fully determined by `seed`."""
+    torch.manual_seed(seed)
+    if name == "mlp":
+        model = MLP()
+    elif name == "gpt":
+        config = dict(GPT_DEFAULTS)
+        config.update(gpt_kwargs)
+        model = GPT(**config)
+    elif name == "cnn":
+        model = CNN()
+    else:
+        raise ValueError(f"unknown model {name!r}")
+    return model.eval()
+
+
+def input_spec(name, model):
+    """Returns [(input name, shape without batch, dtype)] for model `name`."""
+    if name == "mlp":
+        return [("x", (32,), torch.float32)]
+    if name == "gpt":
+        return [("input_ids", (model.seq,), torch.int64)]
+    if name == "cnn":
+        return [("x", (3, 32, 32), torch.float32)]
+    raise ValueError(f"unknown model {name!r}")
+
+
+def make_inputs(name, model, batch, generator=None):
+    """Random inputs for model `name`: normal floats, token ids uniform over the vocabulary."""
+    inputs = []
+    for _, shape, dtype in input_spec(name, model):
+        if dtype == torch.int64:
+            vocab = model.tok_emb.num_embeddings
+            inputs.append(torch.randint(0, vocab, (batch,) + shape, generator=generator))
+        else:
+            inputs.append(torch.randn((batch,) + shape, generator=generator, dtype=dtype))
+    return inputs
+
+
+# --------------------------------------------------------------------------------------------
+# Export
+# --------------------------------------------------------------------------------------------
+
+
+def restore_parameters(model_proto, state_dict):
+    """Replaces constant-folded parameter transposes by the parameter plus a Transpose node.
+
+    An initializer whose name is not a parameter name and whose value is exactly the
+    transpose of a 2-D parameter is removed; the parameter becomes the initializer (if it is
+    not one already) and a Transpose node, named after the consuming module, recomputes the
+    folded value. Initializers end up in state_dict order. Returns the list of (folded name, parameter name) pairs replaced.
+    """
+    graph = model_proto.graph
+    # Distinct tensors by storage, first name wins (a tied LM head shares the embedding).
+    params = {}
+    seen = set()
+    for pname, tensor in state_dict.items():
+        key = (tensor.data_ptr(), tuple(tensor.shape))
+        if key in seen:
+            continue
+        seen.add(key)
+        params[pname] = tensor.detach().cpu().numpy()
+    init_names = {init.name for init in graph.initializer}
+    used_names = {n.name for n in graph.node}
+
+    replaced = []
+    for init in list(graph.initializer):
+        if init.name in params:
+            continue
+        value = numpy_helper.to_array(init)
+        if value.ndim != 2:
+            continue
+        match = None
+        for pname, pvalue in params.items():
+            if pvalue.shape == value.shape[::-1] and pvalue.dtype == value.dtype \
+                    and np.array_equal(pvalue.T, value):
+                match = pname
+                break
+        if match is None:
+            continue
+        folded = init.name
+        graph.initializer.remove(init)
+        if match not in init_names:
+            graph.initializer.append(numpy_helper.from_array(params[match], match))
+            init_names.add(match)
+
+        consumers = [i for i, n in enumerate(graph.node) if folded in n.input]
+        first = consumers[0]
+        scope = graph.node[first].name.rsplit("/", 1)[0] if graph.node[first].name else ""
+        node_name = f"{scope}/Transpose"
+        suffix = 0
+        while node_name in used_names:
+            suffix += 1
+            node_name = f"{scope}/Transpose_{suffix}"
+        used_names.add(node_name)
+        out_name = f"{node_name}_output_0"
+        for i in consumers:
+            node = graph.node[i]
+            for j, name in enumerate(node.input):
+                if name == folded:
+                    node.input[j] = out_name
+        for vi in graph.value_info:
+            if vi.name == folded:
+                vi.name = out_name
+        graph.node.insert(first, helper.make_node("Transpose", [match], [out_name],
+                                                  name=node_name, perm=[1, 0]))
+        replaced.append((folded, match))
+
+    # Initializers in state_dict order (restored ones were appended at the end).
+    order = {pname: i for i, pname in enumerate(params)}
+    inits = []
+    for init in sorted(graph.initializer, key=lambda t: order.get(t.name, len(order))):
+        copy = onnx.TensorProto()
+        copy.CopyFrom(init)
+        inits.append(copy)
+    del graph.initializer[:]
+    graph.initializer.extend(inits)
+    return replaced
+
+
+def export(name, path, opset=None, seed=DEFAULT_SEED, fuse_bn=False, batch=2, **gpt_kwargs):
+    """Exports model `name` to `path`, checks it and prints a summary. Returns the ModelProto."""
+    opset = opset or DEFAULT_OPSET[name]
+    model = build_model(name, seed=seed, **gpt_kwargs)
+    spec = input_spec(name, model)
+    input_names = [n for n, _, _ in spec]
+    dummy = tuple(make_inputs(name, model, batch, torch.Generator().manual_seed(seed)))
+    dynamic_axes = {n: {0: "batch"} for n in input_names}
+    dynamic_axes["logits"] = {0: "batch"}
+    # See the module docstring: EVAL everywhere except the CNN, whose BatchNorms EVAL would fuse.
+    training = torch.onnx.TrainingMode.EVAL
+    if name == "cnn" and not fuse_bn:
+        training = torch.onnx.TrainingMode.PRESERVE  # the model is in eval() mode
+
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with warnings.catch_warnings():
+        # PRESERVE + constant folding warns about models in training mode; ours is in eval().
+        warnings.filterwarnings("ignore", message="It is recommended that constant folding")
+        torch.onnx.export(
+            model, dummy, path,
+            export_params=True,
+            opset_version=opset,
+            input_names=input_names,
+            output_names=["logits"],
+            dynamic_axes=dynamic_axes,
+            do_constant_folding=True,
+            training=training,
+            keep_initializers_as_inputs=False,
+        )
+
+    proto = onnx.load(path)
+    replaced = restore_parameters(proto, model.state_dict())
+    onnx.save(proto, path)
+    onnx.checker.check_model(onnx.load(path), full_check=True)
+
+    param_names = set(model.state_dict())
+    others = [i.name for i in proto.graph.initializer if i.name not in param_names]
+    hist = collections.Counter(n.op_type for n in proto.graph.node)
+    size = os.path.getsize(path)
+    print(f"== {path}")
+    print(f"   model={name} opset={opset} size={size} bytes ({size / 1024:.1f} KiB)"
+          + (f" config={dict(GPT_DEFAULTS, **gpt_kwargs)}" if name == "gpt" else ""))
+    print(f"   inputs={[(i.name, _dims(i)) for i in proto.graph.input]}"
+          f" outputs={[(o.name, _dims(o)) for o in proto.graph.output]}")
+    print(f"   initializers={len(proto.graph.initializer)}"
+          f" (restored from folded transposes: {len(replaced)};"
+          f" non-parameter constants: {others or 'none'})")
+    print(f"   nodes={len(proto.graph.node)} op histogram:")
+    for op, count in sorted(hist.items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"     {op:22s} {count}")
+    return proto
+
+
+def _dims(value_info):
+    return [d.dim_param or d.dim_value for d in value_info.type.tensor_type.shape.dim]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description="Export Loom's test models (mlp, gpt, cnn) from PyTorch to ONNX.")
+    parser.add_argument("--all", action="store_true",
+                        help="write mlp.onnx, gpt.onnx, gpt_opset14.onnx and cnn.onnx into "
+                             "models/ with the default configurations (the default when "
+                             "--model is not given)")
+    add_model_args(parser)
+    parser.add_argument("--opset", type=int, default=None,
+                        help="ONNX opset (default: 13 for mlp and cnn, 17 for gpt)")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                        help="torch.manual_seed used before building the model (default: %(default)s)")
+    parser.add_argument("--fuse-bn", action="store_true",
+                        help="cnn only: export with TrainingMode.EVAL, which folds each "
+                             "BatchNorm into its Conv (default keeps BatchNormalization nodes)")
+    parser.add_argument("-o", "--output", default=None,
+                        help="output path (default: models/<model>.onnx)")
+    args = parser.parse_args(argv)
+
+    if args.all or args.model is None:
+        if args.output or args.opset or args.fuse_bn or gpt_config(args) != GPT_DEFAULTS:
+            parser.error("--all writes the committed defaults; -o, --opset, --fuse-bn and "
+                         "the GPT size options need --model")
+        jobs = [("mlp", "mlp.onnx", None), ("gpt", "gpt.onnx", 17),
+                ("gpt", "gpt_opset14.onnx", 14), ("cnn", "cnn.onnx", None)]
+        for name, filename, opset in jobs:
+            export(name, os.path.join(MODELS_DIR, filename), opset=opset, seed=args.seed)
+        too_big = [f for _, f, _ in jobs
+                   if os.path.getsize(os.path.join(MODELS_DIR, f)) >= SIZE_LIMIT]
+        if too_big:
+            sys.exit(f"error: larger than 2 MiB: {too_big}")
+        return
+
+    output = args.output or os.path.join(MODELS_DIR, f"{args.model}.onnx")
+    kwargs = gpt_config(args) if args.model == "gpt" else {}
+    export(args.model, output, opset=args.opset, seed=args.seed, fuse_bn=args.fuse_bn,
+           **kwargs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1129 @@
+// Every verifier and type-inference diagnostic of the loom dialect reachable from textual IR fires, word for word, on invalid IR.
+// RUN: loom-opt %s -split-input-file -verify-diagnostics
+
+// Not reachable from textual IR, so not tested here: the custom attribute
+// parsers always build well-formed parameter lists, which rules out
+// "mesh has N axis names but M sizes", "layout needs a mesh", "layout dimension
+// entries must be lists of axis names" and "strategy entries must be integer
+// lists".
+
+//===----------------------------------------------------------------------===//
+// ODS-generated constraints
+//===----------------------------------------------------------------------===//
+
+func.func @dynamic_shape_operand(%a: tensor<?x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{'loom.add' op operand #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type or 32-bit signless integer or 64-bit signless integer values, but got 'tensor<?x3xf32>'}}
+  %0 = loom.add %a, %b : (tensor<?x3xf32>, tensor<3xf32>) -> tensor<?x3xf32>
+  return
+}
+
+// -----
+
+func.func @integer_matmul(%a: tensor<2x3xi32>, %b: tensor<3x4xi32>) {
+  // expected-error @+1 {{'loom.matmul' op operand #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type values, but got 'tensor<2x3xi32>'}}
+  %0 = loom.matmul %a, %b : (tensor<2x3xi32>, tensor<3x4xi32>) -> tensor<2x4xi32>
+  return
+}
+
+// -----
+
+func.func @bool_add(%a: tensor<3xi1>) {
+  // expected-error @+1 {{'loom.add' op operand #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type or 32-bit signless integer or 64-bit signless integer values, but got 'tensor<3xi1>'}}
+  %0 = loom.add %a, %a : (tensor<3xi1>, tensor<3xi1>) -> tensor<3xi1>
+  return
+}
+
+// -----
+
+func.func @float_gather_indices(%a: tensor<4x2xf32>, %i: tensor<3xf32>) {
+  // expected-error @+1 {{'loom.gather' op operand #1 must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer values, but got 'tensor<3xf32>'}}
+  %0 = loom.gather %a, %i {axis = 0 : i64} : (tensor<4x2xf32>, tensor<3xf32>) -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
+func.func @unranked_cast(%a: tensor<*xf32>) {
+  // The custom form only takes ranked tensors; the generic form reaches the
+  // verifier.
+  // expected-error @+1 {{'loom.cast' op operand #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type or 32-bit signless integer or 64-bit signless integer or 1-bit signless integer values, but got 'tensor<*xf32>'}}
+  %0 = "loom.cast"(%a) : (tensor<*xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @i8_constant() {
+  // expected-error @+1 {{'loom.constant' op result #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type or 32-bit signless integer or 64-bit signless integer or 1-bit signless integer values, but got 'tensor<2xi8>'}}
+  %0 = loom.constant dense<1> : tensor<2xi8>
+  return
+}
+
+// -----
+
+func.func @missing_axis(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'loom.softmax' op requires attribute 'axis'}}
+  %0 = loom.softmax %a : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @i32_axis(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'loom.softmax' op attribute 'axis' failed to satisfy constraint: 64-bit signless integer attribute}}
+  %0 = loom.softmax %a {axis = 1 : i32} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @f64_epsilon(%a: tensor<2x3xf32>, %s: tensor<3xf32>) {
+  // expected-error @+1 {{'loom.layer_norm' op attribute 'epsilon' failed to satisfy constraint: 32-bit float attribute}}
+  %0 = loom.layer_norm %a, %s {axis = 1 : i64, epsilon = 1.0e-05 : f64} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @axes_not_array(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'loom.reduce_sum' op attribute 'axes' failed to satisfy constraint: i64 dense array attribute}}
+  %0 = loom.reduce_sum %a {axes = [0]} : (tensor<2x3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Result type does not match the inferred one
+//===----------------------------------------------------------------------===//
+
+func.func @wrong_result_type(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+2 {{'loom.add' op inferred type(s) 'tensor<2x3xf32>' are incompatible with return type(s) of operation 'tensor<2x4xf32>'}}
+  // expected-error @+1 {{'loom.add' op failed to infer returned types}}
+  %0 = loom.add %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @wrong_unary_result_type(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{'loom.exp' op inferred type(s) 'tensor<2x3xf32>' are incompatible with return type(s) of operation 'tensor<2x3xf16>'}}
+  // expected-error @+1 {{'loom.exp' op failed to infer returned types}}
+  %0 = loom.exp %a : (tensor<2x3xf32>) -> tensor<2x3xf16>
+  return
+}
+
+// -----
+
+func.func @wrong_reduce_result_type(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{'loom.reduce_sum' op inferred type(s) 'tensor<2xf32>' are incompatible with return type(s) of operation 'tensor<2x1xf32>'}}
+  // expected-error @+1 {{'loom.reduce_sum' op failed to infer returned types}}
+  %0 = loom.reduce_sum %a {axes = array<i64: 1>} : (tensor<2x3xf32>) -> tensor<2x1xf32>
+  return
+}
+
+// -----
+
+func.func @wrong_constant_type() {
+  // expected-error @+2 {{'loom.constant' op inferred type(s) 'tensor<2xf32>' are incompatible with return type(s) of operation 'tensor<2xf16>'}}
+  // expected-error @+1 {{'loom.constant' op failed to infer returned types}}
+  %0 = "loom.constant"() {value = dense<1.0> : tensor<2xf32>} : () -> tensor<2xf16>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+func.func @different_element_types(%a: tensor<2xf32>, %b: tensor<2xf16>) {
+  // expected-error @+2 {{operands have different element types ('f32' and 'f16')}}
+  // expected-error @+1 {{'loom.sub' op failed to infer returned types}}
+  %0 = loom.sub %a, %b : (tensor<2xf32>, tensor<2xf16>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @no_broadcast(%a: tensor<2x3xf32>, %b: tensor<4xf32>) {
+  // expected-error @+2 {{operand shapes [2, 3] and [4] do not broadcast}}
+  // expected-error @+1 {{'loom.mul' op failed to infer returned types}}
+  %0 = loom.mul %a, %b : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @cast_shape(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'loom.cast' op result shape [3, 2] differs from input shape [2, 3]}}
+  %0 = loom.cast %a : tensor<2x3xf32> -> tensor<3x2xi32>
+  return
+}
+
+// -----
+
+func.func @select_value_types(%c: tensor<2xi1>, %a: tensor<2xf32>, %b: tensor<2xbf16>) {
+  // expected-error @+2 {{operands have different element types ('f32' and 'bf16')}}
+  // expected-error @+1 {{'loom.select' op failed to infer returned types}}
+  %0 = loom.select %c, %a, %b : (tensor<2xi1>, tensor<2xf32>, tensor<2xbf16>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @select_values_no_broadcast(%c: tensor<2xi1>, %a: tensor<2xf32>, %b: tensor<3xf32>) {
+  // expected-error @+2 {{operand shapes [2] and [3] do not broadcast}}
+  // expected-error @+1 {{'loom.select' op failed to infer returned types}}
+  %0 = loom.select %c, %a, %b : (tensor<2xi1>, tensor<2xf32>, tensor<3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @select_condition(%c: tensor<4xi1>, %a: tensor<2x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+2 {{condition shape [4] does not broadcast with [2, 3]}}
+  // expected-error @+1 {{'loom.select' op failed to infer returned types}}
+  %0 = loom.select %c, %a, %b : (tensor<4xi1>, tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Matmul
+//===----------------------------------------------------------------------===//
+
+func.func @matmul_rank(%a: tensor<3xf32>, %b: tensor<3x4xf32>) {
+  // expected-error @+2 {{operands must have rank at least 2, got 1 and 2}}
+  // expected-error @+1 {{'loom.matmul' op failed to infer returned types}}
+  %0 = loom.matmul %a, %b : (tensor<3xf32>, tensor<3x4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_element_types(%a: tensor<2x3xf32>, %b: tensor<3x4xf16>) {
+  // expected-error @+2 {{operands have different element types ('f32' and 'f16')}}
+  // expected-error @+1 {{'loom.matmul' op failed to infer returned types}}
+  %0 = loom.matmul %a, %b : (tensor<2x3xf32>, tensor<3x4xf16>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_contracting(%a: tensor<2x3xf32>, %b: tensor<4x3xf32>) {
+  // expected-error @+2 {{contracting dimensions differ: lhs has 3, rhs has 4}}
+  // expected-error @+1 {{'loom.matmul' op failed to infer returned types}}
+  %0 = loom.matmul %a, %b : (tensor<2x3xf32>, tensor<4x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_contracting_transposed(%a: tensor<2x3xf32>, %b: tensor<3x4xf32>) {
+  // With transpose_lhs the lhs is [3, 2]: it contracts 2 against 3.
+  // expected-error @+2 {{contracting dimensions differ: lhs has 2, rhs has 3}}
+  // expected-error @+1 {{'loom.matmul' op failed to infer returned types}}
+  %0 = loom.matmul %a, %b {transpose_lhs} : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_batch(%a: tensor<2x4x3xf32>, %b: tensor<3x3x5xf32>) {
+  // expected-error @+2 {{batch dimensions [2] and [3] do not broadcast}}
+  // expected-error @+1 {{'loom.matmul' op failed to infer returned types}}
+  %0 = loom.matmul %a, %b : (tensor<2x4x3xf32>, tensor<3x3x5xf32>) -> tensor<2x4x5xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Softmax, layer norm, batch norm
+//===----------------------------------------------------------------------===//
+
+func.func @softmax_axis(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{axis 2 is out of range for rank 2}}
+  // expected-error @+1 {{'loom.softmax' op failed to infer returned types}}
+  %0 = loom.softmax %a {axis = 2 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @log_softmax_negative_axis(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{axis -1 is out of range for rank 2}}
+  // expected-error @+1 {{'loom.log_softmax' op failed to infer returned types}}
+  %0 = loom.log_softmax %a {axis = -1 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_axis(%a: tensor<2x3xf32>, %s: tensor<3xf32>) {
+  // expected-error @+2 {{axis 2 is out of range for rank 2}}
+  // expected-error @+1 {{'loom.layer_norm' op failed to infer returned types}}
+  %0 = loom.layer_norm %a, %s {axis = 2 : i64, epsilon = 1.0e-05 : f32} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_epsilon(%a: tensor<2x3xf32>, %s: tensor<3xf32>) {
+  // expected-error @+2 {{epsilon must not be negative}}
+  // expected-error @+1 {{'loom.layer_norm' op failed to infer returned types}}
+  %0 = loom.layer_norm %a, %s {axis = 1 : i64, epsilon = -1.0e-05 : f32} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_scale_shape(%a: tensor<2x3x4xf32>, %s: tensor<4xf32>) {
+  // expected-error @+2 {{'scale' must have shape [3, 4], got [4]}}
+  // expected-error @+1 {{'loom.layer_norm' op failed to infer returned types}}
+  %0 = loom.layer_norm %a, %s {axis = 1 : i64, epsilon = 1.0e-05 : f32} : (tensor<2x3x4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_scale_type(%a: tensor<2x3xf32>, %s: tensor<3xbf16>) {
+  // expected-error @+2 {{'scale' must have element type 'f32', got 'bf16'}}
+  // expected-error @+1 {{'loom.layer_norm' op failed to infer returned types}}
+  %0 = loom.layer_norm %a, %s {axis = 1 : i64, epsilon = 1.0e-05 : f32} : (tensor<2x3xf32>, tensor<3xbf16>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_bias_shape(%a: tensor<2x3xf32>, %s: tensor<3xf32>, %b: tensor<2x3xf32>) {
+  // expected-error @+2 {{'bias' must have shape [3], got [2, 3]}}
+  // expected-error @+1 {{'loom.layer_norm' op failed to infer returned types}}
+  %0 = loom.layer_norm %a, %s, %b {axis = 1 : i64, epsilon = 1.0e-05 : f32} : (tensor<2x3xf32>, tensor<3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_bias_type(%a: tensor<2x3xf16>, %s: tensor<3xf16>, %b: tensor<3xf32>) {
+  // expected-error @+2 {{'bias' must have element type 'f16', got 'f32'}}
+  // expected-error @+1 {{'loom.layer_norm' op failed to infer returned types}}
+  %0 = loom.layer_norm %a, %s, %b {axis = 1 : i64, epsilon = 1.0e-05 : f32} : (tensor<2x3xf16>, tensor<3xf16>, tensor<3xf32>) -> tensor<2x3xf16>
+  return
+}
+
+// -----
+
+func.func @batch_norm_rank(%a: tensor<3xf32>, %c: tensor<3xf32>) {
+  // expected-error @+2 {{input must have rank at least 2, got 1}}
+  // expected-error @+1 {{'loom.batch_norm' op failed to infer returned types}}
+  %0 = loom.batch_norm %a, %c, %c, %c, %c {epsilon = 1.0e-05 : f32} : (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @batch_norm_epsilon(%a: tensor<2x3xf32>, %c: tensor<3xf32>) {
+  // expected-error @+2 {{epsilon must not be negative}}
+  // expected-error @+1 {{'loom.batch_norm' op failed to infer returned types}}
+  %0 = loom.batch_norm %a, %c, %c, %c, %c {epsilon = -1.0 : f32} : (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @batch_norm_scale(%a: tensor<2x3x5xf32>, %s: tensor<5xf32>, %c: tensor<3xf32>) {
+  // expected-error @+2 {{'scale' must have shape [3], got [5]}}
+  // expected-error @+1 {{'loom.batch_norm' op failed to infer returned types}}
+  %0 = loom.batch_norm %a, %s, %c, %c, %c {epsilon = 1.0e-05 : f32} : (tensor<2x3x5xf32>, tensor<5xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3x5xf32>
+  return
+}
+
+// -----
+
+func.func @batch_norm_bias(%a: tensor<2x3xf32>, %c: tensor<3xf32>, %b: tensor<3xf16>) {
+  // expected-error @+2 {{'bias' must have element type 'f32', got 'f16'}}
+  // expected-error @+1 {{'loom.batch_norm' op failed to infer returned types}}
+  %0 = loom.batch_norm %a, %c, %b, %c, %c {epsilon = 1.0e-05 : f32} : (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf16>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @batch_norm_mean(%a: tensor<2x3xf32>, %c: tensor<3xf32>, %m: tensor<1x3xf32>) {
+  // expected-error @+2 {{'mean' must have shape [3], got [1, 3]}}
+  // expected-error @+1 {{'loom.batch_norm' op failed to infer returned types}}
+  %0 = loom.batch_norm %a, %c, %c, %m, %c {epsilon = 1.0e-05 : f32} : (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<1x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @batch_norm_variance(%a: tensor<2x3xf32>, %c: tensor<3xf32>, %v: tensor<2xf32>) {
+  // expected-error @+2 {{'variance' must have shape [3], got [2]}}
+  // expected-error @+1 {{'loom.batch_norm' op failed to infer returned types}}
+  %0 = loom.batch_norm %a, %c, %c, %c, %v {epsilon = 1.0e-05 : f32} : (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<2xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+func.func @reduce_axis_range(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{reduction axis 2 is out of range for rank 2}}
+  // expected-error @+1 {{'loom.reduce_sum' op failed to infer returned types}}
+  %0 = loom.reduce_sum %a {axes = array<i64: 2>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_negative_axis(%a: tensor<2x3xi32>) {
+  // expected-error @+2 {{reduction axis -1 is out of range for rank 2}}
+  // expected-error @+1 {{'loom.reduce_max' op failed to infer returned types}}
+  %0 = loom.reduce_max %a {axes = array<i64: -1>} : (tensor<2x3xi32>) -> tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @reduce_axes_order(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{reduction axes must be strictly increasing}}
+  // expected-error @+1 {{'loom.reduce_mean' op failed to infer returned types}}
+  %0 = loom.reduce_mean %a {axes = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @reduce_axes_repeated(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{reduction axes must be strictly increasing}}
+  // expected-error @+1 {{'loom.reduce_mean' op failed to infer returned types}}
+  %0 = loom.reduce_mean %a {axes = array<i64: 1, 1>} : (tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+func.func @transpose_length(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{permutation has 1 entries but the input has rank 2}}
+  // expected-error @+1 {{'loom.transpose' op failed to infer returned types}}
+  %0 = loom.transpose %a {permutation = array<i64: 0>} : (tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_repeated(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{permutation [0, 0] is not a permutation of [0, 2)}}
+  // expected-error @+1 {{'loom.transpose' op failed to infer returned types}}
+  %0 = loom.transpose %a {permutation = array<i64: 0, 0>} : (tensor<2x3xf32>) -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_out_of_range(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{permutation [2, 0] is not a permutation of [0, 2)}}
+  // expected-error @+1 {{'loom.transpose' op failed to infer returned types}}
+  %0 = loom.transpose %a {permutation = array<i64: 2, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
+func.func @reshape_element_type(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'loom.reshape' op result element type 'f16' differs from input element type 'f32'}}
+  %0 = loom.reshape %a : tensor<2x3xf32> -> tensor<6xf16>
+  return
+}
+
+// -----
+
+func.func @reshape_count(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'loom.reshape' op cannot reshape [2, 3] (6 elements) to [7] (7 elements)}}
+  %0 = loom.reshape %a : tensor<2x3xf32> -> tensor<7xf32>
+  return
+}
+
+// -----
+
+func.func @broadcast_element_type(%a: tensor<3xi32>) {
+  // expected-error @+1 {{'loom.broadcast' op result element type 'i64' differs from input element type 'i32'}}
+  %0 = loom.broadcast %a : tensor<3xi32> -> tensor<2x3xi64>
+  return
+}
+
+// -----
+
+func.func @broadcast_shape(%a: tensor<3xf32>) {
+  // expected-error @+1 {{'loom.broadcast' op input shape [3] does not broadcast to [2, 4]}}
+  %0 = loom.broadcast %a : tensor<3xf32> -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @broadcast_lower_rank(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'loom.broadcast' op input shape [2, 3] does not broadcast to [3]}}
+  %0 = loom.broadcast %a : tensor<2x3xf32> -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @gather_axis(%a: tensor<4x2xf32>, %i: tensor<3xi64>) {
+  // expected-error @+2 {{axis 2 is out of range for rank 2}}
+  // expected-error @+1 {{'loom.gather' op failed to infer returned types}}
+  %0 = loom.gather %a, %i {axis = 2 : i64} : (tensor<4x2xf32>, tensor<3xi64>) -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @concat_empty() {
+  // expected-error @+2 {{needs at least one input}}
+  // expected-error @+1 {{'loom.concat' op failed to infer returned types}}
+  %0 = loom.concat {axis = 0 : i64} : () -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @concat_axis(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{axis 2 is out of range for rank 2}}
+  // expected-error @+1 {{'loom.concat' op failed to infer returned types}}
+  %0 = loom.concat %a, %a {axis = 2 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x6xf32>
+  return
+}
+
+// -----
+
+func.func @concat_element_type(%a: tensor<2x3xf32>, %b: tensor<2x3xf16>) {
+  // expected-error @+2 {{input #1 has type 'tensor<2x3xf16>', which differs from input #0's 'tensor<2x3xf32>' in rank or element type}}
+  // expected-error @+1 {{'loom.concat' op failed to infer returned types}}
+  %0 = loom.concat %a, %b {axis = 0 : i64} : (tensor<2x3xf32>, tensor<2x3xf16>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @concat_rank(%a: tensor<2x3xf32>, %b: tensor<2x3xf32>, %c: tensor<2x3x1xf32>) {
+  // expected-error @+2 {{input #2 has type 'tensor<2x3x1xf32>', which differs from input #0's 'tensor<2x3xf32>' in rank or element type}}
+  // expected-error @+1 {{'loom.concat' op failed to infer returned types}}
+  %0 = loom.concat %a, %b, %c {axis = 0 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3x1xf32>) -> tensor<6x3xf32>
+  return
+}
+
+// -----
+
+func.func @concat_sizes(%a: tensor<2x3xf32>, %b: tensor<2x4xf32>) {
+  // expected-error @+2 {{input #1 has size 4 in dimension 1 but input #0 has 3}}
+  // expected-error @+1 {{'loom.concat' op failed to infer returned types}}
+  %0 = loom.concat %a, %b {axis = 0 : i64} : (tensor<2x3xf32>, tensor<2x4xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @slice_entries(%a: tensor<4x4xf32>) {
+  // expected-error @+2 {{starts, sizes and strides need 2 entries each}}
+  // expected-error @+1 {{'loom.slice' op failed to infer returned types}}
+  %0 = loom.slice %a {starts = array<i64: 0, 0>, sizes = array<i64: 2>, strides = array<i64: 1, 1>} : (tensor<4x4xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @slice_zero_stride(%a: tensor<4x4xf32>) {
+  // expected-error @+2 {{stride of dimension 1 must not be 0}}
+  // expected-error @+1 {{'loom.slice' op failed to infer returned types}}
+  %0 = loom.slice %a {starts = array<i64: 0, 0>, sizes = array<i64: 2, 2>, strides = array<i64: 1, 0>} : (tensor<4x4xf32>) -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+func.func @slice_negative_size(%a: tensor<4x4xf32>) {
+  // expected-error @+2 {{size of dimension 0 must not be negative}}
+  // expected-error @+1 {{'loom.slice' op failed to infer returned types}}
+  %0 = loom.slice %a {starts = array<i64: 0, 0>, sizes = array<i64: -1, 2>, strides = array<i64: 1, 1>} : (tensor<4x4xf32>) -> tensor<1x2xf32>
+  return
+}
+
+// -----
+
+func.func @slice_past_end(%a: tensor<4x4xf32>) {
+  // expected-error @+2 {{slice of dimension 1 reads [1, 5], outside the dimension of size 4}}
+  // expected-error @+1 {{'loom.slice' op failed to infer returned types}}
+  %0 = loom.slice %a {starts = array<i64: 0, 1>, sizes = array<i64: 2, 3>, strides = array<i64: 1, 2>} : (tensor<4x4xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @slice_negative_stride_past_start(%a: tensor<4x4xf32>) {
+  // expected-error @+2 {{slice of dimension 0 reads [2, -1], outside the dimension of size 4}}
+  // expected-error @+1 {{'loom.slice' op failed to infer returned types}}
+  %0 = loom.slice %a {starts = array<i64: 2, 0>, sizes = array<i64: 4, 4>, strides = array<i64: -1, 1>} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @slice_start_out_of_range(%a: tensor<4x4xf32>) {
+  // expected-error @+2 {{slice of dimension 0 reads [4, 4], outside the dimension of size 4}}
+  // expected-error @+1 {{'loom.slice' op failed to infer returned types}}
+  %0 = loom.slice %a {starts = array<i64: 4, 0>, sizes = array<i64: 1, 4>, strides = array<i64: 1, 1>} : (tensor<4x4xf32>) -> tensor<1x4xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Convolution
+//===----------------------------------------------------------------------===//
+
+func.func @conv_rank(%x: tensor<4x8x8xf32>, %w: tensor<6x4x3x3xf32>) {
+  // expected-error @+2 {{input and weight must have rank 4, got 3 and 4}}
+  // expected-error @+1 {{'loom.conv2d' op failed to infer returned types}}
+  %0 = loom.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<4x8x8xf32>, tensor<6x4x3x3xf32>) -> tensor<6x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_element_type(%x: tensor<1x4x8x8xf32>, %w: tensor<6x4x3x3xf16>) {
+  // expected-error @+2 {{weight element type 'f16' differs from the input's 'f32'}}
+  // expected-error @+1 {{'loom.conv2d' op failed to infer returned types}}
+  %0 = loom.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x4x8x8xf32>, tensor<6x4x3x3xf16>) -> tensor<1x6x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_groups_divide(%x: tensor<1x4x8x8xf32>, %w: tensor<6x1x3x3xf32>) {
+  // expected-error @+2 {{groups (4) must be at least 1 and divide the input channels (4) and output channels (6)}}
+  // expected-error @+1 {{'loom.conv2d' op failed to infer returned types}}
+  %0 = loom.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 4 : i64} : (tensor<1x4x8x8xf32>, tensor<6x1x3x3xf32>) -> tensor<1x6x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_groups_zero(%x: tensor<1x4x8x8xf32>, %w: tensor<6x4x3x3xf32>) {
+  // expected-error @+2 {{groups (0) must be at least 1 and divide the input channels (4) and output channels (6)}}
+  // expected-error @+1 {{'loom.conv2d' op failed to infer returned types}}
+  %0 = loom.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 0 : i64} : (tensor<1x4x8x8xf32>, tensor<6x4x3x3xf32>) -> tensor<1x6x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_weight_channels(%x: tensor<1x4x8x8xf32>, %w: tensor<6x4x3x3xf32>) {
+  // expected-error @+2 {{weight has 4 input channels per group, expected 2}}
+  // expected-error @+1 {{'loom.conv2d' op failed to infer returned types}}
+  %0 = loom.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 2 : i64} : (tensor<1x4x8x8xf32>, tensor<6x4x3x3xf32>) -> tensor<1x6x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_bias_shape(%x: tensor<1x4x8x8xf32>, %w: tensor<6x4x3x3xf32>, %b: tensor<4xf32>) {
+  // expected-error @+2 {{'bias' must have shape [6], got [4]}}
+  // expected-error @+1 {{'loom.conv2d' op failed to infer returned types}}
+  %0 = loom.conv2d %x, %w, %b {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x4x8x8xf32>, tensor<6x4x3x3xf32>, tensor<4xf32>) -> tensor<1x6x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_bias_type(%x: tensor<1x4x8x8xf32>, %w: tensor<6x4x3x3xf32>, %b: tensor<6xbf16>) {
+  // expected-error @+2 {{'bias' must have element type 'f32', got 'bf16'}}
+  // expected-error @+1 {{'loom.conv2d' op failed to infer returned types}}
+  %0 = loom.conv2d %x, %w, %b {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x4x8x8xf32>, tensor<6x4x3x3xf32>, tensor<6xbf16>) -> tensor<1x6x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_padding_entries(%x: tensor<1x4x8x8xf32>, %w: tensor<6x4x3x3xf32>) {
+  // expected-error @+2 {{strides and dilations need 2 entries and padding 4}}
+  // expected-error @+1 {{'loom.conv2d' op failed to infer returned types}}
+  %0 = loom.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x4x8x8xf32>, tensor<6x4x3x3xf32>) -> tensor<1x6x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_stride_entries(%x: tensor<1x4x8x8xf32>, %w: tensor<6x4x3x3xf32>) {
+  // expected-error @+2 {{strides and dilations need 2 entries and padding 4}}
+  // expected-error @+1 {{'loom.conv2d' op failed to infer returned types}}
+  %0 = loom.conv2d %x, %w {strides = array<i64: 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x4x8x8xf32>, tensor<6x4x3x3xf32>) -> tensor<1x6x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_zero_dilation(%x: tensor<1x4x8x8xf32>, %w: tensor<6x4x3x3xf32>) {
+  // expected-error @+2 {{strides and dilations must be at least 1 and padding not negative}}
+  // expected-error @+1 {{'loom.conv2d' op failed to infer returned types}}
+  %0 = loom.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 0>, groups = 1 : i64} : (tensor<1x4x8x8xf32>, tensor<6x4x3x3xf32>) -> tensor<1x6x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_negative_padding(%x: tensor<1x4x8x8xf32>, %w: tensor<6x4x3x3xf32>) {
+  // expected-error @+2 {{strides and dilations must be at least 1 and padding not negative}}
+  // expected-error @+1 {{'loom.conv2d' op failed to infer returned types}}
+  %0 = loom.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, -1, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x4x8x8xf32>, tensor<6x4x3x3xf32>) -> tensor<1x6x6x5xf32>
+  return
+}
+
+// -----
+
+func.func @conv_kernel_too_big(%x: tensor<1x4x8x2xf32>, %w: tensor<6x4x3x3xf32>) {
+  // expected-error @+2 {{kernel does not fit spatial dimension 1 of size 2}}
+  // expected-error @+1 {{'loom.conv2d' op failed to infer returned types}}
+  %0 = loom.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x4x8x2xf32>, tensor<6x4x3x3xf32>) -> tensor<1x6x6x1xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Pooling
+//===----------------------------------------------------------------------===//
+
+func.func @pool_rank(%x: tensor<4x8x8xf32>) {
+  // expected-error @+2 {{input must be NCHW (rank 4), got rank 3}}
+  // expected-error @+1 {{'loom.max_pool2d' op failed to infer returned types}}
+  %0 = loom.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<4x8x8xf32>) -> tensor<4x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @pool_kernel_entries(%x: tensor<1x1x8x8xf32>) {
+  // expected-error @+2 {{'kernel' must have 2 entries, got 1}}
+  // expected-error @+1 {{'loom.max_pool2d' op failed to infer returned types}}
+  %0 = loom.max_pool2d %x {kernel = array<i64: 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x1x8x8xf32>) -> tensor<1x1x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @pool_kernel_zero(%x: tensor<1x1x8x8xf32>) {
+  // expected-error @+2 {{'kernel' entries must be at least 1, got 0}}
+  // expected-error @+1 {{'loom.avg_pool2d' op failed to infer returned types}}
+  %0 = loom.avg_pool2d %x {kernel = array<i64: 2, 0>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x1x8x8xf32>) -> tensor<1x1x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @pool_strides_entries(%x: tensor<1x1x8x8xf32>) {
+  // expected-error @+2 {{'strides' must have 2 entries, got 3}}
+  // expected-error @+1 {{'loom.max_pool2d' op failed to infer returned types}}
+  %0 = loom.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2, 2>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x1x8x8xf32>) -> tensor<1x1x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @pool_strides_zero(%x: tensor<1x1x8x8xf32>) {
+  // expected-error @+2 {{'strides' entries must be at least 1, got 0}}
+  // expected-error @+1 {{'loom.max_pool2d' op failed to infer returned types}}
+  %0 = loom.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 0, 2>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x1x8x8xf32>) -> tensor<1x1x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @pool_padding_entries(%x: tensor<1x1x8x8xf32>) {
+  // expected-error @+2 {{'padding' must have 4 entries, got 2}}
+  // expected-error @+1 {{'loom.avg_pool2d' op failed to infer returned types}}
+  %0 = loom.avg_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x1x8x8xf32>) -> tensor<1x1x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @pool_padding_negative(%x: tensor<1x1x8x8xf32>) {
+  // expected-error @+2 {{'padding' entries must be at least 0, got -1}}
+  // expected-error @+1 {{'loom.max_pool2d' op failed to infer returned types}}
+  %0 = loom.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, -1, 0>, dilations = array<i64: 1, 1>} : (tensor<1x1x8x8xf32>) -> tensor<1x1x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @pool_dilations_entries(%x: tensor<1x1x8x8xf32>) {
+  // expected-error @+2 {{'dilations' must have 2 entries, got 0}}
+  // expected-error @+1 {{'loom.max_pool2d' op failed to infer returned types}}
+  %0 = loom.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64>} : (tensor<1x1x8x8xf32>) -> tensor<1x1x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @pool_dilations_zero(%x: tensor<1x1x8x8xf32>) {
+  // expected-error @+2 {{'dilations' entries must be at least 1, got 0}}
+  // expected-error @+1 {{'loom.max_pool2d' op failed to infer returned types}}
+  %0 = loom.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 0>} : (tensor<1x1x8x8xf32>) -> tensor<1x1x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @pool_padding_begin_too_big(%x: tensor<1x1x8x8xf32>) {
+  // A 2-wide kernel allows a pad of at most 1.
+  // expected-error @+2 {{padding must be smaller than the window}}
+  // expected-error @+1 {{'loom.max_pool2d' op failed to infer returned types}}
+  %0 = loom.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 2, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x1x8x8xf32>) -> tensor<1x1x4x5xf32>
+  return
+}
+
+// -----
+
+func.func @pool_padding_end_too_big(%x: tensor<1x1x8x8xf32>) {
+  // The dilated 2-wide kernel spans 3, so a pad of 3 is too big.
+  // expected-error @+2 {{padding must be smaller than the window}}
+  // expected-error @+1 {{'loom.max_pool2d' op failed to infer returned types}}
+  %0 = loom.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 3, 0>, dilations = array<i64: 2, 1>} : (tensor<1x1x8x8xf32>) -> tensor<1x1x9x7xf32>
+  return
+}
+
+// -----
+
+func.func @pool_window_too_big(%x: tensor<1x1x2x8xf32>) {
+  // expected-error @+2 {{window does not fit spatial dimension 0 of size 2}}
+  // expected-error @+1 {{'loom.avg_pool2d' op failed to infer returned types}}
+  %0 = loom.avg_pool2d %x {kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x1x2x8xf32>) -> tensor<1x1x1x6xf32>
+  return
+}
+
+// -----
+
+func.func @pool_ceil_mode_result(%x: tensor<1x1x8x8xf32>) {
+  // Without ceil_mode (8 - 3) / 2 rounds down to 3 windows.
+  // expected-error @+2 {{'loom.max_pool2d' op inferred type(s) 'tensor<1x1x3x3xf32>' are incompatible with return type(s) of operation 'tensor<1x1x4x4xf32>'}}
+  // expected-error @+1 {{'loom.max_pool2d' op failed to infer returned types}}
+  %0 = loom.max_pool2d %x {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x1x8x8xf32>) -> tensor<1x1x4x4xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+func.func @cross_entropy_batch(%l: tensor<4x10xf32>, %t: tensor<3xi64>) {
+  // expected-error @+2 {{logits must be [N, C] and labels [N], got [4, 10] and [3]}}
+  // expected-error @+1 {{'loom.softmax_cross_entropy' op failed to infer returned types}}
+  %0 = loom.softmax_cross_entropy %l, %t {ignore_index = -100 : i64} : (tensor<4x10xf32>, tensor<3xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_rank(%l: tensor<4x10x2xf32>, %t: tensor<4xi32>) {
+  // expected-error @+2 {{logits must be [N, C] and labels [N], got [4, 10, 2] and [4]}}
+  // expected-error @+1 {{'loom.softmax_cross_entropy' op failed to infer returned types}}
+  %0 = loom.softmax_cross_entropy %l, %t {ignore_index = -100 : i64} : (tensor<4x10x2xf32>, tensor<4xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_result(%l: tensor<4x10xf32>, %t: tensor<4xi64>) {
+  // expected-error @+2 {{'loom.softmax_cross_entropy' op inferred type(s) 'tensor<f32>' are incompatible with return type(s) of operation 'tensor<4xf32>'}}
+  // expected-error @+1 {{'loom.softmax_cross_entropy' op failed to infer returned types}}
+  %0 = loom.softmax_cross_entropy %l, %t {ignore_index = -100 : i64} : (tensor<4x10xf32>, tensor<4xi64>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @mse_types(%p: tensor<4x3xf32>, %t: tensor<4x3xf16>) {
+  // expected-error @+2 {{prediction 'tensor<4x3xf32>' and target 'tensor<4x3xf16>' must have the same type}}
+  // expected-error @+1 {{'loom.mse_loss' op failed to infer returned types}}
+  %0 = loom.mse_loss %p, %t : (tensor<4x3xf32>, tensor<4x3xf16>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @mse_shapes(%p: tensor<4x3xf32>, %t: tensor<3xf32>) {
+  // expected-error @+2 {{prediction 'tensor<4x3xf32>' and target 'tensor<3xf32>' must have the same type}}
+  // expected-error @+1 {{'loom.mse_loss' op failed to infer returned types}}
+  %0 = loom.mse_loss %p, %t : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Attributes (errors at the attribute's location)
+//===----------------------------------------------------------------------===//
+
+// expected-error @+1 {{mesh must have at least one axis}}
+func.func @empty_mesh() attributes {loom.mesh = #loom.mesh<>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{mesh axis name must not be empty}}
+func.func @empty_axis_name() attributes {loom.mesh = #loom.mesh<"" = 2>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{mesh axis 'dp' appears twice}}
+func.func @repeated_axis() attributes {loom.mesh = #loom.mesh<dp = 2, tp = 2, dp = 4>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{mesh axis 'tp' has size 0; sizes must be at least 1}}
+func.func @zero_axis_size() attributes {loom.mesh = #loom.mesh<dp = 2, tp = 0>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{mesh axis 'dp' has size -2; sizes must be at least 1}}
+func.func @negative_axis_size() attributes {loom.mesh = #loom.mesh<dp = -2>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{layout names axis 'pp' which is not an axis of the mesh}}
+func.func @layout_unknown_axis(%a: tensor<4xf32> {loom.layout = #loom.layout<#loom.mesh<dp = 2>, [[pp]]>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{layout names axis 'tp' which is not an axis of the mesh}}
+func.func @layout_unknown_partial_axis(%a: tensor<4xf32> {loom.layout = #loom.layout<#loom.mesh<dp = 2>, [[dp]], partial = [tp]>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{layout uses mesh axis 'dp' more than once}}
+func.func @layout_axis_twice(%a: tensor<4x4xf32> {loom.layout = #loom.layout<#loom.mesh<dp = 2, tp = 2>, [[dp], [tp, dp]]>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{layout uses mesh axis 'tp' more than once}}
+func.func @layout_split_and_partial(%a: tensor<4xf32> {loom.layout = #loom.layout<#loom.mesh<dp = 2, tp = 2>, [[tp]], partial = [tp]>}) {
+  return
+}
+
+// -----
+
+func.func @empty_strategy(%a: tensor<4xf32>) {
+  // expected-error @+1 {{strategy must give split counts for at least one input}}
+  %0 = loom.neg %a {loom.strategy = #loom.strategy<[]>} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @zero_split_count(%a: tensor<4xf32>) {
+  // expected-error @+1 {{split count must be at least 1, got 0}}
+  %0 = loom.neg %a {loom.strategy = #loom.strategy<[[0]]>} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @negative_output_split_count(%a: tensor<4xf32>) {
+  // expected-error @+1 {{split count must be at least 1, got -2}}
+  %0 = loom.neg %a {loom.strategy = #loom.strategy<[[2]] -> [[-2]]>} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Annotations on ops
+//===----------------------------------------------------------------------===//
+
+// expected-error @+1 {{'loom.mesh' must be a #loom.mesh}}
+func.func @mesh_not_mesh() attributes {loom.mesh = [2, 4]} {
+  return
+}
+
+// -----
+
+func.func @strategy_not_strategy(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.strategy' must be a #loom.strategy}}
+  %0 = loom.neg %a {loom.strategy = [[2]]} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @strategy_entry_count(%a: tensor<4x8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{'loom.add' op strategy gives 1 operand entries but the op has 2 tensor operands}}
+  %0 = loom.add %a, %b {loom.strategy = #loom.strategy<[[2, 1]]>} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @strategy_entry_rank(%a: tensor<4x8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{'loom.add' op strategy operand entry #1 has 2 counts but operand #1 has rank 1}}
+  %0 = loom.add %a, %b {loom.strategy = #loom.strategy<[[2, 1], [1, 1]]>} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @strategy_not_dividing(%a: tensor<4x6xf32>) {
+  // expected-error @+1 {{'loom.relu' op strategy splits dimension 1 of operand #0 (size 6) 4 ways, which does not divide it}}
+  %0 = loom.relu %a {loom.strategy = #loom.strategy<[[1, 4]]>} : (tensor<4x6xf32>) -> tensor<4x6xf32>
+  return
+}
+
+// -----
+
+func.func @strategy_too_many_devices(%a: tensor<4x8xf32>) attributes {loom.mesh = #loom.mesh<dp = 2, tp = 4>} {
+  // expected-error @+1 {{'loom.relu' op strategy operand entry #0 splits over 16 devices but the mesh has 8}}
+  %0 = loom.relu %a {loom.strategy = #loom.strategy<[[4, 4]]>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @strategy_not_dividing_mesh(%a: tensor<6x8xf32>) attributes {loom.mesh = #loom.mesh<dp = 2, tp = 4>} {
+  // expected-error @+1 {{'loom.relu' op strategy operand entry #0 splits over 6 devices, which does not divide the mesh's 8}}
+  %0 = loom.relu %a {loom.strategy = #loom.strategy<[[3, 2]]>} : (tensor<6x8xf32>) -> tensor<6x8xf32>
+  return
+}
+
+// -----
+
+func.func @negative_stage(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.stage' must be a non-negative integer}}
+  %0 = loom.relu %a {loom.stage = -1 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @float_stage(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.stage' must be a non-negative integer}}
+  %0 = loom.relu %a {loom.stage = 1.0 : f32} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @recompute_not_unit(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.recompute' must be a unit attribute}}
+  %0 = loom.relu %a {loom.recompute = true} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @unknown_annotation(%a: tensor<4xf32>) {
+  // expected-error @+1 {{unknown loom annotation 'loom.shard'}}
+  %0 = loom.relu %a {loom.shard = 2 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Annotations on function arguments (errors at the function)
+//===----------------------------------------------------------------------===//
+
+// expected-error @+1 {{'loom.layout' must be a #loom.layout}}
+func.func @layout_not_layout(%a: tensor<4xf32> {loom.layout = #loom.mesh<dp = 2>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'loom.layout' is only valid on a ranked tensor argument}}
+func.func @layout_on_scalar(%a: f32 {loom.layout = #loom.layout<#loom.mesh<dp = 2>, []>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{argument #1: layout has rank 1 but the tensor has rank 2}}
+func.func @layout_rank(%a: tensor<4xf32>, %b: tensor<4x4xf32> {loom.layout = #loom.layout<#loom.mesh<dp = 2>, [[dp]]>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{argument #0: layout splits dimension 1 (size 6) 4 ways, which does not divide it}}
+func.func @layout_not_dividing(%a: tensor<4x6xf32> {loom.layout = #loom.layout<#loom.mesh<dp = 2, tp = 2>, [[], [dp, tp]]>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'loom.input' must be a string}}
+func.func @input_not_string(%a: tensor<4xf32> {loom.input = 0 : i64}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'loom.param' must be a string}}
+func.func @param_not_string(%a: tensor<4xf32> {loom.param}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'loom.buffer' must be a string}}
+func.func @buffer_not_string(%a: tensor<4xf32> {loom.buffer = ["bn", "mean"]}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'loom.init' of argument #0 must be elements of the argument's type}}
+func.func @init_wrong_type(%a: tensor<4xf32> {loom.init = dense<0.0> : tensor<2xf32>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'loom.init' of argument #1 must be elements of the argument's type}}
+func.func @init_not_elements(%a: tensor<4xf32>, %b: tensor<4xf32> {loom.init = 0.0 : f32}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{unknown loom argument attribute 'loom.output'}}
+func.func @unknown_argument_attribute(%a: tensor<4xf32> {loom.output = "y"}) {
+  return
+}

@@ -1,0 +1,85 @@
+//===- OnnxNodeImportTest.cpp - Import every ONNX backend node test -------===//
+//
+// Proves that every model in ONNX's backend node tests either imports (and
+// verifies) or is rejected on purpose as unsupported: "failed" (an invalid
+// model or an internal error) must be zero, because those models are valid.
+// Prints the counts, and why models were rejected, grouped.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Registration.h"
+#include "compiler/onnx/OnnxImporter.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "gtest/gtest.h"
+
+#include <filesystem>
+#include <map>
+
+using namespace loom::onnx_import;
+
+namespace {
+
+/// The part of a rejection message that says why, without the file and node
+/// name, so that equal reasons group together.
+std::string reasonOf(const std::string &message) {
+  size_t paren = message.find(" (");
+  size_t colon = message.find("): ", paren == std::string::npos ? 0 : paren);
+  std::string op;
+  if (paren != std::string::npos && colon != std::string::npos)
+    op = message.substr(paren + 2, message.find(',', paren) - paren - 2);
+  std::string why =
+      colon == std::string::npos ? message : message.substr(colon + 3);
+  if (why.rfind("operator ", 0) == 0)
+    why = why.substr(0, why.find(" is not supported")) + " is not supported";
+  return op.empty() ? why : op + ": " + why;
+}
+
+TEST(OnnxNodeTests, EveryModelImportsOrIsRejectedOnPurpose) {
+  namespace fs = std::filesystem;
+  fs::path root = LOOM_ONNX_NODE_TEST_DIR;
+  ASSERT_TRUE(fs::is_directory(root)) << root << " is missing; install "
+                                      << "libonnx-testdata";
+  std::vector<fs::path> models;
+  for (const auto &entry : fs::directory_iterator(root))
+    if (fs::exists(entry.path() / "model.onnx"))
+      models.push_back(entry.path() / "model.onnx");
+  std::sort(models.begin(), models.end());
+  ASSERT_GT(models.size(), 900u);
+
+  mlir::DialectRegistry registry;
+  loom::registerLoomDialects(registry);
+  int imported = 0, unsupported = 0, failed = 0;
+  std::map<std::string, int> reasons;
+  std::vector<std::string> failures;
+  for (const fs::path &model : models) {
+    mlir::MLIRContext context(registry);
+    ImportResult result = importOnnxFile(model.string(), {}, context);
+    switch (result.status) {
+    case ImportStatus::Ok:
+      ++imported;
+      break;
+    case ImportStatus::Unsupported:
+      ++unsupported;
+      ++reasons[reasonOf(result.message)];
+      break;
+    default:
+      ++failed;
+      failures.push_back(std::string(statusName(result.status)) + ": " +
+                         result.message);
+    }
+  }
+  std::cout << "ONNX node tests: " << models.size() << " models, " << imported
+            << " imported, " << unsupported << " rejected as unsupported, "
+            << failed << " failed\n";
+  std::cout << "Rejections by reason:\n";
+  for (const auto &[reason, count] : reasons)
+    std::cout << "  " << count << "  " << reason << "\n";
+  for (const std::string &f : failures)
+    std::cout << "FAILED " << f << "\n";
+  EXPECT_EQ(failed, 0);
+  EXPECT_EQ(imported + unsupported + failed, static_cast<int>(models.size()));
+}
+
+} // namespace
