@@ -61,8 +61,7 @@ LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   for (int64_t size : sizes)
     if (__builtin_mul_overflow(devices, size, &devices) ||
         devices > kMaxDevices)
-      return emitError() << "mesh has more than " << kMaxDevices
-                         << " devices";
+      return emitError() << "mesh has more than " << kMaxDevices << " devices";
   return success();
 }
 
@@ -87,12 +86,11 @@ Attribute MeshAttr::parse(AsmParser &parser, Type) {
 
 void MeshAttr::print(AsmPrinter &printer) const {
   printer << '<';
-  llvm::interleaveComma(llvm::zip(getAxisNames(), getAxisSizes()), printer,
-                        [&](auto axis) {
-                          printer.printKeywordOrString(
-                              std::get<0>(axis).getValue());
-                          printer << " = " << std::get<1>(axis);
-                        });
+  llvm::interleaveComma(
+      llvm::zip(getAxisNames(), getAxisSizes()), printer, [&](auto axis) {
+        printer.printKeywordOrString(std::get<0>(axis).getValue());
+        printer << " = " << std::get<1>(axis);
+      });
   printer << '>';
 }
 
@@ -211,9 +209,8 @@ Attribute TensorLayoutAttr::parse(AsmParser &parser, Type) {
   }
   if (parser.parseGreater())
     return {};
-  return parser.getChecked<TensorLayoutAttr>(ctx, mesh,
-                                             ArrayAttr::get(ctx, dims),
-                                             partial);
+  return parser.getChecked<TensorLayoutAttr>(
+      ctx, mesh, ArrayAttr::get(ctx, dims), partial);
 }
 
 void TensorLayoutAttr::print(AsmPrinter &printer) const {

@@ -75,8 +75,7 @@ static LogicalResult verifyStrategyEntries(Operation *op, StringRef side,
     if (mesh && product > mesh.getNumDevices())
       return op->emitOpError()
              << "strategy " << side << " entry #" << i << " splits over "
-             << product << " devices but the mesh has "
-             << mesh.getNumDevices();
+             << product << " devices but the mesh has " << mesh.getNumDevices();
     if (mesh && mesh.getNumDevices() % product != 0)
       return op->emitOpError()
              << "strategy " << side << " entry #" << i << " splits over "
@@ -103,8 +102,8 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
   bool isFunctionOrModule = isa<FunctionOpInterface, ModuleOp>(op);
   if (name == kMeshAttrName) {
     if (!isFunctionOrModule)
-      return op->emitError() << "'" << name
-                             << "' belongs on a function or module";
+      return op->emitError()
+             << "'" << name << "' belongs on a function or module";
     if (!isa<MeshAttr>(attr.getValue()))
       return op->emitError() << "'" << name << "' must be a #loom.mesh";
     return success();
@@ -114,16 +113,16 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
       return op->emitError() << "'" << name << "' belongs on a module";
     if (name == kSourceAttrName ? !isa<StringAttr>(attr.getValue())
                                 : !isa<IntegerAttr>(attr.getValue()))
-      return op->emitError() << "'" << name << "' must be a "
-                             << (name == kSourceAttrName ? "string"
-                                                         : "integer");
+      return op->emitError()
+             << "'" << name << "' must be "
+             << (name == kSourceAttrName ? "a string" : "an integer");
     return success();
   }
   if (name == kStrategyAttrName || name == kStageAttrName ||
       name == kRecomputeAttrName) {
     if (isFunctionOrModule)
-      return op->emitError() << "'" << name
-                             << "' belongs on an op, not a function or module";
+      return op->emitError()
+             << "'" << name << "' belongs on an op, not a function or module";
   }
   if (name == kStrategyAttrName) {
     auto strategy = dyn_cast<StrategyAttr>(attr.getValue());
@@ -133,10 +132,9 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == kStageAttrName) {
     auto stage = dyn_cast<IntegerAttr>(attr.getValue());
-    if (!stage || stage.getType().isInteger(1) ||
-        stage.getValue().isNegative())
-      return op->emitError() << "'" << name
-                             << "' must be a non-negative integer";
+    if (!stage || stage.getType().isInteger(1) || stage.getValue().isNegative())
+      return op->emitError()
+             << "'" << name << "' must be a non-negative integer";
     return success();
   }
   if (name == kRecomputeAttrName) {
@@ -149,8 +147,7 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
 
 /// Checks a `loom.layout` on a function argument or result of type `type`.
 static LogicalResult verifyLayoutOn(Operation *op, StringRef what,
-                                    unsigned index, Attribute attr,
-                                    Type type) {
+                                    unsigned index, Attribute attr, Type type) {
   auto layout = dyn_cast<TensorLayoutAttr>(attr);
   if (!layout)
     return op->emitError() << "'" << LoomDialect::kLayoutAttrName

@@ -28,6 +28,10 @@ static LogicalResult checkAxis(std::optional<Location> loc, int64_t axis,
   return success();
 }
 
+static bool isValidEpsilon(const APFloat &epsilon) {
+  return epsilon.isFinite() && (epsilon.isZero() || !epsilon.isNegative());
+}
+
 //===----------------------------------------------------------------------===//
 // ConstantOp
 //===----------------------------------------------------------------------===//
@@ -159,8 +163,8 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
   int64_t axis = adaptor.getAxis();
   if (failed(checkAxis(loc, axis, input.getRank())))
     return failure();
-  if (!(adaptor.getEpsilon().convertToDouble() >= 0))
-    return emitOptionalError(loc, "epsilon must not be negative");
+  if (!isValidEpsilon(adaptor.getEpsilon()))
+    return emitOptionalError(loc, "epsilon must be finite and not negative");
   ArrayRef<int64_t> normalized = input.getShape().drop_front(axis);
   if (failed(checkParam(loc, "scale", adaptor.getScale(), normalized, input)))
     return failure();
@@ -179,8 +183,8 @@ LogicalResult BatchNormOp::inferReturnTypes(MLIRContext *,
   if (input.getRank() < 2)
     return emitOptionalError(loc, "input must have rank at least 2, got ",
                              input.getRank());
-  if (!(adaptor.getEpsilon().convertToDouble() >= 0))
-    return emitOptionalError(loc, "epsilon must not be negative");
+  if (!isValidEpsilon(adaptor.getEpsilon()))
+    return emitOptionalError(loc, "epsilon must be finite and not negative");
   int64_t channels = input.getDimSize(1);
   std::pair<StringRef, Value> params[] = {{"scale", adaptor.getScale()},
                                           {"bias", adaptor.getBias()},
@@ -212,8 +216,8 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
   for (int64_t p : perm) {
     if (p < 0 || p >= input.getRank() || seen[p])
       return emitOptionalError(loc, "permutation ", formatShape(perm),
-                               " is not a permutation of [0, ",
-                               input.getRank(), ")");
+                               " is not a permutation of [0, ", input.getRank(),
+                               ")");
     seen[p] = true;
     shape.push_back(input.getDimSize(p));
   }
@@ -315,8 +319,11 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
     int64_t dim = input.getDimSize(d), offset = 0, last = 0;
     bool overflow = __builtin_mul_overflow(sizes[d] - 1, strides[d], &offset) ||
                     __builtin_add_overflow(starts[d], offset, &last);
-    if (overflow || starts[d] < 0 || starts[d] >= dim || last < 0 ||
-        last >= dim)
+    if (overflow)
+      return emitOptionalError(loc, "slice of dimension ", d, " (size ",
+                               sizes[d], ", stride ", strides[d],
+                               ") overflows 64-bit indices");
+    if (starts[d] < 0 || starts[d] >= dim || last < 0 || last >= dim)
       return emitOptionalError(loc, "slice of dimension ", d, " reads [",
                                starts[d], ", ", last,
                                "], outside the dimension of size ", dim);
@@ -339,10 +346,9 @@ LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *,
     return emitOptionalError(loc, "input and weight must have rank 4, got ",
                              input.getRank(), " and ", weight.getRank());
   if (weight.getElementType() != input.getElementType())
-    return emitOptionalError(loc, "weight element type ",
-                             weight.getElementType(),
-                             " differs from the input's ",
-                             input.getElementType());
+    return emitOptionalError(
+        loc, "weight element type ", weight.getElementType(),
+        " differs from the input's ", input.getElementType());
   int64_t groups = adaptor.getGroups();
   int64_t channels = input.getDimSize(1), out = weight.getDimSize(0);
   if (groups < 1 || channels % groups != 0 || out % groups != 0)
@@ -370,13 +376,13 @@ LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *,
                                   "and padding not negative");
   SmallVector<int64_t> shape{input.getDimSize(0), out};
   for (int i = 0; i < 2; ++i) {
-    int64_t size = windowOutputSize(input.getDimSize(2 + i),
-                                    weight.getDimSize(2 + i), strides[i],
-                                    padding[i], padding[i + 2], dilations[i],
-                                    /*ceilMode=*/false);
+    int64_t size =
+        windowOutputSize(input.getDimSize(2 + i), weight.getDimSize(2 + i),
+                         strides[i], padding[i], padding[i + 2], dilations[i],
+                         /*ceilMode=*/false);
     if (size < 1)
-      return emitOptionalError(loc, "kernel does not fit spatial dimension ",
-                               i, " of size ", input.getDimSize(2 + i));
+      return emitOptionalError(loc, "kernel does not fit spatial dimension ", i,
+                               " of size ", input.getDimSize(2 + i));
     shape.push_back(size);
   }
   results.push_back(RankedTensorType::get(shape, input.getElementType()));
@@ -413,8 +419,8 @@ LogicalResult MseLossOp::inferReturnTypes(MLIRContext *,
                                           SmallVectorImpl<Type> &results) {
   RankedTensorType prediction = tensorType(adaptor.getPrediction());
   if (prediction != tensorType(adaptor.getTarget()))
-    return emitOptionalError(loc, "prediction ", prediction,
-                             " and target ", adaptor.getTarget().getType(),
+    return emitOptionalError(loc, "prediction ", prediction, " and target ",
+                             adaptor.getTarget().getType(),
                              " must have the same type");
   results.push_back(RankedTensorType::get({}, prediction.getElementType()));
   return success();

@@ -95,18 +95,20 @@ int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride,
                          int64_t padBegin, int64_t padEnd, int64_t dilation,
                          bool ceilMode) {
   // Attributes come from user IR: any overflow means the window cannot fit.
-  int64_t window, padded, span;
-  if (__builtin_mul_overflow(dilation, kernel - 1, &window) ||
-      __builtin_add_overflow(in, padBegin, &padded) ||
-      __builtin_add_overflow(padded, padEnd, &padded) ||
-      __builtin_sub_overflow(padded, window + 1, &span) || span < 0 ||
-      stride < 1)
+  int64_t window, extent, reach, padded, span;
+  if (stride < 1 || kernel < 1 || dilation < 1 ||
+      __builtin_mul_overflow(dilation, kernel - 1, &window) ||
+      __builtin_add_overflow(window, 1, &extent) ||
+      __builtin_add_overflow(in, padBegin, &reach) ||
+      __builtin_add_overflow(reach, padEnd, &padded) ||
+      __builtin_sub_overflow(padded, extent, &span) || span < 0)
     return 0;
   int64_t steps = span / stride;
   if (ceilMode && span % stride != 0) {
     // The extra window counts only if it starts inside the input or the
     // leading padding.
-    if ((steps + 1) * stride < in + padBegin)
+    int64_t start;
+    if (!__builtin_mul_overflow(steps + 1, stride, &start) && start < reach)
       ++steps;
   }
   return steps + 1;
@@ -143,15 +145,17 @@ LogicalResult inferPool2DResult(std::optional<Location> loc, Value input,
   SmallVector<int64_t> shape{type.getDimSize(0), type.getDimSize(1)};
   for (int i = 0; i < 2; ++i) {
     int64_t window;
-    if (__builtin_mul_overflow(dilations[i], kernel[i] - 1, &window) ||
-        padding[i] > window || padding[i + 2] > window)
+    if (__builtin_mul_overflow(dilations[i], kernel[i] - 1, &window))
+      return emitOptionalError(loc, "window does not fit spatial dimension ", i,
+                               " of size ", type.getDimSize(2 + i));
+    if (padding[i] > window || padding[i + 2] > window)
       return emitOptionalError(loc, "padding must be smaller than the window");
     int64_t out =
         windowOutputSize(type.getDimSize(2 + i), kernel[i], strides[i],
                          padding[i], padding[i + 2], dilations[i], ceilMode);
     if (out < 1)
-      return emitOptionalError(loc, "window does not fit spatial dimension ",
-                               i, " of size ", type.getDimSize(2 + i));
+      return emitOptionalError(loc, "window does not fit spatial dimension ", i,
+                               " of size ", type.getDimSize(2 + i));
     shape.push_back(out);
   }
   results.push_back(RankedTensorType::get(shape, type.getElementType()));

@@ -1,4 +1,5 @@
-//===- ShapeInference.h - Result types shared by several loom ops -*- C++ -*-===//
+//===- ShapeInference.h - Result types shared by several loom ops -*- C++
+//-*-===//
 //
 // Shape rules that more than one op uses (numpy broadcasting, reductions,
 // pooling windows). They report problems through `emitOptionalError` on the
@@ -40,11 +41,10 @@ inferElementwiseResult(std::optional<mlir::Location> loc,
                        llvm::SmallVectorImpl<mlir::Type> &results);
 
 /// The result of a reduction over strictly increasing `axes`.
-llvm::LogicalResult inferReduceResult(std::optional<mlir::Location> loc,
-                                      mlir::Value input,
-                                      llvm::ArrayRef<int64_t> axes,
-                                      bool keepDims,
-                                      llvm::SmallVectorImpl<mlir::Type> &results);
+llvm::LogicalResult
+inferReduceResult(std::optional<mlir::Location> loc, mlir::Value input,
+                  llvm::ArrayRef<int64_t> axes, bool keepDims,
+                  llvm::SmallVectorImpl<mlir::Type> &results);
 
 /// Output size of one spatial dimension of a convolution or pooling window.
 /// Returns a value below 1 when the window does not fit.

@@ -25,8 +25,7 @@ static std::optional<double> getScalarConstant(Value v) {
   if (!constant)
     return std::nullopt;
   auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
-  if (!dense || !dense.isSplat() ||
-      !isa<FloatType>(dense.getElementType()))
+  if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()))
     return std::nullopt;
   return dense.getSplatValue<APFloat>().convertToDouble();
 }
@@ -105,16 +104,19 @@ struct FuseLayerNormPattern : public OpRewritePattern<DivOp> {
 
     rewriter.setInsertionPoint(last);
     if (!scale) {
-      auto type = RankedTensorType::get(normalizedShape, xType.getElementType());
+      auto type =
+          RankedTensorType::get(normalizedShape, xType.getElementType());
       scale = ConstantOp::create(
           rewriter, div.getLoc(),
-          DenseElementsAttr::get(type, rewriter.getFloatAttr(
-                                           xType.getElementType(), 1.0)));
+          DenseElementsAttr::get(
+              type, rewriter.getFloatAttr(xType.getElementType(), 1.0)));
     }
     auto fused = LayerNormOp::create(
-        rewriter, last->getLoc(), x, scale, bias, rewriter.getI64IntegerAttr(*axis),
+        rewriter, last->getLoc(), x, scale, bias,
+        rewriter.getI64IntegerAttr(*axis),
         rewriter.getF32FloatAttr(static_cast<float>(*epsilon)));
-    LLVM_DEBUG(llvm::dbgs() << "fused layer norm at " << last->getLoc() << "\n");
+    LLVM_DEBUG(llvm::dbgs()
+               << "fused layer norm at " << last->getLoc() << "\n");
     rewriter.replaceOp(last, fused.getResult());
     return success();
   }

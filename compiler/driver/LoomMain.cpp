@@ -17,6 +17,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "passes/Passes.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -40,24 +41,30 @@ cl::SubCommand importCmd("import",
 cl::opt<std::string> importInput(cl::Positional, cl::Required,
                                  cl::desc("<MODEL.onnx>"), cl::sub(importCmd),
                                  cl::cat(loomCategory));
-cl::opt<std::string> importOutput("o", cl::desc("Output file (default: stdout)"),
+cl::opt<std::string> importOutput("o",
+                                  cl::desc("Output file (default: stdout)"),
                                   cl::value_desc("OUT.mlir"), cl::init("-"),
                                   cl::sub(importCmd), cl::cat(loomCategory));
 cl::opt<int64_t> importBatch(
-    "batch", cl::desc("Bind dimension 0 of every input whose batch is symbolic"),
+    "batch",
+    cl::desc("Bind dimension 0 of every input whose batch is symbolic"),
     cl::value_desc("N"), cl::init(0), cl::sub(importCmd),
     cl::cat(loomCategory));
+cl::list<std::string> importDims("dim",
+                                 cl::desc("Bind a named symbolic dimension"),
+                                 cl::value_desc("NAME=N"), cl::sub(importCmd),
+                                 cl::cat(loomCategory));
 cl::list<std::string>
-    importDims("dim", cl::desc("Bind a named symbolic dimension"),
-               cl::value_desc("NAME=N"), cl::sub(importCmd),
-               cl::cat(loomCategory));
-cl::list<std::string> importShapes(
-    "input-shape", cl::desc("Give an input's full shape, e.g. x=8x32"),
-    cl::value_desc("NAME=D0xD1x..."), cl::sub(importCmd),
-    cl::cat(loomCategory));
+    importShapes("input-shape",
+                 cl::desc("Give an input's full shape, e.g. x=8x32"),
+                 cl::value_desc("NAME=D0xD1x..."), cl::sub(importCmd),
+                 cl::cat(loomCategory));
 cl::opt<bool> importNoWeights(
-    "no-weights",
-    cl::desc("Leave out initial parameter values (shapes only)"),
+    "no-weights", cl::desc("Leave out initial parameter values (shapes only)"),
+    cl::sub(importCmd), cl::cat(loomCategory));
+cl::opt<bool> importLocations(
+    "locations",
+    cl::desc("Print each op's location: the ONNX node it came from"),
     cl::sub(importCmd), cl::cat(loomCategory));
 cl::opt<bool> importFuse(
     "fuse",
@@ -66,13 +73,11 @@ cl::opt<bool> importFuse(
 
 //===--- commands not built yet ------------------------------------------===//
 
-cl::SubCommand compileCmd("compile",
-                          "Compile a model into a partitioned plan "
-                          "[not implemented yet]");
+cl::SubCommand compileCmd("compile", "Compile a model into a partitioned plan "
+                                     "[not implemented yet]");
 cl::SubCommand runCmd("run", "Run a compiled plan [not implemented yet]");
-cl::SubCommand explainCmd("explain",
-                          "Explain a plan's strategies and costs "
-                          "[not implemented yet]");
+cl::SubCommand explainCmd("explain", "Explain a plan's strategies and costs "
+                                     "[not implemented yet]");
 cl::SubCommand simulateCmd("simulate",
                            "Predict step time and memory on a cluster "
                            "[not implemented yet]");
@@ -121,7 +126,7 @@ int runImport() {
     SmallVector<int64_t> shape;
     for (StringRef p : parts) {
       int64_t d;
-      if (p.getAsInteger(10, d) || d < 0)
+      if (p.getAsInteger(10, d) || d < 1)
         return error("--input-shape '" + s + "': '" + p +
                      "' is not a dimension size");
       shape.push_back(d);
@@ -135,9 +140,11 @@ int runImport() {
   MLIRContext context(registry);
   onnx_import::ImportResult result =
       onnx_import::importOnnxFile(importInput, options, context);
+  if (result.status == onnx_import::ImportStatus::InternalError)
+    return error(result.message + "\nThis is a bug in Loom; please report it "
+                                  "with the model.");
   if (!result.ok())
-    return error(Twine(onnx_import::statusName(result.status)) + ": " +
-                 result.message);
+    return error(result.message);
 
   if (importFuse) {
     PassManager pm(&context);
@@ -150,7 +157,10 @@ int runImport() {
   auto output = mlir::openOutputFile(importOutput, &errorMessage);
   if (!output)
     return error(errorMessage);
-  result.module->print(output->os());
+  OpPrintingFlags flags;
+  if (importLocations)
+    flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
+  result.module->print(output->os(), flags);
   output->os() << "\n";
   output->keep();
 
@@ -167,9 +177,8 @@ int runImport() {
     for (unsigned i = 0; i < func.getNumArguments(); ++i)
       if (func.getArgAttr(i, LoomDialect::kParamAttrName)) {
         ++params;
-        paramElements +=
-            cast<RankedTensorType>(func.getArgument(i).getType())
-                .getNumElements();
+        paramElements += cast<RankedTensorType>(func.getArgument(i).getType())
+                             .getNumElements();
       }
     outs() << "loom: imported " << importInput << " into " << importOutput
            << ": " << params << " parameters (" << paramElements
@@ -185,6 +194,9 @@ int runImport() {
 
 int loomMain(int argc, char **argv) {
   cl::HideUnrelatedOptions(loomCategory);
+  cl::SetVersionPrinter([](raw_ostream &os) {
+    os << "loom " << LOOM_VERSION << " (MLIR " << LLVM_VERSION_STRING << ")\n";
+  });
   cl::ParseCommandLineOptions(
       argc, argv,
       "Loom: an auto-parallel compiler for deep-learning training\n\n"

@@ -16,8 +16,8 @@ FailureOr<HostTensor> foldBinary(NodeContext &nc, const HostTensor &a,
   auto shape = broadcastShapes(a.shape, b.shape);
   if (!shape || a.dtype != b.dtype) {
     return nc.invalid("operands " + formatShape(a.shape) + " and " +
-               formatShape(b.shape) +
-               " do not broadcast or differ in element type");
+                      formatShape(b.shape) +
+                      " do not broadcast or differ in element type");
   }
   if (*checkedNumElements(*shape) > kMaxFoldElements) {
     return nc.unsupported("constant operands are too large to fold");
@@ -50,7 +50,7 @@ FailureOr<HostTensor> foldBinary(NodeContext &nc, const HostTensor &a,
     } else if (op == "Div") {
       if (y.ints[i] == 0 || (x.ints[i] == INT64_MIN && y.ints[i] == -1)) {
         return nc.invalid("integer division by zero or overflow in constant "
-                   "operands");
+                          "operands");
       }
       out[i] = x.ints[i] / y.ints[i];
     } else {
@@ -64,8 +64,7 @@ FailureOr<HostTensor> foldBinary(NodeContext &nc, const HostTensor &a,
   return HostTensor::ofInts(a.dtype, *shape, std::move(out)).castTo(a.dtype);
 }
 
-template <typename OpTy>
-LogicalResult convertBinary(NodeContext &nc) {
+template <typename OpTy> LogicalResult convertBinary(NodeContext &nc) {
   StringRef opType = nc.node.op_type();
   if (nc.allConstant()) {
     const HostTensor *a = nc.constant(0), *b = nc.constant(1);
@@ -86,8 +85,7 @@ LogicalResult convertBinary(NodeContext &nc) {
     if (const HostTensor *c = nc.constant(1)) {
       std::optional<DType> dtype = fromMlirType(elementType);
       HostTensor converted = c->castTo(*dtype);
-      rhs = ConstantOp::create(nc.builder, nc.loc,
-                               converted.toAttr(nc.getContext()));
+      rhs = nc.constantValue(converted);
     } else {
       auto cast = nc.createTyped<CastOp>(
           RankedTensorType::get(nc.shape(1), elementType), nc.value(1));
@@ -105,8 +103,7 @@ LogicalResult convertBinary(NodeContext &nc) {
   return success();
 }
 
-template <typename OpTy>
-LogicalResult convertUnary(NodeContext &nc) {
+template <typename OpTy> LogicalResult convertUnary(NodeContext &nc) {
   if (nc.node.op_type() == "Neg" && nc.allConstant()) {
     HostTensor t = *nc.constant(0);
     for (double &f : t.floats)
@@ -172,9 +169,9 @@ LogicalResult convertGemm(NodeContext &nc) {
   if (nc.rank(0) != 2 || nc.rank(1) != 2)
     return nc.invalid("Gemm operands A and B must be 2-D");
   UnitAttr unit = nc.builder.getUnitAttr();
-  auto product = nc.create<MatmulOp>(nc.value(0), nc.value(1),
-                                     *transA ? unit : UnitAttr(),
-                                     *transB ? unit : UnitAttr());
+  auto product =
+      nc.create<MatmulOp>(nc.value(0), nc.value(1), *transA ? unit : UnitAttr(),
+                          *transB ? unit : UnitAttr());
   if (failed(product))
     return failure();
   Value result = *product;
@@ -202,8 +199,7 @@ LogicalResult convertGemm(NodeContext &nc) {
   return success();
 }
 
-template <typename OpTy>
-LogicalResult convertSoftmax(NodeContext &nc) {
+template <typename OpTy> LogicalResult convertSoftmax(NodeContext &nc) {
   auto axis = nc.attrInt("axis", -1);
   if (failed(axis))
     return failure();
@@ -220,8 +216,7 @@ LogicalResult convertSoftmax(NodeContext &nc) {
 
 /// ReduceSum (axes as input from opset 13), ReduceMean and ReduceMax (axes
 /// as an attribute up to opset 17).
-template <typename OpTy>
-LogicalResult convertReduce(NodeContext &nc) {
+template <typename OpTy> LogicalResult convertReduce(NodeContext &nc) {
   auto keepDims = nc.attrInt("keepdims", 1);
   auto noopEmpty = nc.attrInt("noop_with_empty_axes", 0);
   if (failed(keepDims) || failed(noopEmpty))
@@ -266,9 +261,9 @@ LogicalResult convertReduce(NodeContext &nc) {
   if (std::adjacent_find(normalized.begin(), normalized.end()) !=
       normalized.end())
     return nc.invalid("reduction axes repeat a dimension");
-  auto result = nc.create<OpTy>(
-      nc.value(0), nc.builder.getDenseI64ArrayAttr(normalized),
-      *keepDims ? nc.builder.getUnitAttr() : UnitAttr());
+  auto result =
+      nc.create<OpTy>(nc.value(0), nc.builder.getDenseI64ArrayAttr(normalized),
+                      *keepDims ? nc.builder.getUnitAttr() : UnitAttr());
   if (failed(result))
     return failure();
   nc.setOutput(0, *result);

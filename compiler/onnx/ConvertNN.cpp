@@ -82,8 +82,7 @@ FailureOr<Window> resolveWindow(NodeContext &nc, ArrayRef<int64_t> spatial,
 /// Checks the input is NCHW; other spatial ranks are not supported yet.
 LogicalResult require2D(NodeContext &nc) {
   if (nc.rank(0) != 4)
-    return nc.unsupported(nc.node.op_type() + " over " +
-                          Twine(nc.rank(0) - 2) +
+    return nc.unsupported(nc.node.op_type() + " over " + Twine(nc.rank(0) - 2) +
                           " spatial dimensions is not supported; Loom "
                           "supports 2-D (NCHW) inputs");
   return success();
@@ -102,12 +101,12 @@ LogicalResult convertConv(NodeContext &nc) {
   if (failed(w))
     return failure();
   Value bias = nc.hasInput(2) ? nc.value(2) : Value();
-  auto result = nc.create<Conv2DOp>(
-      nc.value(0), nc.value(1), bias,
-      nc.builder.getDenseI64ArrayAttr(w->strides),
-      nc.builder.getDenseI64ArrayAttr(w->padding),
-      nc.builder.getDenseI64ArrayAttr(w->dilations),
-      nc.builder.getI64IntegerAttr(*group));
+  auto result =
+      nc.create<Conv2DOp>(nc.value(0), nc.value(1), bias,
+                          nc.builder.getDenseI64ArrayAttr(w->strides),
+                          nc.builder.getDenseI64ArrayAttr(w->padding),
+                          nc.builder.getDenseI64ArrayAttr(w->dilations),
+                          nc.builder.getI64IntegerAttr(*group));
   if (failed(result))
     return failure();
   nc.setOutput(0, *result);
@@ -153,8 +152,8 @@ LogicalResult convertAveragePool(NodeContext &nc) {
       nc.value(0), nc.builder.getDenseI64ArrayAttr(w->kernel),
       nc.builder.getDenseI64ArrayAttr(w->strides),
       nc.builder.getDenseI64ArrayAttr(w->padding),
-      nc.builder.getDenseI64ArrayAttr(w->dilations),
-      *ceil ? unit : UnitAttr(), *includePad ? unit : UnitAttr());
+      nc.builder.getDenseI64ArrayAttr(w->dilations), *ceil ? unit : UnitAttr(),
+      *includePad ? unit : UnitAttr());
   if (failed(result))
     return failure();
   nc.setOutput(0, *result);
@@ -184,9 +183,9 @@ LogicalResult convertBatchNorm(NodeContext &nc) {
   if (*training || nc.hasOutput(1) || nc.hasOutput(2))
     return nc.unsupported("BatchNormalization in training mode is not "
                           "supported; export the model in eval mode");
-  auto result = nc.create<BatchNormOp>(
-      nc.value(0), nc.value(1), nc.value(2), nc.value(3), nc.value(4),
-      nc.builder.getF32FloatAttr(*epsilon));
+  auto result =
+      nc.create<BatchNormOp>(nc.value(0), nc.value(1), nc.value(2), nc.value(3),
+                             nc.value(4), nc.builder.getF32FloatAttr(*epsilon));
   if (failed(result))
     return failure();
   nc.setOutput(0, *result);

@@ -130,8 +130,8 @@ LogicalResult convertShape(NodeContext &nc) {
 }
 
 LogicalResult convertSize(NodeContext &nc) {
-  nc.setOutput(0, HostTensor::ofInts(DType::I64, {},
-                                     {nc.type(0).getNumElements()}));
+  nc.setOutput(
+      0, HostTensor::ofInts(DType::I64, {}, {nc.type(0).getNumElements()}));
   return success();
 }
 
@@ -321,8 +321,8 @@ LogicalResult convertConcat(NodeContext &nc) {
   SmallVector<Value> inputs;
   for (int i = 0; i < nc.node.input_size(); ++i)
     inputs.push_back(nc.value(i));
-  return setResult(nc, nc.create<ConcatOp>(inputs,
-                                           nc.builder.getI64IntegerAttr(*a)));
+  return setResult(
+      nc, nc.create<ConcatOp>(inputs, nc.builder.getI64IntegerAttr(*a)));
 }
 
 /// Creates a slice of input 0 (folded when it is a constant).
@@ -339,10 +339,10 @@ LogicalResult emitSlice(NodeContext &nc, int output, ArrayRef<int64_t> starts,
     nc.setOutput(output, nc.value(0));
     return success();
   }
-  auto slice = nc.create<SliceOp>(nc.value(0),
-                                  nc.builder.getDenseI64ArrayAttr(starts),
-                                  nc.builder.getDenseI64ArrayAttr(sizes),
-                                  nc.builder.getDenseI64ArrayAttr(strides));
+  auto slice =
+      nc.create<SliceOp>(nc.value(0), nc.builder.getDenseI64ArrayAttr(starts),
+                         nc.builder.getDenseI64ArrayAttr(sizes),
+                         nc.builder.getDenseI64ArrayAttr(strides));
   if (failed(slice))
     return failure();
   nc.setOutput(output, *slice);
@@ -431,9 +431,9 @@ LogicalResult convertSplit(NodeContext &nc) {
     parts = *given;
   } else {
     if (outputs == 0 || in[*a] % outputs != 0)
-      return nc.invalid("dimension " + Twine(*a) + " of size " +
-                        Twine(in[*a]) + " does not split evenly into " +
-                        Twine(outputs) + " outputs");
+      return nc.invalid("dimension " + Twine(*a) + " of size " + Twine(in[*a]) +
+                        " does not split evenly into " + Twine(outputs) +
+                        " outputs");
     parts.assign(outputs, in[*a] / outputs);
   }
   int64_t total = 0;
@@ -446,8 +446,7 @@ LogicalResult convertSplit(NodeContext &nc) {
     return nc.invalid("split sizes " + formatShape(parts) +
                       " do not add up to dimension size " + Twine(in[*a]) +
                       " over " + Twine(outputs) + " outputs");
-  SmallVector<int64_t> starts(in.size(), 0), sizes(in),
-      strides(in.size(), 1);
+  SmallVector<int64_t> starts(in.size(), 0), sizes(in), strides(in.size(), 1);
   for (int64_t i = 0; i < outputs; ++i) {
     sizes[*a] = parts[i];
     if (failed(emitSlice(nc, i, starts, sizes, strides)))
@@ -502,15 +501,16 @@ LogicalResult convertCast(NodeContext &nc) {
     nc.setOutput(0, nc.value(0));
     return success();
   }
-  return setResult(nc, nc.createTyped<CastOp>(
-                           RankedTensorType::get(nc.shape(0), elementType),
-                           nc.value(0)));
+  return setResult(
+      nc, nc.createTyped<CastOp>(
+              RankedTensorType::get(nc.shape(0), elementType), nc.value(0)));
 }
 
 LogicalResult convertRange(NodeContext &nc) {
   if (!nc.allConstant())
     return nc.unsupported("Range is supported on constant operands only");
-  const HostTensor *s = nc.constant(0), *l = nc.constant(1), *d = nc.constant(2);
+  const HostTensor *s = nc.constant(0), *l = nc.constant(1),
+                   *d = nc.constant(2);
   if (s->numElements() != 1 || l->numElements() != 1 || d->numElements() != 1)
     return nc.invalid("Range operands must be scalars");
   double start = s->asDouble(0), limit = l->asDouble(0), delta = d->asDouble(0);
@@ -524,8 +524,8 @@ LogicalResult convertRange(NodeContext &nc) {
     std::vector<double> v;
     for (int64_t i = 0; i < n; ++i)
       v.push_back(start + i * delta);
-    nc.setOutput(0, HostTensor::ofFloats(s->dtype, {n}, std::move(v))
-                        .castTo(s->dtype));
+    nc.setOutput(
+        0, HostTensor::ofFloats(s->dtype, {n}, std::move(v)).castTo(s->dtype));
   } else {
     std::vector<int64_t> v;
     for (int64_t i = 0; i < n; ++i)

@@ -150,8 +150,8 @@ std::optional<std::string> tensorBytes(const onnx::TensorProto &t, DType dtype,
     }
     if (length < 0)
       length = static_cast<int64_t>(expected);
-    if (offset < 0 || static_cast<uint64_t>(offset) + length >
-                          (*file)->getBufferSize()) {
+    if (offset < 0 ||
+        static_cast<uint64_t>(offset) + length > (*file)->getBufferSize()) {
       error = "external data range is outside file '" + location + "'";
       return std::nullopt;
     }
@@ -354,8 +354,8 @@ SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
 /// Builds a tensor of `shape` whose element at multi-index `idx` is the
 /// source element at the flat index `source(idx)`.
 template <typename Fn>
-static HostTensor gatherElements(const HostTensor &src,
-                                 ArrayRef<int64_t> shape, Fn source) {
+static HostTensor gatherElements(const HostTensor &src, ArrayRef<int64_t> shape,
+                                 Fn source) {
   HostTensor r;
   r.dtype = src.dtype;
   r.shape.assign(shape.begin(), shape.end());

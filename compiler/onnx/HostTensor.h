@@ -1,4 +1,5 @@
-//===- HostTensor.h - Constant tensors folded during ONNX import -*- C++ -*-===//
+//===- HostTensor.h - Constant tensors folded during ONNX import -*- C++
+//-*-===//
 //
 // A HostTensor is a tensor whose value the importer knows: an ONNX Constant,
 // an integer initializer, or the result of the shape arithmetic exporters

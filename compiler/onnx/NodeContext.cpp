@@ -22,19 +22,27 @@ bool NodeContext::allConstant() const {
   return true;
 }
 
+Value ConstantPool::get(OpBuilder &builder, Location loc,
+                        DenseElementsAttr value) {
+  Value &slot = byValue[value];
+  if (!slot) {
+    OpBuilder::InsertionGuard guard(builder);
+    if (last)
+      builder.setInsertionPointAfter(last);
+    else
+      builder.setInsertionPointToStart(body);
+    auto op = ConstantOp::create(builder, loc, value);
+    last = op;
+    slot = op;
+  }
+  return slot;
+}
+
 Value NodeContext::value(int i) {
   const OnnxValue &v = values.find(node.input(i))->second;
-  if (auto *known = std::get_if<HostTensor>(&v)) {
-    // Materialise once, at the start of the function, and reuse; the
-    // HostTensor stays in `values` for later folding.
-    Value &cached = materialized[node.input(i)];
-    if (!cached) {
-      OpBuilder::InsertionGuard guard(builder);
-      builder.setInsertionPointToStart(builder.getInsertionBlock());
-      cached = ConstantOp::create(builder, loc, known->toAttr(getContext()));
-    }
-    return cached;
-  }
+  // Known values stay HostTensors in `values` for later folding.
+  if (auto *known = std::get_if<HostTensor>(&v))
+    return constants.get(builder, loc, known->toAttr(getContext()));
   return std::get<Value>(v);
 }
 
@@ -88,8 +96,7 @@ FailureOr<float> NodeContext::attrFloat(StringRef name, float dflt) {
   return a->f();
 }
 
-FailureOr<std::string> NodeContext::attrString(StringRef name,
-                                               StringRef dflt) {
+FailureOr<std::string> NodeContext::attrString(StringRef name, StringRef dflt) {
   const onnx::AttributeProto *a = attr(name);
   if (!a)
     return dflt.str();
@@ -123,7 +130,7 @@ Value NodeContext::scalar(Type elementType, double v) {
     element = builder.getFloatAttr(f, v);
   else
     element = builder.getIntegerAttr(elementType, static_cast<int64_t>(v));
-  return ConstantOp::create(builder, loc, DenseElementsAttr::get(type, element));
+  return constants.get(builder, loc, DenseElementsAttr::get(type, element));
 }
 
 FailureOr<Value> NodeContext::reshape(Value v, ArrayRef<int64_t> shape) {
@@ -134,8 +141,7 @@ FailureOr<Value> NodeContext::reshape(Value v, ArrayRef<int64_t> shape) {
       RankedTensorType::get(shape, type.getElementType()), v);
 }
 
-ConversionFailure NodeContext::fail(ImportStatus status,
-                                    const Twine &message) {
+ConversionFailure NodeContext::fail(ImportStatus status, const Twine &message) {
   if (!error)
     error = NodeError{status, message.str()};
   return {};
@@ -144,8 +150,8 @@ ConversionFailure NodeContext::fail(ImportStatus status,
 FailureOr<int64_t> NodeContext::normalizeAxis(int64_t axis, int64_t rank,
                                               StringRef what) {
   if (axis < -rank || axis >= rank) {
-    return invalid(Twine(what) + " " + Twine(axis) + " is out of range for rank " +
-            Twine(rank));
+    return invalid(Twine(what) + " " + Twine(axis) +
+                   " is out of range for rank " + Twine(rank));
   }
   return axis < 0 ? axis + rank : axis;
 }
@@ -159,7 +165,8 @@ FailureOr<Value> NodeContext::finish(Operation *op, bool infer) {
             op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
             op->getRegions(), types))) {
       op->erase();
-      return invalid(Twine("the loom op it maps to rejects it: ") + takeDiagnostics());
+      return invalid(Twine("the loom op it maps to rejects it: ") +
+                     takeDiagnostics());
     }
     for (auto [result, type] : llvm::zip(op->getResults(), types))
       result.setType(type);

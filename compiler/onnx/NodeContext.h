@@ -28,6 +28,20 @@ namespace loom::onnx_import {
 /// An ONNX value during import: a run-time value or a known constant.
 using OnnxValue = std::variant<mlir::Value, HostTensor>;
 
+/// The function's constants: created once per distinct value, at the top of
+/// the body in the order they are first needed.
+class ConstantPool {
+public:
+  explicit ConstantPool(mlir::Block *body) : body(body) {}
+  mlir::Value get(mlir::OpBuilder &builder, mlir::Location loc,
+                  mlir::DenseElementsAttr value);
+
+private:
+  mlir::Block *body;
+  mlir::Operation *last = nullptr;
+  llvm::DenseMap<mlir::Attribute, mlir::Value> byValue;
+};
+
 /// The error a converter reports: its status and message.
 struct NodeError {
   ImportStatus status;
@@ -47,12 +61,10 @@ class NodeContext {
 public:
   NodeContext(const onnx::NodeProto &node, int64_t opset,
               mlir::OpBuilder &builder, mlir::Location loc,
-              llvm::StringMap<OnnxValue> &values,
-              llvm::StringMap<mlir::Value> &materialized,
+              llvm::StringMap<OnnxValue> &values, ConstantPool &constants,
               std::function<std::string()> takeDiagnostics)
       : node(node), opset(opset), builder(builder), loc(loc), values(values),
-        materialized(materialized),
-        takeDiagnostics(std::move(takeDiagnostics)) {}
+        constants(constants), takeDiagnostics(std::move(takeDiagnostics)) {}
 
   const onnx::NodeProto &node;
   const int64_t opset;
@@ -114,6 +126,10 @@ public:
     auto op = OpTy::create(builder, loc, type, std::forward<Args>(args)...);
     return finish(op.getOperation(), /*infer=*/false);
   }
+  /// A known value as a (shared) loom.constant.
+  mlir::Value constantValue(const HostTensor &t) {
+    return constants.get(builder, loc, t.toAttr(getContext()));
+  }
   /// A scalar (rank-0) constant of the given element type.
   mlir::Value scalar(mlir::Type elementType, double v);
   /// A reshape, or `v` itself when the shape is already `shape`.
@@ -140,8 +156,7 @@ private:
   mlir::FailureOr<mlir::Value> finish(mlir::Operation *op, bool infer);
 
   llvm::StringMap<OnnxValue> &values;
-  /// Constants already materialised as loom.constant, by ONNX name.
-  llvm::StringMap<mlir::Value> &materialized;
+  ConstantPool &constants;
   std::function<std::string()> takeDiagnostics;
 };
 

@@ -122,15 +122,36 @@ private:
   /// What ONNX shape inference knows about each value.
   llvm::StringMap<StaticType> inferred;
   llvm::StringMap<OnnxValue> values;
-  llvm::StringMap<Value> materialized;
+  std::unique_ptr<ConstantPool> constants;
 };
 
 } // namespace
 
 std::optional<ImportResult> Importer::bindInputs() {
-  llvm::StringSet<> initializers;
+  llvm::StringSet<> initializers, inputNames, dimNames;
   for (const auto &init : model.graph().initializer())
     initializers.insert(init.name());
+  // A binding that names nothing is a typo the user should hear about.
+  for (const auto &input : model.graph().input()) {
+    if (initializers.contains(input.name()))
+      continue;
+    inputNames.insert(input.name());
+    if (input.type().has_tensor_type())
+      for (const auto &dim : input.type().tensor_type().shape().dim())
+        if (dim.has_dim_param())
+          dimNames.insert(dim.dim_param());
+  }
+  for (const auto &given : options.inputShapes)
+    if (!inputNames.contains(given.getKey()))
+      return error(ImportStatus::InvalidModel,
+                   "--input-shape names '" + given.getKey() +
+                       "', which is not a graph input");
+  for (const auto &dim : options.dims)
+    if (!dimNames.contains(dim.getKey()))
+      return error(ImportStatus::InvalidModel,
+                   "--dim names '" + dim.getKey() +
+                       "', which is not a symbolic dimension of any graph "
+                       "input");
   for (auto &input : *model.mutable_graph()->mutable_input()) {
     if (initializers.contains(input.name()))
       continue;
@@ -150,12 +171,10 @@ std::optional<ImportResult> Importer::bindInputs() {
                        "INT64 and BOOL");
     auto given = options.inputShapes.find(name);
     if (given != options.inputShapes.end()) {
-      if (tensorType->has_shape() &&
-          tensorType->shape().dim_size() !=
-              static_cast<int>(given->second.size()))
+      if (tensorType->has_shape() && tensorType->shape().dim_size() !=
+                                         static_cast<int>(given->second.size()))
         return error(ImportStatus::InvalidModel,
-                     "--input-shape gives " +
-                         Twine(given->second.size()) +
+                     "--input-shape gives " + Twine(given->second.size()) +
                          " dimensions for input '" + name +
                          "', which has rank " +
                          Twine(tensorType->shape().dim_size()));
@@ -183,16 +202,15 @@ std::optional<ImportResult> Importer::bindInputs() {
                        "graph input '" + name + "' dimension " + Twine(d) +
                            " is symbolic" +
                            (param.empty() ? "" : " ('" + param + "')") +
-                           "; bind it with " +
-                           (d == 0 ? "--batch N, " : "") +
+                           "; bind it with " + (d == 0 ? "--batch N, " : "") +
                            (param.empty() ? "" : "--dim " + param + "=N, ") +
                            "or --input-shape " + name + "=D0xD1x...");
       }
     }
     if (!checkedNumElements(st.shape))
-      return error(ImportStatus::InvalidModel,
-                   "graph input '" + name + "' has an invalid shape " +
-                       formatShape(st.shape));
+      return error(ImportStatus::InvalidModel, "graph input '" + name +
+                                                   "' has an invalid shape " +
+                                                   formatShape(st.shape));
     // Write the bound shape back so that ONNX shape inference sees it.
     auto *shape = tensorType->mutable_shape();
     shape->clear_dim();
@@ -249,8 +267,8 @@ std::optional<ImportResult> Importer::createArguments(func::FuncOp func) {
   // Argument attributes are set once the function type has every argument.
   SmallVector<NamedAttrList> argAttrs;
   for (auto &[name, st] : inputs) {
-    auto type = RankedTensorType::get(
-        st.shape, toMlirType(*toDType(st.elemType), &ctx));
+    auto type = RankedTensorType::get(st.shape,
+                                      toMlirType(*toDType(st.elemType), &ctx));
     BlockArgument arg = body->addArgument(type, func.getLoc());
     argTypes.push_back(type);
     argAttrs.emplace_back().append(LoomDialect::kInputAttrName,
@@ -296,11 +314,11 @@ std::optional<ImportResult> Importer::createArguments(func::FuncOp func) {
     if (!isFloat(*dtype) || count <= 1) {
       if (count > kMaxFoldElements)
         return error(ImportStatus::Unsupported,
-                     "initializer '" + name + "' is a constant too large to "
-                     "fold");
-      values.insert_or_assign(name,
-                              OnnxValue(HostTensor::fromBytes(*dtype, shape,
-                                                              *bytes)));
+                     "initializer '" + name +
+                         "' is a constant too large to "
+                         "fold");
+      values.insert_or_assign(
+          name, OnnxValue(HostTensor::fromBytes(*dtype, shape, *bytes)));
       continue;
     }
     auto type = RankedTensorType::get(shape, toMlirType(*dtype, &ctx));
@@ -313,9 +331,9 @@ std::optional<ImportResult> Importer::createArguments(func::FuncOp func) {
     if (options.withWeights) {
       AsmResourceBlob blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
           ArrayRef<char>(bytes->data(), bytes->size()), alignof(uint64_t));
-      attrs.append(LoomDialect::kInitAttrName,
-                   DenseResourceElementsAttr::get(type, blobKey(name),
-                                                  std::move(blob)));
+      attrs.append(
+          LoomDialect::kInitAttrName,
+          DenseResourceElementsAttr::get(type, blobKey(name), std::move(blob)));
     }
     values.insert_or_assign(name, OnnxValue(Value(arg)));
   }
@@ -333,8 +351,7 @@ std::optional<ImportResult> Importer::checkOutputs(const onnx::NodeProto &node,
     auto it = values.find(out);
     if (it == values.end())
       return error(ImportStatus::InternalError,
-                   where + ": Loom produced no value for output '" + out +
-                       "'");
+                   where + ": Loom produced no value for output '" + out + "'");
     RankedTensorType type =
         std::holds_alternative<Value>(it->second)
             ? cast<RankedTensorType>(std::get<Value>(it->second).getType())
@@ -342,8 +359,7 @@ std::optional<ImportResult> Importer::checkOutputs(const onnx::NodeProto &node,
     if (!checkedNumElements(type.getShape()))
       return error(ImportStatus::InvalidModel,
                    where + ": output '" + out + "' would have shape " +
-                       formatShape(type.getShape()) +
-                       ", which is too large");
+                       formatShape(type.getShape()) + ", which is too large");
     auto onnxType = inferred.find(out);
     if (onnxType == inferred.end())
       continue;
@@ -394,13 +410,12 @@ std::optional<ImportResult> Importer::convertNode(const onnx::NodeProto &node,
                             : node.name();
   Location loc = NameLoc::get(builder.getStringAttr(locName),
                               FileLineColLoc::get(&ctx, file, 0, 0));
-  NodeContext nc(node, opset, builder, loc, values, materialized,
+  NodeContext nc(node, opset, builder, loc, values, *constants,
                  [this] { return takeDiagnostics(); });
   if (failed(converter->second(nc))) {
-    NodeError err = nc.error.value_or(
-        NodeError{ImportStatus::InternalError,
-                  "the converter failed without saying why: " +
-                      takeDiagnostics()});
+    NodeError err = nc.error.value_or(NodeError{
+        ImportStatus::InternalError,
+        "the converter failed without saying why: " + takeDiagnostics()});
     return error(err.status, where + ": " + err.message);
   }
   return checkOutputs(node, where);
@@ -412,8 +427,8 @@ ImportResult Importer::run() {
     if (entry.domain().empty() || entry.domain() == "ai.onnx")
       opset = entry.version();
     else
-      otherDomains += (otherDomains.empty() ? "'" : ", '") + entry.domain() +
-                      "'";
+      otherDomains +=
+          (otherDomains.empty() ? "'" : ", '") + entry.domain() + "'";
   }
   if (opset == 0 && !otherDomains.empty())
     return error(ImportStatus::Unsupported,
@@ -459,6 +474,7 @@ ImportResult Importer::run() {
     return std::move(*err);
 
   builder.setInsertionPointToEnd(&func.getBody().front());
+  constants = std::make_unique<ConstantPool>(&func.getBody().front());
   const onnx::GraphProto &graph = model.graph();
   for (int i = 0; i < graph.node_size(); ++i)
     if (auto err = convertNode(graph.node(i), i))
@@ -473,17 +489,14 @@ ImportResult Importer::run() {
                    "graph output '" + out.name() +
                        "' is not produced by any node");
     if (auto *known = std::get_if<HostTensor>(&it->second)) {
-      Value &cached = materialized[out.name()];
-      if (!cached)
-        cached = ConstantOp::create(builder, fileLoc, known->toAttr(&ctx));
-      results.push_back(cached);
+      results.push_back(constants->get(builder, fileLoc, known->toAttr(&ctx)));
     } else {
       results.push_back(std::get<Value>(it->second));
     }
   }
   func::ReturnOp::create(builder, fileLoc, results);
-  func.setFunctionType(FunctionType::get(
-      &ctx, func.getArgumentTypes(), ValueRange(results).getTypes()));
+  func.setFunctionType(FunctionType::get(&ctx, func.getArgumentTypes(),
+                                         ValueRange(results).getTypes()));
   for (auto [i, out] : llvm::enumerate(graph.output()))
     func.setResultAttr(i, LoomDialect::kOutputAttrName,
                        builder.getStringAttr(out.name()));
@@ -521,9 +534,8 @@ ImportResult importOnnxFile(StringRef path, const ImportOptions &options,
   if (!buffer) {
     ImportResult r;
     r.status = ImportStatus::InvalidModel;
-    r.message = (path + ": cannot read the file: " +
-                 buffer.getError().message())
-                    .str();
+    r.message =
+        (path + ": cannot read the file: " + buffer.getError().message()).str();
     return r;
   }
   return importOnnxBytes((*buffer)->getBuffer(), path, options, context);

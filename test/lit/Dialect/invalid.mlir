@@ -5,7 +5,8 @@
 // parsers always build well-formed parameter lists, which rules out
 // "mesh has N axis names but M sizes", "layout needs a mesh", "layout dimension
 // entries must be lists of axis names" and "strategy entries must be integer
-// lists".
+// lists". Nor is "loom result attributes belong on functions": MLIR asks the
+// dialect to verify result attributes only for function ops.
 
 //===----------------------------------------------------------------------===//
 // ODS-generated constraints
@@ -272,7 +273,7 @@ func.func @layer_norm_axis(%a: tensor<2x3xf32>, %s: tensor<3xf32>) {
 // -----
 
 func.func @layer_norm_epsilon(%a: tensor<2x3xf32>, %s: tensor<3xf32>) {
-  // expected-error @+2 {{epsilon must not be negative}}
+  // expected-error @+2 {{epsilon must be finite and not negative}}
   // expected-error @+1 {{'loom.layer_norm' op failed to infer returned types}}
   %0 = loom.layer_norm %a, %s {axis = 1 : i64, epsilon = -1.0e-05 : f32} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   return
@@ -326,9 +327,28 @@ func.func @batch_norm_rank(%a: tensor<3xf32>, %c: tensor<3xf32>) {
 // -----
 
 func.func @batch_norm_epsilon(%a: tensor<2x3xf32>, %c: tensor<3xf32>) {
-  // expected-error @+2 {{epsilon must not be negative}}
+  // expected-error @+2 {{epsilon must be finite and not negative}}
   // expected-error @+1 {{'loom.batch_norm' op failed to infer returned types}}
   %0 = loom.batch_norm %a, %c, %c, %c, %c {epsilon = -1.0 : f32} : (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_nan_epsilon(%a: tensor<2x3xf32>, %s: tensor<3xf32>) {
+  // NaN is not a usable epsilon either (the check is written as !(eps >= 0)).
+  // expected-error @+2 {{epsilon must be finite and not negative}}
+  // expected-error @+1 {{'loom.layer_norm' op failed to infer returned types}}
+  %0 = loom.layer_norm %a, %s {axis = 1 : i64, epsilon = 0x7FC00000 : f32} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @batch_norm_nan_epsilon(%a: tensor<2x3xf32>, %c: tensor<3xf32>) {
+  // expected-error @+2 {{epsilon must be finite and not negative}}
+  // expected-error @+1 {{'loom.batch_norm' op failed to infer returned types}}
+  %0 = loom.batch_norm %a, %c, %c, %c, %c {epsilon = 0x7FC00000 : f32} : (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   return
 }
 
@@ -589,6 +609,37 @@ func.func @slice_start_out_of_range(%a: tensor<4x4xf32>) {
 
 // -----
 
+func.func @slice_size_overflow(%a: tensor<4xf32>) {
+  // (size - 1) * stride = 2^62 * 4 overflows int64 and must not wrap into
+  // range.
+  // expected-error @+2 {{slice of dimension 0 (size 4611686018427387905, stride 4) overflows 64-bit indices}}
+  // expected-error @+1 {{'loom.slice' op failed to infer returned types}}
+  %0 = loom.slice %a {starts = array<i64: 0>, sizes = array<i64: 4611686018427387905>, strides = array<i64: 4>} : (tensor<4xf32>) -> tensor<4611686018427387905xf32>
+  return
+}
+
+// -----
+
+func.func @slice_negative_stride_overflow(%a: tensor<4xf32>) {
+  // (3 - 1) * INT64_MIN overflows too.
+  // expected-error @+2 {{slice of dimension 0 (size 3, stride -9223372036854775808) overflows 64-bit indices}}
+  // expected-error @+1 {{'loom.slice' op failed to infer returned types}}
+  %0 = loom.slice %a {starts = array<i64: 3>, sizes = array<i64: 3>, strides = array<i64: -9223372036854775808>} : (tensor<4xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @slice_start_plus_offset_overflow(%a: tensor<4xf32>) {
+  // The product fits; 3 + (2 - 1) * INT64_MAX does not.
+  // expected-error @+2 {{slice of dimension 0 (size 2, stride 9223372036854775807) overflows 64-bit indices}}
+  // expected-error @+1 {{'loom.slice' op failed to infer returned types}}
+  %0 = loom.slice %a {starts = array<i64: 3>, sizes = array<i64: 2>, strides = array<i64: 9223372036854775807>} : (tensor<4xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
 //===----------------------------------------------------------------------===//
 // Convolution
 //===----------------------------------------------------------------------===//
@@ -696,6 +747,26 @@ func.func @conv_kernel_too_big(%x: tensor<1x4x8x2xf32>, %w: tensor<6x4x3x3xf32>)
   // expected-error @+2 {{kernel does not fit spatial dimension 1 of size 2}}
   // expected-error @+1 {{'loom.conv2d' op failed to infer returned types}}
   %0 = loom.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x4x8x2xf32>, tensor<6x4x3x3xf32>) -> tensor<1x6x6x1xf32>
+  return
+}
+
+// -----
+
+func.func @conv_dilation_overflow(%x: tensor<1x4x8x8xf32>, %w: tensor<6x4x3x3xf32>) {
+  // The dilated kernel spans 2^62 * (3 - 1) + 1, which overflows int64.
+  // expected-error @+2 {{kernel does not fit spatial dimension 0 of size 8}}
+  // expected-error @+1 {{'loom.conv2d' op failed to infer returned types}}
+  %0 = loom.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 4611686018427387904, 1>, groups = 1 : i64} : (tensor<1x4x8x8xf32>, tensor<6x4x3x3xf32>) -> tensor<1x6x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_dilation_max(%x: tensor<1x4x8x8xf32>, %w: tensor<6x4x2x3xf32>) {
+  // INT64_MAX * (2 - 1) fits, but the span (that plus one) does not.
+  // expected-error @+2 {{kernel does not fit spatial dimension 0 of size 8}}
+  // expected-error @+1 {{'loom.conv2d' op failed to infer returned types}}
+  %0 = loom.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 9223372036854775807, 1>, groups = 1 : i64} : (tensor<1x4x8x8xf32>, tensor<6x4x2x3xf32>) -> tensor<1x6x7x6xf32>
   return
 }
 
@@ -815,6 +886,36 @@ func.func @pool_window_too_big(%x: tensor<1x1x2x8xf32>) {
 
 // -----
 
+func.func @pool_dilation_overflow(%x: tensor<1x1x8x8xf32>) {
+  // The dilated window 2^62 * (3 - 1) overflows int64.
+  // expected-error @+2 {{window does not fit spatial dimension 1 of size 8}}
+  // expected-error @+1 {{'loom.max_pool2d' op failed to infer returned types}}
+  %0 = loom.max_pool2d %x {kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 4611686018427387904>} : (tensor<1x1x8x8xf32>) -> tensor<1x1x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @pool_dilation_huge(%x: tensor<1x1x8x8xf32>) {
+  // 2^60 * (3 - 1) fits but the window is far wider than the input.
+  // expected-error @+2 {{window does not fit spatial dimension 1 of size 8}}
+  // expected-error @+1 {{'loom.max_pool2d' op failed to infer returned types}}
+  %0 = loom.max_pool2d %x {kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1152921504606846976>} : (tensor<1x1x8x8xf32>) -> tensor<1x1x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @avg_pool_dilation(%x: tensor<1x1x8x8xf32>) {
+  // The result type is the one inferred for dilation 2, so only the verifier's
+  // own check fires.
+  // expected-error @+1 {{'loom.avg_pool2d' op dilations must be 1}}
+  %0 = loom.avg_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 2, 1>} : (tensor<1x1x8x8xf32>) -> tensor<1x1x6x7xf32>
+  return
+}
+
+// -----
+
 func.func @pool_ceil_mode_result(%x: tensor<1x1x8x8xf32>) {
   // Without ceil_mode (8 - 3) / 2 rounds down to 3 windows.
   // expected-error @+2 {{'loom.max_pool2d' op inferred type(s) 'tensor<1x1x3x3xf32>' are incompatible with return type(s) of operation 'tensor<1x1x4x4xf32>'}}
@@ -908,6 +1009,22 @@ func.func @zero_axis_size() attributes {loom.mesh = #loom.mesh<dp = 2, tp = 0>} 
 
 // expected-error @+1 {{mesh axis 'dp' has size -2; sizes must be at least 1}}
 func.func @negative_axis_size() attributes {loom.mesh = #loom.mesh<dp = -2>} {
+  return
+}
+
+// -----
+
+// 2^16 * 2^15 * 2 = 2^32 devices; 2^31 is the most a mesh may have.
+// expected-error @+1 {{mesh has more than 2147483648 devices}}
+func.func @too_many_devices() attributes {loom.mesh = #loom.mesh<a = 65536, b = 32768, c = 2>} {
+  return
+}
+
+// -----
+
+// 2^62 * 4 overflows int64 on the way.
+// expected-error @+1 {{mesh has more than 2147483648 devices}}
+func.func @device_count_overflow() attributes {loom.mesh = #loom.mesh<a = 4611686018427387904, b = 4>} {
   return
 }
 
@@ -1056,6 +1173,149 @@ func.func @unknown_annotation(%a: tensor<4xf32>) {
 
 // -----
 
+func.func @stage_bool(%a: tensor<4xf32>) {
+  // An i1 is not a stage number.
+  // expected-error @+1 {{'loom.stage' must be a non-negative integer}}
+  %0 = loom.relu %a {loom.stage = true} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @stage_bool_false(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.stage' must be a non-negative integer}}
+  %0 = loom.relu %a {loom.stage = false} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @mesh_on_op(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.mesh' belongs on a function or module}}
+  %0 = loom.relu %a {loom.mesh = #loom.mesh<dp = 2>} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'loom.source' belongs on a module}}
+func.func @source_on_function() attributes {loom.source = "model.onnx"} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'loom.opset' belongs on a module}}
+func.func @opset_on_function() attributes {loom.opset = 17 : i64} {
+  return
+}
+
+// -----
+
+func.func @source_on_op(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.source' belongs on a module}}
+  %0 = loom.relu %a {loom.source = "model.onnx"} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'loom.source' must be a string}}
+module attributes {loom.source = 3 : i64} {
+}
+
+// -----
+
+// expected-error @+1 {{'loom.opset' must be an integer}}
+module attributes {loom.opset = "17"} {
+}
+
+// -----
+
+// expected-error @+1 {{'loom.opset' must be an integer}}
+module attributes {loom.opset = 1.7e+01 : f32} {
+}
+
+// -----
+
+// expected-error @+1 {{'loom.strategy' belongs on an op, not a function or module}}
+func.func @strategy_on_function() attributes {loom.strategy = #loom.strategy<[[1]]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'loom.stage' belongs on an op, not a function or module}}
+func.func @stage_on_function() attributes {loom.stage = 1 : i64} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'loom.recompute' belongs on an op, not a function or module}}
+func.func @recompute_on_function() attributes {loom.recompute} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'loom.stage' belongs on an op, not a function or module}}
+module attributes {loom.stage = 0 : i64} {
+}
+
+// -----
+
+func.func @strategy_result_entry_count(%a: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.relu' op strategy gives 2 result entries but the op has 1 tensor results}}
+  %0 = loom.relu %a {loom.strategy = #loom.strategy<[[2, 1]] -> [[2, 1], [2, 1]]>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @strategy_result_entry_rank(%a: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.relu' op strategy result entry #0 has 1 counts but result #0 has rank 2}}
+  %0 = loom.relu %a {loom.strategy = #loom.strategy<[[2, 1]] -> [[2]]>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @strategy_result_not_dividing(%a: tensor<4x6xf32>) {
+  // expected-error @+1 {{'loom.relu' op strategy splits dimension 1 of result #0 (size 6) 4 ways, which does not divide it}}
+  %0 = loom.relu %a {loom.strategy = #loom.strategy<[[2, 1]] -> [[1, 4]]>} : (tensor<4x6xf32>) -> tensor<4x6xf32>
+  return
+}
+
+// -----
+
+func.func @strategy_result_too_many_devices(%a: tensor<4x8xf32>) attributes {loom.mesh = #loom.mesh<dp = 2, tp = 4>} {
+  // expected-error @+1 {{'loom.relu' op strategy result entry #0 splits over 16 devices but the mesh has 8}}
+  %0 = loom.relu %a {loom.strategy = #loom.strategy<[[2, 1]] -> [[4, 4]]>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @strategy_result_not_dividing_mesh(%a: tensor<6x8xf32>) attributes {loom.mesh = #loom.mesh<dp = 2, tp = 4>} {
+  // expected-error @+1 {{'loom.relu' op strategy result entry #0 splits over 3 devices, which does not divide the mesh's 8}}
+  %0 = loom.relu %a {loom.strategy = #loom.strategy<[[2, 1]] -> [[3, 1]]>} : (tensor<6x8xf32>) -> tensor<6x8xf32>
+  return
+}
+
+// -----
+
+// A module's mesh bounds the strategies of the functions in it.
+module attributes {loom.mesh = #loom.mesh<dp = 2, tp = 4>} {
+  func.func @strategy_over_module_mesh(%a: tensor<4x8xf32>) {
+    // expected-error @+1 {{'loom.relu' op strategy operand entry #0 splits over 16 devices but the mesh has 8}}
+    %0 = loom.relu %a {loom.strategy = #loom.strategy<[[4, 4]]>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    return
+  }
+}
+
+// -----
+
 //===----------------------------------------------------------------------===//
 // Annotations on function arguments (errors at the function)
 //===----------------------------------------------------------------------===//
@@ -1123,7 +1383,109 @@ func.func @init_not_elements(%a: tensor<4xf32>, %b: tensor<4xf32> {loom.init = 0
 
 // -----
 
+// expected-error @+1 {{argument #0: the layout's mesh differs from the function's loom.mesh}}
+func.func @argument_layout_other_mesh(%a: tensor<4xf32> {loom.layout = #loom.layout<#loom.mesh<dp = 2>, [[dp]]>}) attributes {loom.mesh = #loom.mesh<tp = 2>} {
+  return
+}
+
+// -----
+
+// Same axis names, different sizes: still a different mesh.
+// expected-error @+1 {{argument #1: the layout's mesh differs from the function's loom.mesh}}
+func.func @argument_layout_resized_mesh(%a: tensor<4xf32>, %b: tensor<4xf32> {loom.layout = #loom.layout<#loom.mesh<dp = 2>, [[dp]]>}) attributes {loom.mesh = #loom.mesh<dp = 4>} {
+  return
+}
+
+// -----
+
+// Declarations have no entry block; their argument attributes are checked
+// against the signature.
+// expected-error @+1 {{'loom.init' of argument #1 must be elements of the argument's type}}
+func.func private @declaration_init(tensor<4xf32>, tensor<8xf32> {loom.init = dense<0.0> : tensor<4xf32>})
+
+// -----
+
+// expected-error @+1 {{argument #0: layout splits dimension 0 (size 6) 4 ways, which does not divide it}}
+func.func private @declaration_layout(tensor<6xf32> {loom.layout = #loom.layout<#loom.mesh<dp = 4>, [[dp]]>})
+
+// -----
+
+// expected-error @+1 {{'loom.param' must be a string}}
+func.func private @declaration_param(tensor<6xf32> {loom.param = 1 : i64})
+
+// -----
+
+// expected-error @+1 {{unknown loom argument attribute 'loom.output'}}
+func.func private @declaration_unknown(tensor<6xf32> {loom.output = "y"})
+
+// -----
+
 // expected-error @+1 {{unknown loom argument attribute 'loom.output'}}
 func.func @unknown_argument_attribute(%a: tensor<4xf32> {loom.output = "y"}) {
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Annotations on function results (errors at the function)
+//===----------------------------------------------------------------------===//
+
+// expected-error @+1 {{'loom.output' must be a string}}
+func.func @output_not_string(%a: tensor<4xf32>) -> (tensor<4xf32> {loom.output = 3 : i64}) {
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{unknown loom result attribute 'loom.param'}}
+func.func @unknown_result_attribute(%a: tensor<4xf32>) -> (tensor<4xf32> {loom.param = "w"}) {
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{unknown loom result attribute 'loom.input'}}
+func.func @input_on_result(%a: tensor<4xf32>) -> (tensor<4xf32> {loom.input = "x"}) {
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'loom.layout' must be a #loom.layout}}
+func.func @result_layout_not_layout(%a: tensor<4xf32>) -> (tensor<4xf32> {loom.layout = [[1]]}) {
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'loom.layout' is only valid on a ranked tensor result}}
+func.func @result_layout_on_scalar(%a: f32) -> (f32 {loom.layout = #loom.layout<#loom.mesh<dp = 2>, []>}) {
+  return %a : f32
+}
+
+// -----
+
+// expected-error @+1 {{result #1: layout has rank 2 but the tensor has rank 1}}
+func.func @result_layout_rank(%a: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32> {loom.layout = #loom.layout<#loom.mesh<dp = 2>, [[dp], []]>}) {
+  return %a, %a : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{result #0: layout splits dimension 0 (size 6) 4 ways, which does not divide it}}
+func.func @result_layout_not_dividing(%a: tensor<6xf32>) -> (tensor<6xf32> {loom.layout = #loom.layout<#loom.mesh<dp = 4>, [[dp]]>}) {
+  return %a : tensor<6xf32>
+}
+
+// -----
+
+// expected-error @+1 {{result #0: the layout's mesh differs from the function's loom.mesh}}
+func.func @result_layout_other_mesh(%a: tensor<4xf32>) -> (tensor<4xf32> {loom.layout = #loom.layout<#loom.mesh<dp = 2>, [[dp]]>}) attributes {loom.mesh = #loom.mesh<dp = 4>} {
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'loom.output' must be a string}}
+func.func private @declaration_output(tensor<4xf32>) -> (tensor<4xf32> {loom.output = ["y"]})

@@ -5,6 +5,7 @@
 // The mesh is printed once, under its alias, at the top of the module.
 // CHECK-DAG: #[[MESH:mesh[0-9]*]] = #loom.mesh<dp = 2, tp = 4>
 // CHECK-DAG: #[[MESH_Q:mesh[0-9]*]] = #loom.mesh<"data parallel" = 3, pp = 1>
+// CHECK-DAG: #[[MESH_MAX:mesh[0-9]*]] = #loom.mesh<a = 65536, b = 32768>
 
 // CHECK-LABEL: func.func @constant
 func.func @constant() -> (tensor<2x3xf32>, tensor<4xi64>, tensor<i1>, tensor<2xbf16>) {
@@ -241,5 +242,72 @@ func.func @quoted_axes(
     attributes {loom.mesh = #loom.mesh<"data parallel" = 3, pp = 1>} {
   // CHECK: loom.mul %{{.*}}, %{{.*}} {loom.strategy = #loom.strategy<{{\[\[}}3], []]>}
   %0 = loom.mul %x, %s {loom.strategy = #loom.strategy<[[3], []]>} : (tensor<6xf32>, tensor<f32>) -> tensor<6xf32>
+  return
+}
+
+// Five columns, kernel 2, stride 2, one pad each side: windows start at -1, 1
+// and 3; with ceil_mode a fourth would start at 5, in the trailing padding, so
+// it is dropped and the result stays 3x3. Unpadded, ceil_mode keeps the
+// partial window at 4 (3 rather than 2).
+// CHECK-LABEL: func.func @pool_ceil_mode_drop
+// CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<1x1x5x5xf32>)
+func.func @pool_ceil_mode_drop(%x: tensor<1x1x5x5xf32>) {
+  // CHECK: loom.max_pool2d %[[X]] {ceil_mode, dilations = array<i64: 1, 1>, kernel = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<1x1x5x5xf32>) -> tensor<1x1x3x3xf32>
+  %0 = loom.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, ceil_mode} : (tensor<1x1x5x5xf32>) -> tensor<1x1x3x3xf32>
+  // CHECK: loom.max_pool2d %[[X]] {ceil_mode, dilations = array<i64: 1, 1>, kernel = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<1x1x5x5xf32>) -> tensor<1x1x3x3xf32>
+  %1 = loom.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode} : (tensor<1x1x5x5xf32>) -> tensor<1x1x3x3xf32>
+  // CHECK: loom.max_pool2d %[[X]] {dilations = array<i64: 1, 1>, kernel = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<1x1x5x5xf32>) -> tensor<1x1x2x2xf32>
+  %2 = loom.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x1x5x5xf32>) -> tensor<1x1x2x2xf32>
+  return
+}
+
+// Function results take loom.output and loom.layout (on the function's mesh,
+// partial included).
+// CHECK-LABEL: func.func @result_annotations
+// CHECK-SAME: (%{{.*}}: tensor<4x16xf32> {loom.input = "x"})
+// CHECK-SAME: -> (tensor<4x16xf32> {loom.layout = #loom.layout<#[[MESH]], {{\[\[}}dp], [tp]]>, loom.output = "y"},
+// CHECK-SAME: tensor<f32> {loom.layout = #loom.layout<#[[MESH]], [], partial = [dp]>, loom.output = "loss"})
+// CHECK-SAME: attributes {loom.mesh = #[[MESH]]}
+func.func @result_annotations(%x: tensor<4x16xf32> {loom.input = "x"})
+    -> (tensor<4x16xf32> {loom.output = "y", loom.layout = #loom.layout<#loom.mesh<dp = 2, tp = 4>, [[dp], [tp]]>},
+        tensor<f32> {loom.output = "loss", loom.layout = #loom.layout<#loom.mesh<dp = 2, tp = 4>, [], partial = [dp]>})
+    attributes {loom.mesh = #loom.mesh<dp = 2, tp = 4>} {
+  %0 = loom.reduce_sum %x {axes = array<i64: 0, 1>} : (tensor<4x16xf32>) -> tensor<f32>
+  return %x, %0 : tensor<4x16xf32>, tensor<f32>
+}
+
+// A declaration (no body) carries the same argument and result annotations.
+// CHECK-LABEL: func.func private @declaration
+// CHECK-SAME: (tensor<4x8xf32> {loom.input = "x", loom.layout = #loom.layout<#[[MESH]], {{\[\[}}dp], []]>},
+// CHECK-SAME: tensor<8xf32> {loom.init = dense<1.000000e+00> : tensor<8xf32>, loom.param = "w"},
+// CHECK-SAME: tensor<8xf32> {loom.buffer = "m"})
+// CHECK-SAME: -> (tensor<4x8xf32> {loom.layout = #loom.layout<#[[MESH]], {{\[\[}}dp], [tp]]>, loom.output = "y"})
+// CHECK-SAME: attributes {loom.mesh = #[[MESH]]}
+func.func private @declaration(
+    tensor<4x8xf32> {loom.input = "x", loom.layout = #loom.layout<#loom.mesh<dp = 2, tp = 4>, [[dp], []]>},
+    tensor<8xf32> {loom.param = "w", loom.init = dense<1.0> : tensor<8xf32>},
+    tensor<8xf32> {loom.buffer = "m"})
+    -> (tensor<4x8xf32> {loom.output = "y", loom.layout = #loom.layout<#loom.mesh<dp = 2, tp = 4>, [[dp], [tp]]>})
+    attributes {loom.mesh = #loom.mesh<dp = 2, tp = 4>}
+
+// A module takes loom.source, loom.opset and loom.mesh; a strategy inside a
+// function without a mesh of its own is checked against the module's (2 * 4
+// and 1 * 8 both use the 8 devices). A stage may exceed 32 bits.
+// CHECK-LABEL: module @imported
+// CHECK-SAME: attributes {loom.mesh = #[[MESH]], loom.opset = 17 : i64, loom.source = "model.onnx"}
+// CHECK: loom.relu %{{.*}} {loom.stage = 4294967296 : i64, loom.strategy = #loom.strategy<{{\[\[}}2, 4]] -> {{\[\[}}1, 8]]>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+module @imported attributes {loom.source = "model.onnx", loom.opset = 17 : i64, loom.mesh = #loom.mesh<dp = 2, tp = 4>} {
+  func.func @main(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+    %0 = loom.relu %x {loom.strategy = #loom.strategy<[[2, 4]] -> [[1, 8]]>, loom.stage = 4294967296 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    return %0 : tensor<4x8xf32>
+  }
+}
+
+// 2^16 * 2^15 = 2^31 devices is the largest mesh, and a strategy may use them all.
+// CHECK-LABEL: func.func @largest_mesh
+// CHECK-SAME: attributes {loom.mesh = #[[MESH_MAX]]}
+// CHECK: loom.relu %{{.*}} {loom.strategy = #loom.strategy<{{\[\[}}65536, 32768]]>}
+func.func @largest_mesh(%x: tensor<65536x32768xf32>) attributes {loom.mesh = #loom.mesh<a = 65536, b = 32768>} {
+  %0 = loom.relu %x {loom.strategy = #loom.strategy<[[65536, 32768]]>} : (tensor<65536x32768xf32>) -> tensor<65536x32768xf32>
   return
 }
