@@ -6,7 +6,7 @@
 // the header-level poisoning a no-op; ASan still checks all of Loom's own
 // accesses and every heap allocation.
 #pragma once
-#ifdef __cplusplus
+#if defined(__cplusplus) && __has_include("llvm/Support/Compiler.h")
 #include "llvm/Support/Compiler.h"
 #undef __asan_poison_memory_region
 #undef __asan_unpoison_memory_region

@@ -10,12 +10,14 @@ PACKAGES=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   # ONNX front end (protobuf first, then ONNX)
   libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata
-  # runtime: oneDNN, MPI
-  libdnnl-dev libopenmpi-dev openmpi-bin
+  # runtime: oneDNN (its CMake package needs the OpenCL files), MPI
+  libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libopenmpi-dev openmpi-bin
   # tests
   libgtest-dev googletest
   # model export and the PyTorch oracle
   python3-torch python3-onnx python3-numpy
+  # the benchmarks' PyTorch peer uses OpenBLAS (see ../shared/REFERENCES.md)
+  libopenblas0-pthread
 )
 
 missing=()

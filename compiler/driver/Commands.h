@@ -1,0 +1,31 @@
+//===- Commands.h - The `loom` subcommands ---------------------*- C++ -*-===//
+//
+// Each subcommand's options live in the file that runs it; these functions
+// run the subcommand the command line selected, if it is theirs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_COMPILER_DRIVER_COMMANDS_H
+#define LOOM_COMPILER_DRIVER_COMMANDS_H
+
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/CommandLine.h"
+
+#include <optional>
+
+namespace loom::driver {
+
+/// The category of every Loom option (others are hidden from --help).
+llvm::cl::OptionCategory &loomCategory();
+
+/// Prints "loom: error: MESSAGE" and returns exit code 1.
+int reportError(const llvm::Twine &message);
+
+/// `loom import` and `loom compile` (FrontEndCommands.cpp).
+std::optional<int> runFrontEndCommand();
+/// `loom run` (RunCommand.cpp).
+std::optional<int> runRunCommand();
+
+} // namespace loom::driver
+
+#endif // LOOM_COMPILER_DRIVER_COMMANDS_H

@@ -1,0 +1,238 @@
+//===- FrontEndCommands.cpp - `loom import` and `loom compile` ------------===//
+//
+// Both read an ONNX model with the same binding flags; import prints the
+// loom dialect, compile lowers it to a plan for the runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/driver/Commands.h"
+
+#include "compiler/Registration.h"
+#include "compiler/onnx/OnnxImporter.h"
+#include "compiler/plan/PlanEmitter.h"
+#include "dialects/LoomDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Transforms/Passes.h"
+#include "passes/Passes.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
+
+using namespace llvm;
+using namespace mlir;
+
+namespace loom::driver {
+namespace {
+
+cl::SubCommand importCmd("import",
+                         "Import an ONNX model into the loom dialect (MLIR)");
+cl::SubCommand compileCmd("compile",
+                          "Compile an ONNX model into a plan for `loom run` "
+                          "(one device, inference, for now)");
+
+// Shared by import and compile.
+cl::opt<std::string> modelPath(cl::Positional, cl::Required,
+                               cl::desc("<MODEL.onnx>"), cl::sub(importCmd),
+                               cl::sub(compileCmd), cl::cat(loomCategory()));
+cl::opt<int64_t> batchFlag(
+    "batch",
+    cl::desc("Bind dimension 0 of every input whose batch is symbolic"),
+    cl::value_desc("N"), cl::init(0), cl::sub(importCmd), cl::sub(compileCmd),
+    cl::cat(loomCategory()));
+cl::list<std::string> dimFlags("dim",
+                               cl::desc("Bind a named symbolic dimension"),
+                               cl::value_desc("NAME=N"), cl::sub(importCmd),
+                               cl::sub(compileCmd), cl::cat(loomCategory()));
+cl::list<std::string>
+    shapeFlags("input-shape",
+               cl::desc("Give an input's full shape, e.g. x=8x32"),
+               cl::value_desc("NAME=D0xD1x..."), cl::sub(importCmd),
+               cl::sub(compileCmd), cl::cat(loomCategory()));
+
+// import only.
+cl::opt<std::string> importOutput("o",
+                                  cl::desc("Output file (default: stdout)"),
+                                  cl::value_desc("OUT.mlir"), cl::init("-"),
+                                  cl::sub(importCmd), cl::cat(loomCategory()));
+cl::opt<bool> noWeights("no-weights",
+                        cl::desc("Leave out initial parameter values (shapes "
+                                 "only)"),
+                        cl::sub(importCmd), cl::cat(loomCategory()));
+cl::opt<bool>
+    printLocations("locations",
+                   cl::desc("Print each op's location: the ONNX node it came "
+                            "from"),
+                   cl::sub(importCmd), cl::cat(loomCategory()));
+cl::opt<bool> fuse(
+    "fuse",
+    cl::desc("Run the import clean-up passes (fuse decomposed layer norms)"),
+    cl::sub(importCmd), cl::cat(loomCategory()));
+
+// compile only.
+cl::opt<std::string> planOutput("o", cl::desc("The plan file to write"),
+                                cl::value_desc("MODEL.plan"), cl::Required,
+                                cl::sub(compileCmd), cl::cat(loomCategory()));
+
+/// Parses "NAME=VALUE" into its two halves.
+bool splitAssignment(StringRef text, StringRef &name, StringRef &value) {
+  std::tie(name, value) = text.split('=');
+  return !name.empty() && !value.empty() && text.contains('=');
+}
+
+/// Reads the binding flags into import options; an error message if bad.
+std::optional<std::string> readBindings(onnx_import::ImportOptions &options) {
+  if (batchFlag.getNumOccurrences()) {
+    if (batchFlag < 1)
+      return std::string("--batch must be at least 1");
+    options.batch = batchFlag;
+  }
+  for (const std::string &d : dimFlags) {
+    StringRef name, value;
+    int64_t n;
+    if (!splitAssignment(d, name, value) || value.getAsInteger(10, n) || n < 1)
+      return "--dim expects NAME=N with N at least 1, got '" + d + "'";
+    options.dims[name] = n;
+  }
+  for (const std::string &s : shapeFlags) {
+    StringRef name, value;
+    if (!splitAssignment(s, name, value))
+      return "--input-shape expects NAME=D0xD1x..., got '" + s + "'";
+    SmallVector<StringRef> parts;
+    value.split(parts, 'x');
+    SmallVector<int64_t> shape;
+    for (StringRef p : parts) {
+      int64_t d;
+      if (p.getAsInteger(10, d) || d < 1)
+        return "--input-shape '" + s + "': '" + p.str() +
+               "' is not a dimension size";
+      shape.push_back(d);
+    }
+    options.inputShapes[name] = shape;
+  }
+  return std::nullopt;
+}
+
+/// Imports the model named on the command line; nullptr after reporting.
+OwningOpRef<ModuleOp> importModel(MLIRContext &context, bool withWeights,
+                                  int &exitCode) {
+  onnx_import::ImportOptions options;
+  if (auto bad = readBindings(options)) {
+    exitCode = reportError(*bad);
+    return nullptr;
+  }
+  options.withWeights = withWeights;
+  onnx_import::ImportResult result =
+      onnx_import::importOnnxFile(modelPath, options, context);
+  if (result.status == onnx_import::ImportStatus::InternalError) {
+    exitCode = reportError(result.message +
+                           "\nThis is a bug in Loom; please report it with "
+                           "the model.");
+    return nullptr;
+  }
+  if (!result.ok()) {
+    exitCode = reportError(result.message);
+    return nullptr;
+  }
+  return std::move(result.module);
+}
+
+LogicalResult runCleanup(ModuleOp module) {
+  PassManager pm(module->getContext());
+  pm.addNestedPass<func::FuncOp>(createFuseLayerNorm());
+  pm.addPass(createCSEPass());
+  return pm.run(module);
+}
+
+int runImport() {
+  DialectRegistry registry;
+  registerLoomDialects(registry);
+  MLIRContext context(registry);
+  int exitCode = 0;
+  OwningOpRef<ModuleOp> module = importModel(context, !noWeights, exitCode);
+  if (!module)
+    return exitCode;
+  if (fuse && failed(runCleanup(*module)))
+    return reportError("the import clean-up passes failed");
+
+  std::string errorMessage;
+  auto output = mlir::openOutputFile(importOutput, &errorMessage);
+  if (!output)
+    return reportError(errorMessage);
+  OpPrintingFlags flags;
+  if (printLocations)
+    flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
+  module->print(output->os(), flags);
+  output->os() << "\n";
+  output->keep();
+
+  // A summary for people, when the IR went to a file.
+  if (importOutput != "-") {
+    std::map<std::string, int> histogram;
+    module->walk([&](Operation *op) {
+      if (isa<LoomDialect>(op->getDialect()))
+        ++histogram[op->getName().stripDialect().str()];
+    });
+    auto func = *module->getOps<func::FuncOp>().begin();
+    int params = 0;
+    int64_t paramElements = 0;
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (func.getArgAttr(i, LoomDialect::kParamAttrName)) {
+        ++params;
+        paramElements += cast<RankedTensorType>(func.getArgument(i).getType())
+                             .getNumElements();
+      }
+    outs() << "loom: imported " << modelPath << " into " << importOutput << ": "
+           << params << " parameters (" << paramElements << " elements); ops:";
+    for (auto &[name, count] : histogram)
+      outs() << " " << name << "=" << count;
+    outs() << "\n";
+  }
+  return 0;
+}
+
+int runCompile() {
+  DialectRegistry registry;
+  registerLoomDialects(registry);
+  MLIRContext context(registry);
+  int exitCode = 0;
+  OwningOpRef<ModuleOp> module = importModel(context, true, exitCode);
+  if (!module)
+    return exitCode;
+  if (failed(runCleanup(*module)))
+    return reportError("the clean-up passes failed");
+  std::string error;
+  std::optional<plan::Plan> plan = emitPlan(*module, error);
+  if (!plan)
+    return reportError(modelPath + ": " + error);
+  std::string bytes;
+  if (!plan->SerializeToString(&bytes))
+    return reportError("cannot serialise the plan");
+  auto output = mlir::openOutputFile(planOutput, &error);
+  if (!output)
+    return reportError(error);
+  output->os() << bytes;
+  output->keep();
+  const plan::Program &program = plan->stages(0).program();
+  outs() << "loom: compiled " << modelPath << " into " << planOutput << ": "
+         << program.instructions_size() << " instructions, "
+         << program.state_bytes() << " bytes of parameters and constants, "
+         << program.arena_bytes() << " bytes of activations\n";
+  return 0;
+}
+
+} // namespace
+
+std::optional<int> runFrontEndCommand() {
+  if (importCmd)
+    return runImport();
+  if (compileCmd)
+    return runCompile();
+  return std::nullopt;
+}
+
+} // namespace loom::driver

@@ -1,0 +1,372 @@
+//===- PlanEmitter.cpp - The loom dialect to a runtime plan ---------------===//
+
+#include "compiler/plan/PlanEmitter.h"
+
+#include "dialects/LoomDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
+
+using namespace mlir;
+
+namespace loom {
+namespace {
+
+constexpr int64_t kAlignment = 64;
+
+int64_t alignUp(int64_t n) {
+  return (n + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+std::optional<plan::DType> toPlanDType(Type t) {
+  if (t.isF32())
+    return plan::F32;
+  if (t.isF16())
+    return plan::F16;
+  if (t.isBF16())
+    return plan::BF16;
+  if (t.isInteger(32))
+    return plan::I32;
+  if (t.isInteger(64))
+    return plan::I64;
+  if (t.isInteger(1))
+    return plan::BOOL;
+  return std::nullopt;
+}
+
+int64_t elementBytes(plan::DType d) {
+  switch (d) {
+  case plan::F32:
+  case plan::I32:
+    return 4;
+  case plan::F16:
+  case plan::BF16:
+    return 2;
+  case plan::I64:
+    return 8;
+  default:
+    return 1;
+  }
+}
+
+std::string describe(Location loc) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  if (auto name = dyn_cast<NameLoc>(loc))
+    os << name.getName().getValue();
+  else
+    loc.print(os);
+  return s;
+}
+
+/// Little-endian element bytes of a constant, one byte per bool.
+std::optional<std::string> elementsBytes(ElementsAttr attr) {
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob)
+      return std::nullopt;
+    ArrayRef<char> data = blob->getData();
+    return std::string(data.data(), data.size());
+  }
+  auto dense = dyn_cast<DenseElementsAttr>(attr);
+  if (!dense)
+    return std::nullopt;
+  Type elementType = dense.getElementType();
+  std::string bytes;
+  if (elementType.isInteger(1)) {
+    for (bool b : dense.getValues<bool>())
+      bytes.push_back(b ? 1 : 0);
+    return bytes;
+  }
+  int64_t width = elementType.getIntOrFloatBitWidth() / 8;
+  auto append = [&](const APInt &bits) {
+    for (int64_t i = 0; i < width; ++i)
+      bytes.push_back(static_cast<char>(bits.extractBitsAsZExtValue(8, 8 * i)));
+  };
+  if (isa<FloatType>(elementType)) {
+    for (APFloat f : dense.getValues<APFloat>())
+      append(f.bitcastToAPInt());
+  } else {
+    for (APInt i : dense.getValues<APInt>())
+      append(i);
+  }
+  return bytes;
+}
+
+bool convertAttribute(NamedAttribute named, plan::Attribute &out) {
+  out.set_name(named.getName().str());
+  Attribute a = named.getValue();
+  if (isa<UnitAttr>(a)) {
+    out.set_bool_value(true);
+  } else if (auto b = dyn_cast<BoolAttr>(a)) {
+    out.set_bool_value(b.getValue());
+  } else if (auto i = dyn_cast<IntegerAttr>(a)) {
+    out.set_int_value(i.getValue().getSExtValue());
+  } else if (auto f = dyn_cast<FloatAttr>(a)) {
+    out.set_float_value(f.getValueAsDouble());
+  } else if (auto s = dyn_cast<StringAttr>(a)) {
+    out.set_string_value(s.str());
+  } else if (auto list = dyn_cast<DenseI64ArrayAttr>(a)) {
+    for (int64_t v : list.asArrayRef())
+      out.mutable_ints_value()->add_values(v);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+/// First-fit allocation of step-arena storage by liveness.
+class ArenaAllocator {
+public:
+  int64_t allocate(int64_t bytes) {
+    bytes = alignUp(std::max<int64_t>(bytes, 1));
+    for (auto it = free.begin(); it != free.end(); ++it) {
+      if (it->second < bytes)
+        continue;
+      int64_t offset = it->first, size = it->second;
+      free.erase(it);
+      if (size > bytes)
+        free[offset + bytes] = size - bytes;
+      return offset;
+    }
+    int64_t offset = top;
+    top += bytes;
+    return offset;
+  }
+  void release(int64_t offset, int64_t bytes) {
+    bytes = alignUp(std::max<int64_t>(bytes, 1));
+    auto [it, inserted] = free.emplace(offset, bytes);
+    (void)inserted;
+    // Merge with the following and preceding free blocks.
+    auto next = std::next(it);
+    if (next != free.end() && it->first + it->second == next->first) {
+      it->second += next->second;
+      free.erase(next);
+    }
+    if (it != free.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second == it->first) {
+        prev->second += it->second;
+        free.erase(it);
+      }
+    }
+  }
+  int64_t size() const { return top; }
+
+private:
+  std::map<int64_t, int64_t> free; // offset -> size
+  int64_t top = 0;
+};
+
+class Emitter {
+public:
+  explicit Emitter(std::string &error) : error(error) {}
+  std::optional<plan::Plan> run(ModuleOp module);
+
+private:
+  bool fail(Operation *op, const Twine &message) {
+    error = (Twine("cannot emit '") + op->getName().getStringRef() + "' at " +
+             describe(op->getLoc()) + ": " + message)
+                .str();
+    return false;
+  }
+  plan::Value *addValue(Value v, plan::Value::Kind kind, Operation *where);
+
+  std::string &error;
+  plan::Program *program = nullptr;
+  llvm::DenseMap<Value, int32_t> ids;
+  int64_t stateBytes = 0;
+};
+
+plan::Value *Emitter::addValue(Value v, plan::Value::Kind kind,
+                               Operation *where) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  std::optional<plan::DType> dtype =
+      type ? toPlanDType(type.getElementType()) : std::nullopt;
+  if (!dtype) {
+    fail(where, "values must be ranked tensors of f32, f16, bf16, i32, i64 "
+                "or i1");
+    return nullptr;
+  }
+  plan::Value *pv = program->add_values();
+  int32_t id = program->values_size() - 1;
+  ids[v] = id;
+  pv->set_id(id);
+  pv->set_kind(kind);
+  for (plan::TensorType *t : {pv->mutable_type(), pv->mutable_global_type()}) {
+    t->set_dtype(*dtype);
+    for (int64_t d : type.getShape())
+      t->add_shape(d);
+  }
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    pv->mutable_layout()->add_dims();
+  pv->set_bytes(type.getNumElements() * elementBytes(*dtype));
+  if (kind == plan::Value::PARAMETER || kind == plan::Value::BUFFER ||
+      kind == plan::Value::CONSTANT) {
+    pv->set_offset(stateBytes);
+    stateBytes += alignUp(std::max<int64_t>(pv->bytes(), 1));
+  }
+  return pv;
+}
+
+std::optional<plan::Plan> Emitter::run(ModuleOp module) {
+  auto funcs = module.getOps<func::FuncOp>();
+  auto mainIt = llvm::find_if(funcs, [](func::FuncOp f) {
+    return f.getSymName() == "main" && !f.isDeclaration();
+  });
+  if (mainIt == funcs.end()) {
+    error = "the module has no function @main to compile";
+    return std::nullopt;
+  }
+  func::FuncOp func = *mainIt;
+  if (!llvm::hasSingleElement(func.getBody())) {
+    fail(func, "@main must have a single block");
+    return std::nullopt;
+  }
+
+  plan::Plan plan;
+  plan.set_format_version(kPlanFormatVersion);
+  plan.set_producer("loom");
+  if (auto source =
+          module->getAttrOfType<StringAttr>(LoomDialect::kSourceAttrName))
+    plan.set_source(source.str());
+  plan.mutable_schedule()->set_kind(plan::Schedule::SINGLE);
+  plan.mutable_schedule()->set_micro_batches(1);
+  plan::Stage *stage = plan.add_stages();
+  stage->set_index(0);
+  stage->add_ranks(0);
+  program = stage->mutable_program();
+
+  // Arguments: inputs, parameters and buffers.
+  for (BlockArgument arg : func.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    plan::Value::Kind kind = plan::Value::INPUT;
+    StringAttr name =
+        func.getArgAttrOfType<StringAttr>(i, LoomDialect::kInputAttrName);
+    if (auto param =
+            func.getArgAttrOfType<StringAttr>(i, LoomDialect::kParamAttrName)) {
+      kind = plan::Value::PARAMETER;
+      name = param;
+    } else if (auto buffer = func.getArgAttrOfType<StringAttr>(
+                   i, LoomDialect::kBufferAttrName)) {
+      kind = plan::Value::BUFFER;
+      name = buffer;
+    }
+    plan::Value *pv = addValue(arg, kind, func);
+    if (!pv)
+      return std::nullopt;
+    pv->set_name(name ? name.str() : "arg" + std::to_string(i));
+    if (auto init = func.getArgAttrOfType<ElementsAttr>(
+            i, LoomDialect::kInitAttrName)) {
+      std::optional<std::string> bytes = elementsBytes(init);
+      if (!bytes || static_cast<int64_t>(bytes->size()) != pv->bytes()) {
+        fail(func, "the initial value of '" + pv->name() +
+                       "' is unreadable or of the wrong size");
+        return std::nullopt;
+      }
+      pv->set_data(std::move(*bytes));
+    }
+  }
+
+  // Ops in program order (SSA order is a topological schedule).
+  for (Operation &op : func.getBody().front()) {
+    if (auto constant = dyn_cast<ConstantOp>(op)) {
+      plan::Value *pv =
+          addValue(constant.getResult(), plan::Value::CONSTANT, &op);
+      if (!pv)
+        return std::nullopt;
+      std::optional<std::string> bytes = elementsBytes(constant.getValue());
+      if (!bytes || static_cast<int64_t>(bytes->size()) != pv->bytes()) {
+        fail(&op, "the constant's data is unreadable");
+        return std::nullopt;
+      }
+      pv->set_data(std::move(*bytes));
+      continue;
+    }
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+        plan::Program::Output *out = program->add_outputs();
+        auto name = func.getResultAttrOfType<StringAttr>(
+            i, LoomDialect::kOutputAttrName);
+        out->set_name(name ? name.str() : "output" + std::to_string(i));
+        out->set_value(ids.lookup(v));
+      }
+      continue;
+    }
+    if (!isa<LoomDialect>(op.getDialect()) || op.getNumRegions() != 0) {
+      fail(&op, "only loom ops can be compiled to a plan");
+      return std::nullopt;
+    }
+    plan::Instruction *inst = program->add_instructions();
+    inst->set_op(op.getName().stripDialect().str());
+    inst->set_location(describe(op.getLoc()));
+    for (Value operand : op.getOperands())
+      inst->add_operands(ids.lookup(operand));
+    for (NamedAttribute attr : op.getAttrs()) {
+      if (attr.getName().strref().starts_with("loom."))
+        continue; // annotations, not semantics
+      if (!convertAttribute(attr, *inst->add_attributes())) {
+        fail(&op, "attribute '" + attr.getName().strref() +
+                      "' has a kind plans cannot carry");
+        return std::nullopt;
+      }
+    }
+    for (Value result : op.getResults()) {
+      plan::Value *pv = addValue(result, plan::Value::TEMPORARY, &op);
+      if (!pv)
+        return std::nullopt;
+      inst->add_results(pv->id());
+    }
+  }
+
+  // Memory plan of the step arena. Inputs live for the whole step; a
+  // temporary lives from its instruction to its last use (outputs to the
+  // end). Results are allocated before the operands that die at the same
+  // instruction are released, so no kernel reads and writes the same bytes.
+  int n = program->instructions_size();
+  std::vector<int> lastUse(program->values_size(), -1);
+  for (int i = 0; i < n; ++i)
+    for (int32_t id : program->instructions(i).operands())
+      lastUse[id] = i;
+  for (const auto &out : program->outputs())
+    lastUse[out.value()] = n;
+  ArenaAllocator arena;
+  for (plan::Value &v : *program->mutable_values())
+    if (v.kind() == plan::Value::INPUT)
+      v.set_offset(arena.allocate(v.bytes()));
+  for (int i = 0; i < n; ++i) {
+    const plan::Instruction &inst = program->instructions(i);
+    for (int32_t id : inst.results())
+      program->mutable_values(id)->set_offset(
+          arena.allocate(program->values(id).bytes()));
+    for (int32_t id : inst.results())
+      if (lastUse[id] < 0) // never used: free right away
+        arena.release(program->values(id).offset(),
+                      program->values(id).bytes());
+    std::vector<int32_t> dying;
+    for (int32_t id : inst.operands())
+      if (lastUse[id] == i &&
+          program->values(id).kind() == plan::Value::TEMPORARY &&
+          !llvm::is_contained(dying, id))
+        dying.push_back(id);
+    for (int32_t id : dying)
+      arena.release(program->values(id).offset(), program->values(id).bytes());
+  }
+  program->set_arena_bytes(arena.size());
+  program->set_state_bytes(stateBytes);
+  return plan;
+}
+
+} // namespace
+
+std::optional<plan::Plan> emitPlan(ModuleOp module, std::string &error) {
+  Emitter emitter(error);
+  return emitter.run(module);
+}
+
+} // namespace loom

@@ -1,0 +1,447 @@
+//===- Executor.cpp - Load, validate and run a plan -----------------------===//
+
+#include "runtime/Executor.h"
+
+#include "runtime/ShapeCheck.h"
+#include "runtime/io/Trace.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+
+namespace loom::rt {
+
+namespace {
+
+constexpr int64_t kMaxBytes = int64_t(1) << 40;
+
+std::optional<DType> toDType(int d) {
+  if (d >= 1 && d <= 6)
+    return static_cast<DType>(d);
+  return std::nullopt;
+}
+
+/// Memory that is 64-byte aligned, zero-initialised.
+struct AlignedBuffer {
+  explicit AlignedBuffer(int64_t bytes)
+      : size(bytes), data(static_cast<unsigned char *>(std::aligned_alloc(
+                         64, ((bytes + 63) / 64 + 1) * 64))) {
+    if (data)
+      std::memset(data, 0, ((bytes + 63) / 64 + 1) * 64);
+  }
+  ~AlignedBuffer() { std::free(data); }
+  AlignedBuffer(const AlignedBuffer &) = delete;
+  AlignedBuffer &operator=(const AlignedBuffer &) = delete;
+  int64_t size;
+  unsigned char *data;
+};
+
+Attrs toAttrs(const plan::Instruction &inst) {
+  Attrs attrs;
+  for (const plan::Attribute &a : inst.attributes()) {
+    switch (a.value_case()) {
+    case plan::Attribute::kIntValue:
+      attrs.set(a.name(), a.int_value());
+      break;
+    case plan::Attribute::kFloatValue:
+      attrs.set(a.name(), a.float_value());
+      break;
+    case plan::Attribute::kStringValue:
+      attrs.set(a.name(), a.string_value());
+      break;
+    case plan::Attribute::kBoolValue:
+      attrs.set(a.name(), a.bool_value());
+      break;
+    case plan::Attribute::kIntsValue:
+      attrs.set(a.name(), std::vector<int64_t>(a.ints_value().values().begin(),
+                                               a.ints_value().values().end()));
+      break;
+    default:
+      break;
+    }
+  }
+  return attrs;
+}
+
+} // namespace
+
+std::optional<plan::Plan>
+parsePlan(std::string_view bytes, const std::string &name, std::string &error) {
+  plan::Plan plan;
+  if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
+      !plan.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    error = name + ": not a Loom plan (the protobuf does not parse; is the "
+                   "file truncated or corrupt?)";
+    return std::nullopt;
+  }
+  if (plan.format_version() != kPlanFormatVersion) {
+    error = name + ": plan format version " +
+            std::to_string(plan.format_version()) +
+            " is not supported by this runtime, which reads version " +
+            std::to_string(kPlanFormatVersion) +
+            "; recompile the model with this Loom";
+    return std::nullopt;
+  }
+  return plan;
+}
+
+std::optional<plan::Plan> readPlanFile(const std::string &path,
+                                       std::string &error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = path + ": cannot open the plan file";
+    return std::nullopt;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parsePlan(ss.str(), path, error);
+}
+
+struct Executor::Impl {
+  plan::Plan plan;
+  const plan::Program *program = nullptr;
+  Backend *backend = nullptr;
+  std::unique_ptr<AlignedBuffer> state, arena;
+  /// Per value: its view into state or arena memory.
+  std::vector<TensorView> views;
+  struct Step {
+    const KernelFn *kernel;
+    Attrs attrs;
+    std::vector<int32_t> operands, results;
+    const plan::Instruction *inst;
+  };
+  std::vector<Step> steps;
+  std::map<std::string, int32_t> inputIds, outputIds;
+  std::map<int32_t, int64_t> randomBounds;
+
+  std::string validate();
+};
+
+std::string Executor::Impl::validate() {
+  auto where = [](const plan::Value &v) {
+    return "value #" + std::to_string(v.id()) +
+           (v.name().empty() ? "" : " ('" + v.name() + "')");
+  };
+  if (plan.stages_size() != 1)
+    return "the plan has " + std::to_string(plan.stages_size()) +
+           " stages; this runtime runs single-stage plans";
+  program = &plan.stages(0).program();
+  int64_t arenaSize = program->arena_bytes(),
+          stateSize = program->state_bytes();
+  if (arenaSize < 0 || arenaSize > kMaxBytes || stateSize < 0 ||
+      stateSize > kMaxBytes)
+    return "the plan's memory sizes are invalid";
+
+  int n = program->values_size();
+  views.assign(n, {});
+  std::vector<bool> defined(n, false);
+  for (int i = 0; i < n; ++i) {
+    const plan::Value &v = program->values(i);
+    if (v.id() != i)
+      return "value ids must be 0, 1, 2, ... in order";
+    std::optional<DType> dtype = toDType(v.type().dtype());
+    if (!dtype)
+      return where(v) + " has an unknown element type";
+    Shape shape(v.type().shape().begin(), v.type().shape().end());
+    int64_t count = 1;
+    for (int64_t d : shape)
+      if (d < 0 || __builtin_mul_overflow(count, d, &count) ||
+          count > kMaxBytes)
+        return where(v) + " has an invalid shape";
+    int64_t bytes = count * static_cast<int64_t>(dtypeSize(*dtype));
+    if (v.bytes() != bytes)
+      return where(v) + " declares " + std::to_string(v.bytes()) +
+             " bytes but its type needs " + std::to_string(bytes);
+    bool persistent = v.kind() == plan::Value::PARAMETER ||
+                      v.kind() == plan::Value::BUFFER ||
+                      v.kind() == plan::Value::CONSTANT;
+    if (!persistent && v.kind() != plan::Value::INPUT &&
+        v.kind() != plan::Value::TEMPORARY)
+      return where(v) + " has an unknown kind";
+    int64_t limit = persistent ? stateSize : arenaSize;
+    if (v.offset() < 0 || v.offset() > limit || bytes > limit - v.offset())
+      return where(v) + " lies outside its memory (offset " +
+             std::to_string(v.offset()) + ", " + std::to_string(bytes) +
+             " bytes)";
+    if (persistent) {
+      if (v.data().empty())
+        return where(v) + " has no initial data (was the model compiled "
+                          "without weights?)";
+      if (static_cast<int64_t>(v.data().size()) != bytes)
+        return where(v) + " has " + std::to_string(v.data().size()) +
+               " bytes of data but needs " + std::to_string(bytes);
+    }
+    views[i] = {*dtype, std::move(shape), nullptr};
+    defined[i] = v.kind() != plan::Value::TEMPORARY;
+  }
+
+  // Instructions: known ops, valid ids, defined before use, shapes right.
+  std::vector<int> lastUse(n, -1), definedAt(n, -1);
+  for (int i = 0; i < program->instructions_size(); ++i) {
+    const plan::Instruction &inst = program->instructions(i);
+    std::string at = "instruction #" + std::to_string(i) + " (" + inst.op() +
+                     (inst.location().empty() ? "" : " at " + inst.location()) +
+                     ")";
+    const KernelFn *kernel = backend->findKernel(inst.op());
+    if (!kernel)
+      return at + ": backend '" + backend->name() + "' does not support op '" +
+             inst.op() + "'";
+    Step step{kernel, toAttrs(inst), {}, {}, &inst};
+    std::vector<TypeRef> operandTypes, resultTypes;
+    for (int32_t id : inst.operands()) {
+      if (id < 0 || id >= n || !defined[id])
+        return at + ": operand " + std::to_string(id) +
+               " is not a value defined earlier";
+      operandTypes.push_back({views[id].dtype, &views[id].shape});
+      step.operands.push_back(id);
+      lastUse[id] = i;
+    }
+    for (int32_t id : inst.results()) {
+      if (id < 0 || id >= n || defined[id] ||
+          program->values(id).kind() != plan::Value::TEMPORARY)
+        return at + ": result " + std::to_string(id) +
+               " is not a fresh temporary value";
+      defined[id] = true;
+      definedAt[id] = i;
+      resultTypes.push_back({views[id].dtype, &views[id].shape});
+      step.results.push_back(id);
+    }
+    if (std::string e =
+            checkInstruction(inst.op(), step.attrs, operandTypes, resultTypes);
+        !e.empty())
+      return at + ": " + e;
+    steps.push_back(std::move(step));
+  }
+  for (const auto &out : program->outputs()) {
+    if (out.value() < 0 || out.value() >= n || !defined[out.value()])
+      return "output '" + out.name() + "' is not a defined value";
+    lastUse[out.value()] = program->instructions_size();
+    outputIds[out.name()] = out.value();
+  }
+
+  // The memory plan: no two step-arena values that are live at once may
+  // share bytes. Inputs live from the start, temporaries from their
+  // instruction, both until their last use (outputs to the end).
+  struct Interval {
+    int from, to;
+    int64_t begin, end;
+    int32_t id;
+  };
+  std::vector<Interval> live;
+  for (int i = 0; i < n; ++i) {
+    const plan::Value &v = program->values(i);
+    if (v.kind() == plan::Value::INPUT)
+      live.push_back(
+          {-1, std::max(lastUse[i], 0), v.offset(), v.offset() + v.bytes(), i});
+    else if (v.kind() == plan::Value::TEMPORARY)
+      live.push_back({definedAt[i], std::max(lastUse[i], definedAt[i]),
+                      v.offset(), v.offset() + v.bytes(), i});
+  }
+  std::sort(live.begin(), live.end(), [](const Interval &a, const Interval &b) {
+    return a.begin < b.begin;
+  });
+  for (size_t a = 0; a < live.size(); ++a)
+    for (size_t b = a + 1; b < live.size() && live[b].begin < live[a].end; ++b)
+      if (live[a].from <= live[b].to && live[b].from <= live[a].to &&
+          live[a].begin < live[a].end && live[b].begin < live[b].end)
+        return "the memory plan overlaps values #" +
+               std::to_string(live[a].id) + " and #" +
+               std::to_string(live[b].id) + " while both are live";
+  return "";
+}
+
+std::unique_ptr<Executor> Executor::create(plan::Plan plan, Backend &backend,
+                                           std::string &error) {
+  std::unique_ptr<Executor> exec(new Executor());
+  exec->impl = std::make_unique<Impl>();
+  Impl &impl = *exec->impl;
+  impl.plan = std::move(plan);
+  impl.backend = &backend;
+  if (std::string e = impl.validate(); !e.empty()) {
+    error = "invalid plan: " + e;
+    return nullptr;
+  }
+  impl.state = std::make_unique<AlignedBuffer>(impl.program->state_bytes());
+  impl.arena = std::make_unique<AlignedBuffer>(impl.program->arena_bytes());
+  if (!impl.state->data || !impl.arena->data) {
+    error = "cannot allocate the plan's memory (" +
+            std::to_string(impl.program->state_bytes() +
+                           impl.program->arena_bytes()) +
+            " bytes)";
+    return nullptr;
+  }
+  for (const plan::Value &v : impl.program->values()) {
+    bool persistent = v.kind() == plan::Value::PARAMETER ||
+                      v.kind() == plan::Value::BUFFER ||
+                      v.kind() == plan::Value::CONSTANT;
+    unsigned char *base = persistent ? impl.state->data : impl.arena->data;
+    impl.views[v.id()].data = base + v.offset();
+    if (persistent)
+      std::memcpy(impl.views[v.id()].data, v.data().data(), v.data().size());
+    if (v.kind() == plan::Value::INPUT) {
+      impl.inputIds[v.name()] = v.id();
+      exec->inputInfo.push_back(
+          {v.name(), impl.views[v.id()].dtype, impl.views[v.id()].shape});
+    }
+  }
+  for (const auto &out : impl.program->outputs())
+    exec->outputInfo.push_back({out.name(), impl.views[out.value()].dtype,
+                                impl.views[out.value()].shape});
+  // Integer inputs used as gather indices get random values in range.
+  for (const Impl::Step &step : impl.steps)
+    if (step.inst->op() == "gather") {
+      int64_t bound =
+          impl.views[step.operands[0]].shape[step.attrs.getInt("axis")];
+      auto [it, inserted] = impl.randomBounds.emplace(step.operands[1], bound);
+      if (!inserted)
+        it->second = std::min(it->second, bound);
+    }
+  return exec;
+}
+
+Executor::~Executor() = default;
+
+bool Executor::setInput(const std::string &name, const TensorView &value,
+                        std::string &error) {
+  auto it = impl->inputIds.find(name);
+  if (it == impl->inputIds.end()) {
+    error = "the plan has no input named '" + name + "'";
+    return false;
+  }
+  const TensorView &dst = impl->views[it->second];
+  if (value.shape != dst.shape) {
+    error = "input '" + name + "' must have shape " + formatShape(dst.shape) +
+            ", got " + formatShape(value.shape);
+    return false;
+  }
+  int64_t count = dst.numElements();
+  if (value.dtype == dst.dtype) {
+    std::memcpy(dst.data, value.data, dst.bytes());
+    return true;
+  }
+  auto readFloat = [&](int64_t i) -> float {
+    switch (value.dtype) {
+    case DType::F32:
+      return value.as<float>()[i];
+    case DType::F16:
+      return halfToFloat(value.as<uint16_t>()[i]);
+    default:
+      return bf16ToFloat(value.as<uint16_t>()[i]);
+    }
+  };
+  if (isFloat(value.dtype) && isFloat(dst.dtype)) {
+    for (int64_t i = 0; i < count; ++i) {
+      float f = readFloat(i);
+      if (dst.dtype == DType::F32)
+        dst.as<float>()[i] = f;
+      else if (dst.dtype == DType::F16)
+        dst.as<uint16_t>()[i] = floatToHalf(f);
+      else
+        dst.as<uint16_t>()[i] = floatToBf16(f);
+    }
+    return true;
+  }
+  bool srcInt = value.dtype == DType::I32 || value.dtype == DType::I64;
+  bool dstInt = dst.dtype == DType::I32 || dst.dtype == DType::I64;
+  if (srcInt && dstInt) {
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t v = value.dtype == DType::I32 ? value.as<int32_t>()[i]
+                                            : value.as<int64_t>()[i];
+      if (dst.dtype == DType::I32) {
+        if (v < INT32_MIN || v > INT32_MAX) {
+          error = "input '" + name + "' has value " + std::to_string(v) +
+                  ", which does not fit i32";
+          return false;
+        }
+        dst.as<int32_t>()[i] = static_cast<int32_t>(v);
+      } else {
+        dst.as<int64_t>()[i] = v;
+      }
+    }
+    return true;
+  }
+  error = std::string("input '") + name + "' must have element type " +
+          dtypeName(dst.dtype) + ", got " + dtypeName(value.dtype);
+  return false;
+}
+
+void Executor::setRandomInputs(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (const auto &[name, id] : impl->inputIds) {
+    TensorView &v = impl->views[id];
+    int64_t count = v.numElements();
+    auto bound = impl->randomBounds.find(id);
+    int64_t limit = bound != impl->randomBounds.end() ? bound->second : 16;
+    std::uniform_real_distribution<float> real(-1.0f, 1.0f);
+    for (int64_t i = 0; i < count; ++i) {
+      switch (v.dtype) {
+      case DType::F32:
+        v.as<float>()[i] = real(rng);
+        break;
+      case DType::F16:
+        v.as<uint16_t>()[i] = floatToHalf(real(rng));
+        break;
+      case DType::BF16:
+        v.as<uint16_t>()[i] = floatToBf16(real(rng));
+        break;
+      case DType::I32:
+        v.as<int32_t>()[i] =
+            static_cast<int32_t>(rng() % std::max<int64_t>(limit, 1));
+        break;
+      case DType::I64:
+        v.as<int64_t>()[i] =
+            static_cast<int64_t>(rng() % std::max<int64_t>(limit, 1));
+        break;
+      case DType::Bool:
+        v.as<uint8_t>()[i] = rng() & 1;
+        break;
+      }
+    }
+  }
+}
+
+bool Executor::run(std::string &error, TraceWriter *trace) {
+  using Clock = std::chrono::steady_clock;
+  auto origin = Clock::now();
+  for (size_t i = 0; i < impl->steps.size(); ++i) {
+    const Impl::Step &step = impl->steps[i];
+    KernelArgs args{step.inst->op(), step.attrs, {}, {}};
+    for (int32_t id : step.operands)
+      args.inputs.push_back(impl->views[id]);
+    for (int32_t id : step.results)
+      args.outputs.push_back(impl->views[id]);
+    auto start = Clock::now();
+    std::string e = (*step.kernel)(args);
+    if (!e.empty()) {
+      error = "instruction #" + std::to_string(i) + " (" + step.inst->op() +
+              (step.inst->location().empty() ? ""
+                                             : " at " + step.inst->location()) +
+              "): " + e;
+      return false;
+    }
+    if (trace) {
+      auto end = Clock::now();
+      using us = std::chrono::duration<double, std::micro>;
+      trace->addSpan(0, step.inst->op(), "kernel", us(start - origin).count(),
+                     us(end - start).count(),
+                     {{"location", step.inst->location()}});
+    }
+  }
+  return true;
+}
+
+TensorView Executor::output(const std::string &name) const {
+  auto it = impl->outputIds.find(name);
+  if (it == impl->outputIds.end())
+    return {};
+  return impl->views[it->second];
+}
+
+int64_t Executor::arenaBytes() const { return impl->program->arena_bytes(); }
+int64_t Executor::stateBytes() const { return impl->program->state_bytes(); }
+
+} // namespace loom::rt

@@ -1,0 +1,64 @@
+//===- Kernel.h - What a backend kernel receives ------------------*- C++
+//-*-===//
+//
+// A kernel computes one instruction of a plan: a loom op (named as in the
+// dialect without the `loom.` prefix, e.g. "matmul") on input and output
+// tensor views whose shapes are static and already checked by the plan
+// validator. Attributes carry the op's attributes by their dialect names;
+// unit attributes appear as bools (absent means false). Optional trailing
+// operands (layer_norm's bias, conv2d's bias) are simply absent.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_KERNEL_H
+#define LOOM_RUNTIME_KERNEL_H
+
+#include "runtime/Tensor.h"
+
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace loom::rt {
+
+/// An attribute value: integer, float, string, bool or integer list.
+using AttrValue =
+    std::variant<int64_t, double, std::string, bool, std::vector<int64_t>>;
+
+class Attrs {
+public:
+  void set(std::string name, AttrValue value) {
+    values[std::move(name)] = std::move(value);
+  }
+  bool has(std::string_view name) const {
+    return values.find(std::string(name)) != values.end();
+  }
+  /// Typed accessors; a missing attribute gives the default.
+  int64_t getInt(std::string_view name, int64_t dflt = 0) const;
+  double getFloat(std::string_view name, double dflt = 0) const;
+  bool getBool(std::string_view name) const;
+  std::vector<int64_t> getInts(std::string_view name) const;
+  std::string getString(std::string_view name) const;
+  const std::map<std::string, AttrValue> &all() const { return values; }
+
+private:
+  std::map<std::string, AttrValue> values;
+};
+
+struct KernelArgs {
+  std::string_view op;
+  const Attrs &attrs;
+  std::vector<TensorView> inputs;
+  std::vector<TensorView> outputs;
+};
+
+/// Returns an empty string on success, else what went wrong (e.g. a gather
+/// index out of range), which the executor reports with the op's location.
+using KernelFn = std::function<std::string(const KernelArgs &)>;
+
+} // namespace loom::rt
+
+#endif // LOOM_RUNTIME_KERNEL_H

@@ -1,0 +1,440 @@
+//===- ShapeCheck.cpp - Validate one plan instruction's shapes ------------===//
+
+#include "runtime/ShapeCheck.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+namespace loom::rt {
+
+bool broadcastShapes(const Shape &a, const Shape &b, Shape &out) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape r(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
+    int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
+    if (da != db && da != 1 && db != 1)
+      return false;
+    r[rank - 1 - i] = da == 1 ? db : da;
+  }
+  out = std::move(r);
+  return true;
+}
+
+namespace {
+
+using Check = std::function<std::string(
+    const Attrs &, const std::vector<TypeRef> &, const std::vector<TypeRef> &)>;
+
+std::string expectCounts(const std::vector<TypeRef> &ops,
+                         const std::vector<TypeRef> &res, size_t minOps,
+                         size_t maxOps, size_t nRes = 1) {
+  if (ops.size() < minOps || ops.size() > maxOps)
+    return "has " + std::to_string(ops.size()) + " operands, expected " +
+           std::to_string(minOps) +
+           (maxOps != minOps ? " to " + std::to_string(maxOps) : "");
+  if (res.size() != nRes)
+    return "has " + std::to_string(res.size()) + " results, expected " +
+           std::to_string(nRes);
+  return "";
+}
+
+std::string expectResult(const TypeRef &r, DType dtype, const Shape &shape) {
+  if (r.dtype != dtype || *r.shape != shape)
+    return std::string("result is ") + dtypeName(r.dtype) +
+           formatShape(*r.shape) + " but the op gives " + dtypeName(dtype) +
+           formatShape(shape);
+  return "";
+}
+
+bool inRange(int64_t axis, size_t rank) {
+  return axis >= 0 && axis < static_cast<int64_t>(rank);
+}
+
+/// Checked a * b + c, false on overflow.
+bool mulAdd(int64_t a, int64_t b, int64_t c, int64_t &out) {
+  int64_t p;
+  return !__builtin_mul_overflow(a, b, &p) &&
+         !__builtin_add_overflow(p, c, &out);
+}
+
+int64_t windowOut(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe,
+                  int64_t d, bool ceil) {
+  int64_t window, extent, reach, padded, span;
+  if (s < 1 || k < 1 || d < 1 || __builtin_mul_overflow(d, k - 1, &window) ||
+      __builtin_add_overflow(window, 1, &extent) ||
+      __builtin_add_overflow(in, pb, &reach) ||
+      __builtin_add_overflow(reach, pe, &padded) ||
+      __builtin_sub_overflow(padded, extent, &span) || span < 0)
+    return 0;
+  int64_t steps = span / s;
+  if (ceil && span % s != 0) {
+    int64_t start;
+    if (!__builtin_mul_overflow(steps + 1, s, &start) && start < reach)
+      ++steps;
+  }
+  return steps + 1;
+}
+
+std::string elementwise(const Attrs &, const std::vector<TypeRef> &ops,
+                        const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 2, 2); !e.empty())
+    return e;
+  Shape out;
+  if (ops[0].dtype != ops[1].dtype ||
+      !broadcastShapes(*ops[0].shape, *ops[1].shape, out))
+    return "operands do not broadcast or differ in element type";
+  return expectResult(res[0], ops[0].dtype, out);
+}
+
+std::string unary(const Attrs &, const std::vector<TypeRef> &ops,
+                  const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 1, 1); !e.empty())
+    return e;
+  return expectResult(res[0], ops[0].dtype, *ops[0].shape);
+}
+
+std::string alongAxis(const Attrs &a, const std::vector<TypeRef> &ops,
+                      const std::vector<TypeRef> &res) {
+  if (auto e = unary(a, ops, res); !e.empty())
+    return e;
+  if (!inRange(a.getInt("axis"), ops[0].shape->size()))
+    return "axis is out of range";
+  return "";
+}
+
+std::string matmul(const Attrs &a, const std::vector<TypeRef> &ops,
+                   const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 2, 2); !e.empty())
+    return e;
+  const Shape &l = *ops[0].shape, &r = *ops[1].shape;
+  if (l.size() < 2 || r.size() < 2 || ops[0].dtype != ops[1].dtype)
+    return "operands must have rank at least 2 and one element type";
+  int64_t m = l[l.size() - 2], lk = l.back(), rk = r[r.size() - 2],
+          n = r.back();
+  if (a.getBool("transpose_lhs"))
+    std::swap(m, lk);
+  if (a.getBool("transpose_rhs"))
+    std::swap(rk, n);
+  Shape batch;
+  if (lk != rk || !broadcastShapes(Shape(l.begin(), l.end() - 2),
+                                   Shape(r.begin(), r.end() - 2), batch))
+    return "contracting or batch dimensions do not match";
+  batch.push_back(m);
+  batch.push_back(n);
+  return expectResult(res[0], ops[0].dtype, batch);
+}
+
+std::string paramsOf(const std::vector<TypeRef> &ops, size_t from,
+                     const Shape &shape) {
+  for (size_t i = from; i < ops.size(); ++i)
+    if (*ops[i].shape != shape || ops[i].dtype != ops[0].dtype)
+      return "operand #" + std::to_string(i) + " must be " +
+             dtypeName(ops[0].dtype) + formatShape(shape);
+  return "";
+}
+
+std::string layerNorm(const Attrs &a, const std::vector<TypeRef> &ops,
+                      const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 2, 3); !e.empty())
+    return e;
+  const Shape &in = *ops[0].shape;
+  int64_t axis = a.getInt("axis");
+  if (!inRange(axis, in.size()))
+    return "axis is out of range";
+  if (auto e = paramsOf(ops, 1, Shape(in.begin() + axis, in.end())); !e.empty())
+    return e;
+  return expectResult(res[0], ops[0].dtype, in);
+}
+
+std::string batchNorm(const Attrs &, const std::vector<TypeRef> &ops,
+                      const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 5, 5); !e.empty())
+    return e;
+  const Shape &in = *ops[0].shape;
+  if (in.size() < 2)
+    return "input must have rank at least 2";
+  if (auto e = paramsOf(ops, 1, {in[1]}); !e.empty())
+    return e;
+  return expectResult(res[0], ops[0].dtype, in);
+}
+
+std::string reduce(const Attrs &a, const std::vector<TypeRef> &ops,
+                   const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 1, 1); !e.empty())
+    return e;
+  const Shape &in = *ops[0].shape;
+  std::vector<int64_t> axes = a.getInts("axes");
+  Shape out;
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (!inRange(axes[i], in.size()) || (i && axes[i] <= axes[i - 1]))
+      return "reduction axes must be increasing and in range";
+  for (size_t d = 0; d < in.size(); ++d) {
+    bool reduced =
+        std::find(axes.begin(), axes.end(), int64_t(d)) != axes.end();
+    if (!reduced)
+      out.push_back(in[d]);
+    else if (a.getBool("keep_dims"))
+      out.push_back(1);
+  }
+  return expectResult(res[0], ops[0].dtype, out);
+}
+
+std::string transpose(const Attrs &a, const std::vector<TypeRef> &ops,
+                      const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 1, 1); !e.empty())
+    return e;
+  const Shape &in = *ops[0].shape;
+  std::vector<int64_t> perm = a.getInts("permutation");
+  if (perm.size() != in.size())
+    return "permutation does not match the rank";
+  std::vector<bool> seen(in.size());
+  Shape out;
+  for (int64_t p : perm) {
+    if (!inRange(p, in.size()) || seen[p])
+      return "permutation is not a permutation";
+    seen[p] = true;
+    out.push_back(in[p]);
+  }
+  return expectResult(res[0], ops[0].dtype, out);
+}
+
+std::string reshape(const Attrs &, const std::vector<TypeRef> &ops,
+                    const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 1, 1); !e.empty())
+    return e;
+  if (res[0].dtype != ops[0].dtype ||
+      numElements(*res[0].shape) != numElements(*ops[0].shape))
+    return "result must have the input's element type and count";
+  return "";
+}
+
+std::string broadcast(const Attrs &, const std::vector<TypeRef> &ops,
+                      const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 1, 1); !e.empty())
+    return e;
+  Shape out;
+  if (res[0].dtype != ops[0].dtype ||
+      ops[0].shape->size() > res[0].shape->size() ||
+      !broadcastShapes(*ops[0].shape, *res[0].shape, out) ||
+      out != *res[0].shape)
+    return "input does not broadcast to the result";
+  return "";
+}
+
+std::string cast(const Attrs &, const std::vector<TypeRef> &ops,
+                 const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 1, 1); !e.empty())
+    return e;
+  if (*res[0].shape != *ops[0].shape)
+    return "cast must keep the shape";
+  return "";
+}
+
+std::string select(const Attrs &, const std::vector<TypeRef> &ops,
+                   const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 3, 3); !e.empty())
+    return e;
+  Shape out;
+  if (ops[0].dtype != DType::Bool || ops[1].dtype != ops[2].dtype ||
+      !broadcastShapes(*ops[0].shape, *ops[1].shape, out) ||
+      !broadcastShapes(out, *ops[2].shape, out))
+    return "operands do not broadcast or have the wrong element types";
+  return expectResult(res[0], ops[1].dtype, out);
+}
+
+std::string gather(const Attrs &a, const std::vector<TypeRef> &ops,
+                   const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 2, 2); !e.empty())
+    return e;
+  const Shape &in = *ops[0].shape;
+  int64_t axis = a.getInt("axis");
+  if (!inRange(axis, in.size()) ||
+      (ops[1].dtype != DType::I32 && ops[1].dtype != DType::I64))
+    return "axis out of range or indices not integers";
+  Shape out(in.begin(), in.begin() + axis);
+  out.insert(out.end(), ops[1].shape->begin(), ops[1].shape->end());
+  out.insert(out.end(), in.begin() + axis + 1, in.end());
+  return expectResult(res[0], ops[0].dtype, out);
+}
+
+std::string concat(const Attrs &a, const std::vector<TypeRef> &ops,
+                   const std::vector<TypeRef> &res) {
+  if (ops.empty() || res.size() != 1)
+    return "needs operands and one result";
+  Shape out = *ops[0].shape;
+  int64_t axis = a.getInt("axis");
+  if (!inRange(axis, out.size()))
+    return "axis is out of range";
+  for (size_t i = 1; i < ops.size(); ++i) {
+    const Shape &s = *ops[i].shape;
+    if (ops[i].dtype != ops[0].dtype || s.size() != out.size())
+      return "operands differ in rank or element type";
+    for (size_t d = 0; d < s.size(); ++d)
+      if (int64_t(d) != axis && s[d] != out[d])
+        return "operands differ outside the axis";
+    out[axis] += s[axis];
+  }
+  return expectResult(res[0], ops[0].dtype, out);
+}
+
+std::string slice(const Attrs &a, const std::vector<TypeRef> &ops,
+                  const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 1, 1); !e.empty())
+    return e;
+  const Shape &in = *ops[0].shape;
+  std::vector<int64_t> starts = a.getInts("starts"), sizes = a.getInts("sizes"),
+                       strides = a.getInts("strides");
+  if (starts.size() != in.size() || sizes.size() != in.size() ||
+      strides.size() != in.size())
+    return "starts, sizes and strides need one entry per dimension";
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (sizes[d] < 0 || strides[d] == 0)
+      return "sizes must not be negative and strides not zero";
+    if (sizes[d] == 0)
+      continue;
+    int64_t last;
+    if (!mulAdd(sizes[d] - 1, strides[d], starts[d], last) || starts[d] < 0 ||
+        starts[d] >= in[d] || last < 0 || last >= in[d])
+      return "slice of dimension " + std::to_string(d) +
+             " reads outside the input";
+  }
+  return expectResult(res[0], ops[0].dtype, Shape(sizes.begin(), sizes.end()));
+}
+
+bool windowAttrs(const Attrs &a, std::vector<int64_t> &strides,
+                 std::vector<int64_t> &padding,
+                 std::vector<int64_t> &dilations) {
+  strides = a.getInts("strides");
+  padding = a.getInts("padding");
+  dilations = a.getInts("dilations");
+  if (strides.size() != 2 || padding.size() != 4 || dilations.size() != 2)
+    return false;
+  for (int64_t p : padding)
+    if (p < 0)
+      return false;
+  return true;
+}
+
+std::string conv2d(const Attrs &a, const std::vector<TypeRef> &ops,
+                   const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 2, 3); !e.empty())
+    return e;
+  const Shape &in = *ops[0].shape, &w = *ops[1].shape;
+  std::vector<int64_t> strides, padding, dilations;
+  int64_t groups = a.getInt("groups", 1);
+  if (in.size() != 4 || w.size() != 4 ||
+      !windowAttrs(a, strides, padding, dilations) || groups < 1 ||
+      in[1] % groups || w[0] % groups || w[1] != in[1] / groups ||
+      ops[1].dtype != ops[0].dtype)
+    return "input, weight, groups or window attributes do not fit";
+  if (ops.size() == 3)
+    if (auto e = paramsOf(ops, 2, {w[0]}); !e.empty())
+      return e;
+  Shape out{in[0], w[0]};
+  for (int i = 0; i < 2; ++i) {
+    int64_t o = windowOut(in[2 + i], w[2 + i], strides[i], padding[i],
+                          padding[i + 2], dilations[i], false);
+    if (o < 1)
+      return "the kernel does not fit the input";
+    out.push_back(o);
+  }
+  return expectResult(res[0], ops[0].dtype, out);
+}
+
+std::string pool2d(const Attrs &a, const std::vector<TypeRef> &ops,
+                   const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 1, 1); !e.empty())
+    return e;
+  const Shape &in = *ops[0].shape;
+  std::vector<int64_t> kernel = a.getInts("kernel"), strides, padding,
+                       dilations;
+  if (in.size() != 4 || kernel.size() != 2 ||
+      !windowAttrs(a, strides, padding, dilations))
+    return "input must be NCHW with 2-D window attributes";
+  Shape out{in[0], in[1]};
+  for (int i = 0; i < 2; ++i) {
+    int64_t o = windowOut(in[2 + i], kernel[i], strides[i], padding[i],
+                          padding[i + 2], dilations[i], a.getBool("ceil_mode"));
+    if (o < 1 || padding[i] >= dilations[i] * (kernel[i] - 1) + 1 ||
+        padding[i + 2] >= dilations[i] * (kernel[i] - 1) + 1)
+      return "the window does not fit the input";
+    out.push_back(o);
+  }
+  return expectResult(res[0], ops[0].dtype, out);
+}
+
+std::string crossEntropy(const Attrs &, const std::vector<TypeRef> &ops,
+                         const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 2, 2); !e.empty())
+    return e;
+  const Shape &l = *ops[0].shape, &y = *ops[1].shape;
+  if (l.size() != 2 || y.size() != 1 || l[0] != y[0] ||
+      (ops[1].dtype != DType::I32 && ops[1].dtype != DType::I64))
+    return "logits must be [N, C] and labels [N] integers";
+  return expectResult(res[0], ops[0].dtype, {});
+}
+
+std::string mse(const Attrs &, const std::vector<TypeRef> &ops,
+                const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 2, 2); !e.empty())
+    return e;
+  if (*ops[0].shape != *ops[1].shape || ops[0].dtype != ops[1].dtype)
+    return "prediction and target must have the same type";
+  return expectResult(res[0], ops[0].dtype, {});
+}
+
+const std::map<std::string, Check> &rules() {
+  static const std::map<std::string, Check> table = {
+      {"add", elementwise},
+      {"sub", elementwise},
+      {"mul", elementwise},
+      {"div", elementwise},
+      {"pow", elementwise},
+      {"neg", unary},
+      {"exp", unary},
+      {"log", unary},
+      {"sqrt", unary},
+      {"erf", unary},
+      {"tanh", unary},
+      {"relu", unary},
+      {"sigmoid", unary},
+      {"gelu", unary},
+      {"cast", cast},
+      {"select", select},
+      {"matmul", matmul},
+      {"softmax", alongAxis},
+      {"log_softmax", alongAxis},
+      {"layer_norm", layerNorm},
+      {"batch_norm", batchNorm},
+      {"reduce_sum", reduce},
+      {"reduce_mean", reduce},
+      {"reduce_max", reduce},
+      {"transpose", transpose},
+      {"reshape", reshape},
+      {"broadcast", broadcast},
+      {"gather", gather},
+      {"concat", concat},
+      {"slice", slice},
+      {"conv2d", conv2d},
+      {"max_pool2d", pool2d},
+      {"avg_pool2d", pool2d},
+      {"softmax_cross_entropy", crossEntropy},
+      {"mse_loss", mse},
+  };
+  return table;
+}
+
+} // namespace
+
+std::string checkInstruction(const std::string &op, const Attrs &attrs,
+                             const std::vector<TypeRef> &operands,
+                             const std::vector<TypeRef> &results) {
+  auto it = rules().find(op);
+  if (it == rules().end())
+    return "unknown op '" + op + "'";
+  return it->second(attrs, operands, results);
+}
+
+} // namespace loom::rt

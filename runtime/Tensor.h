@@ -1,0 +1,67 @@
+//===- Tensor.h - Element types, shapes and tensor views ---------*- C++
+//-*-===//
+//
+// The runtime's view of a tensor: an element type, a static shape and a
+// pointer to dense row-major data it does not own. No MLIR or LLVM here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_TENSOR_H
+#define LOOM_RUNTIME_TENSOR_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom::rt {
+
+/// Element types, numbered as in plan.proto.
+enum class DType : int {
+  F32 = 1,
+  F16 = 2,
+  BF16 = 3,
+  I32 = 4,
+  I64 = 5,
+  Bool = 6, // one byte per element, 0 or 1
+};
+
+size_t dtypeSize(DType dtype);
+const char *dtypeName(DType dtype);
+bool isFloat(DType dtype);
+
+using Shape = std::vector<int64_t>;
+
+int64_t numElements(const Shape &shape);
+std::string formatShape(const Shape &shape);
+
+/// A non-owning view of dense row-major data.
+struct TensorView {
+  DType dtype = DType::F32;
+  Shape shape;
+  void *data = nullptr;
+
+  int64_t numElements() const { return rt::numElements(shape); }
+  size_t bytes() const { return numElements() * dtypeSize(dtype); }
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  template <typename T> T *as() const { return static_cast<T *>(data); }
+};
+
+/// An owning host tensor (inputs, outputs, parameters read from files).
+struct HostBuffer {
+  DType dtype = DType::F32;
+  Shape shape;
+  std::vector<unsigned char> bytes;
+
+  TensorView view() { return {dtype, shape, bytes.data()}; }
+};
+
+/// IEEE half and bfloat16 conversions (round to nearest even).
+float halfToFloat(uint16_t h);
+uint16_t floatToHalf(float f);
+float bf16ToFloat(uint16_t b);
+uint16_t floatToBf16(float f);
+
+} // namespace loom::rt
+
+#endif // LOOM_RUNTIME_TENSOR_H

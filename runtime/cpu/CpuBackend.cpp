@@ -1,0 +1,110 @@
+//===- CpuBackend.cpp - The CPU backend: kernel registry and threading ----===//
+
+#include "runtime/cpu/CpuContext.h"
+
+#include <omp.h>
+
+#include <cstdlib>
+#include <exception>
+#include <limits>
+#include <memory>
+
+namespace loom::rt {
+namespace {
+
+using cpu::CpuContext;
+using cpu::KernelEntry;
+using cpu::KernelTable;
+
+class CpuBackend final : public Backend {
+public:
+  CpuBackend() : ctx(std::make_unique<CpuContext>()) {
+    defaultThreads = omp_get_max_threads();
+    ctx->numThreads = defaultThreads;
+    if (const char *off = std::getenv("LOOM_CPU_DISABLE_ONEDNN"))
+      ctx->useOneDnn = std::string(off) != "1";
+    KernelTable table;
+    cpu::registerElementwiseKernels(table);
+    cpu::registerCastSelectKernels(table);
+    cpu::registerLinalgKernels(table);
+    cpu::registerNormalizationKernels(table);
+    cpu::registerReductionKernels(table);
+    cpu::registerDataMovementKernels(table);
+    cpu::registerPoolingKernels(table);
+    cpu::registerLossKernels(table);
+    for (auto &[op, entry] : table)
+      kernels.emplace(op, wrap(op, std::move(entry)));
+  }
+
+  std::string name() const override { return "cpu"; }
+
+  const KernelFn *findKernel(std::string_view op) const override {
+    auto it = kernels.find(op);
+    return it == kernels.end() ? nullptr : &it->second;
+  }
+
+  std::vector<std::string> supportedOps() const override {
+    std::vector<std::string> ops;
+    for (const auto &entry : kernels)
+      ops.push_back(entry.first);
+    return ops;
+  }
+
+  void setNumThreads(int threads) override {
+    int n = threads > 0 ? threads : defaultThreads;
+    ctx->numThreads = n;
+    omp_set_num_threads(n);
+  }
+
+  CpuContext &context() { return *ctx; }
+
+private:
+  /// The executor-facing kernel: checks the operand counts, applies the
+  /// thread count on the calling thread (OpenMP's is per thread), and turns
+  /// exceptions into error strings.
+  KernelFn wrap(const std::string &op, KernelEntry entry) {
+    CpuContext *context = ctx.get();
+    return [context, op, entry = std::move(entry)](const KernelArgs &args) {
+      int inputs = static_cast<int>(args.inputs.size());
+      if (inputs < entry.minInputs || inputs > entry.maxInputs ||
+          args.outputs.size() != 1)
+        return "cpu kernel '" + op + "' expects " + arity(entry) +
+               " inputs and 1 output, got " + std::to_string(inputs) + " and " +
+               std::to_string(args.outputs.size());
+      int threads = context->numThreads;
+      if (omp_get_max_threads() != threads)
+        omp_set_num_threads(threads);
+      try {
+        return entry.fn(*context, args);
+      } catch (const std::exception &e) {
+        return "cpu kernel '" + op + "' failed: " + e.what();
+      }
+    };
+  }
+
+  static std::string arity(const KernelEntry &entry) {
+    std::string min = std::to_string(entry.minInputs);
+    if (entry.maxInputs == entry.minInputs)
+      return min;
+    if (entry.maxInputs == std::numeric_limits<int>::max())
+      return "at least " + min;
+    return min + " to " + std::to_string(entry.maxInputs);
+  }
+
+  std::unique_ptr<CpuContext> ctx;
+  std::map<std::string, KernelFn, std::less<>> kernels;
+  int defaultThreads = 1;
+};
+
+} // namespace
+
+std::unique_ptr<Backend> createCpuBackend() {
+  return std::make_unique<CpuBackend>();
+}
+
+cpu::CpuContext *cpu::getCpuContext(Backend &backend) {
+  auto *cpuBackend = dynamic_cast<CpuBackend *>(&backend);
+  return cpuBackend ? &cpuBackend->context() : nullptr;
+}
+
+} // namespace loom::rt

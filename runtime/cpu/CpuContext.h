@@ -1,0 +1,56 @@
+//===- CpuContext.h - State and registry of the CPU kernels -----*- C++ -*-===//
+//
+// Internal to the CPU backend (and its unit tests): the per-backend state the
+// kernels share, the kernel table they register into, and one registration
+// function per kernel family.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_CPU_CPUCONTEXT_H
+#define LOOM_RUNTIME_CPU_CPUCONTEXT_H
+
+#include "runtime/Backend.h"
+#include "runtime/cpu/OneDnnUtil.h"
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <string>
+
+namespace loom::rt::cpu {
+
+/// State owned by one CPU backend and shared by its kernels.
+struct CpuContext {
+  /// oneDNN primitives by shape/attribute signature.
+  PrimitiveCache primitives;
+  /// When false every op takes its plain C++ path (tests compare both).
+  std::atomic<bool> useOneDnn{true};
+  /// Threads per kernel; the backend applies it on the calling thread.
+  std::atomic<int> numThreads{1};
+};
+
+/// A kernel body and the number of inputs it accepts.
+struct KernelEntry {
+  std::function<std::string(CpuContext &, const KernelArgs &)> fn;
+  int minInputs;
+  int maxInputs;
+};
+
+using KernelTable = std::map<std::string, KernelEntry, std::less<>>;
+
+void registerElementwiseKernels(KernelTable &table);
+void registerCastSelectKernels(KernelTable &table);
+void registerLinalgKernels(KernelTable &table);
+void registerNormalizationKernels(KernelTable &table);
+void registerReductionKernels(KernelTable &table);
+void registerDataMovementKernels(KernelTable &table);
+void registerPoolingKernels(KernelTable &table);
+void registerLossKernels(KernelTable &table);
+
+/// The context of a backend made by createCpuBackend(), else nullptr. Tests
+/// use it to switch oneDNN off and to inspect the primitive cache.
+CpuContext *getCpuContext(Backend &backend);
+
+} // namespace loom::rt::cpu
+
+#endif // LOOM_RUNTIME_CPU_CPUCONTEXT_H

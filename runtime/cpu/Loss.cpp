@@ -1,0 +1,103 @@
+//===- Loss.cpp - softmax_cross_entropy and mse_loss ----------------------===//
+//
+// Both reduce to a scalar, accumulating in double. The mean over nothing
+// (every row ignored, or an empty tensor) is defined as 0 rather than NaN,
+// so that a batch made only of padding does not poison training.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/CpuContext.h"
+#include "runtime/cpu/KernelUtil.h"
+
+#include <cmath>
+
+namespace loom::rt::cpu {
+namespace {
+
+template <typename Label>
+std::string crossEntropy(const float *logits, const Label *labels, int64_t rows,
+                         int64_t classes, int64_t ignoreIndex, bool sum,
+                         float *result) {
+  for (int64_t r = 0; r < rows; ++r)
+    if (labels[r] != ignoreIndex && (labels[r] < 0 || labels[r] >= classes))
+      return "softmax_cross_entropy label " + std::to_string(labels[r]) +
+             " of row " + std::to_string(r) + " is out of range for " +
+             std::to_string(classes) + " classes (ignore_index " +
+             std::to_string(ignoreIndex) + ")";
+  double total = 0;
+  int64_t counted = 0;
+#pragma omp parallel for schedule(static) reduction(+ : total, counted) \
+    if (rows * classes > kGrain)
+  for (int64_t r = 0; r < rows; ++r) {
+    if (labels[r] == ignoreIndex)
+      continue;
+    const float *x = logits + r * classes;
+    double maxValue = -INFINITY;
+    for (int64_t c = 0; c < classes; ++c)
+      maxValue = std::max<double>(maxValue, x[c]);
+    double sumExp = 0;
+    for (int64_t c = 0; c < classes; ++c)
+      sumExp += std::exp(x[c] - maxValue);
+    total += maxValue + std::log(sumExp) - x[labels[r]];
+    ++counted;
+  }
+  *result = static_cast<float>(sum ? total : counted ? total / counted : 0.0);
+  return {};
+}
+
+std::string crossEntropyKernel(CpuContext &, const KernelArgs &args) {
+  return runInF32(args, [&](const KernelArgs &a) -> std::string {
+    const TensorView &logits = a.inputs[0], &labels = a.inputs[1];
+    if (logits.rank() != 2 || labels.rank() != 1 ||
+        labels.shape[0] != logits.shape[0])
+      return "softmax_cross_entropy needs logits [N, C] and labels [N], got " +
+             formatShape(logits.shape) + " and " + formatShape(labels.shape);
+    if (a.outputs[0].numElements() != 1)
+      return "softmax_cross_entropy result must be a scalar";
+    int64_t rows = logits.shape[0], classes = logits.shape[1];
+    int64_t ignore = a.attrs.getInt("ignore_index", -100);
+    bool sum = a.attrs.getBool("sum");
+    float *result = a.outputs[0].as<float>();
+    if (labels.dtype == DType::I32)
+      return crossEntropy(logits.as<float>(), labels.as<int32_t>(), rows,
+                          classes, ignore, sum, result);
+    if (labels.dtype == DType::I64)
+      return crossEntropy(logits.as<float>(), labels.as<int64_t>(), rows,
+                          classes, ignore, sum, result);
+    return "softmax_cross_entropy labels must be i32 or i64, got " +
+           std::string(dtypeName(labels.dtype));
+  });
+}
+
+std::string mseKernel(CpuContext &, const KernelArgs &args) {
+  return runInF32(args, [&](const KernelArgs &a) -> std::string {
+    const TensorView &prediction = a.inputs[0], &target = a.inputs[1];
+    if (prediction.shape != target.shape)
+      return "mse_loss prediction " + formatShape(prediction.shape) +
+             " and target " + formatShape(target.shape) + " differ";
+    if (a.outputs[0].numElements() != 1)
+      return "mse_loss result must be a scalar";
+    const float *p = prediction.as<float>(), *t = target.as<float>();
+    int64_t n = prediction.numElements();
+    double total = 0;
+#pragma omp parallel for schedule(static) reduction(+ : total) if (n > kGrain)
+    for (int64_t i = 0; i < n; ++i) {
+      double d = static_cast<double>(p[i]) - t[i];
+      total += d * d;
+    }
+    bool sum = a.attrs.getBool("sum");
+    *a.outputs[0].as<float>() = static_cast<float>(sum ? total
+                                                   : n ? total / n
+                                                       : 0.0);
+    return {};
+  });
+}
+
+} // namespace
+
+void registerLossKernels(KernelTable &table) {
+  table["softmax_cross_entropy"] = {crossEntropyKernel, 2, 2};
+  table["mse_loss"] = {mseKernel, 2, 2};
+}
+
+} // namespace loom::rt::cpu

@@ -1,0 +1,208 @@
+//===- Reduction.cpp - reduce_sum, reduce_mean and reduce_max -------------===//
+//
+// f32 reductions run on oneDNN's reduction primitive; the plain path
+// accumulates floats in double and integers exactly in 128 bits (sums wrap
+// to the element type, integer means truncate toward zero).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/CpuContext.h"
+#include "runtime/cpu/KernelUtil.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace loom::rt::cpu {
+namespace {
+
+enum class ReduceKind { Sum, Mean, Max };
+
+/// The input split into kept dimensions (one output element each) and the
+/// reduced elements relative to a kept position: `outerOffsets` times an
+/// inner run of `innerCount` elements `innerStride` apart (the innermost
+/// group of adjacent reduced dimensions, merged).
+struct ReducePlan {
+  Shape keptShape;
+  std::vector<int64_t> keptStrides;
+  std::vector<int64_t> outerOffsets{0};
+  int64_t innerCount = 1;
+  int64_t innerStride = 1;
+
+  int64_t count() const {
+    return static_cast<int64_t>(outerOffsets.size()) * innerCount;
+  }
+};
+
+ReducePlan planReduction(const Shape &shape, const std::vector<bool> &reduced) {
+  ReducePlan plan;
+  std::vector<int64_t> strides = rowMajorStrides(shape);
+  bool inRun = false;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (!reduced[d]) {
+      plan.keptShape.push_back(shape[d]);
+      plan.keptStrides.push_back(strides[d]);
+      inRun = false;
+      continue;
+    }
+    if (inRun) { // extends the current run of adjacent reduced dimensions
+      plan.innerCount *= shape[d];
+      plan.innerStride = strides[d];
+      continue;
+    }
+    // A new run: the previous one moves into the outer offsets.
+    std::vector<int64_t> next;
+    next.reserve(plan.outerOffsets.size() * plan.innerCount);
+    for (int64_t base : plan.outerOffsets)
+      for (int64_t i = 0; i < plan.innerCount; ++i)
+        next.push_back(base + i * plan.innerStride);
+    plan.outerOffsets = std::move(next);
+    plan.innerCount = shape[d];
+    plan.innerStride = strides[d];
+    inRun = true;
+  }
+  return plan;
+}
+
+template <typename T>
+void reducePlain(ReduceKind kind, const ReducePlan &plan, const T *in, T *out) {
+  const std::vector<int64_t> &offsets = plan.outerOffsets;
+  int64_t inner = plan.innerCount, step = plan.innerStride;
+  int64_t count = plan.count();
+  StridedLoop<1> loop(plan.keptShape, {plan.keptStrides});
+  loop.run([&](int64_t o, const std::array<int64_t, 1> &base) {
+    const T *src = in + base[0];
+    if (kind == ReduceKind::Max) {
+      T best = src[0];
+      for (int64_t outer : offsets)
+        for (int64_t i = 0; i < inner; ++i) {
+          T v = src[outer + i * step];
+          if constexpr (std::is_floating_point_v<T>) {
+            if (std::isnan(v) || (v > best && !std::isnan(best)))
+              best = v; // NaN propagates
+          } else if (v > best) {
+            best = v;
+          }
+        }
+      out[o] = best;
+    } else if constexpr (std::is_floating_point_v<T>) {
+      double sum = 0;
+      for (int64_t outer : offsets)
+        for (int64_t i = 0; i < inner; ++i)
+          sum += src[outer + i * step];
+      out[o] = static_cast<T>(kind == ReduceKind::Mean ? sum / count : sum);
+    } else {
+      __int128 sum = 0;
+      for (int64_t outer : offsets)
+        for (int64_t i = 0; i < inner; ++i)
+          sum += src[outer + i * step];
+      if (kind == ReduceKind::Mean)
+        out[o] = static_cast<T>(sum / count); // truncates toward zero
+      else                                    // wraps to the element type
+        out[o] = static_cast<T>(static_cast<std::make_unsigned_t<T>>(sum));
+    }
+  });
+}
+
+bool reduceOneDnn(CpuContext &ctx, ReduceKind kind, const TensorView &in,
+                  const Shape &keptDims, const TensorView &out) {
+  if (!ctx.useOneDnn || in.rank() == 0 || in.rank() > DNNL_MAX_NDIMS ||
+      in.numElements() == 0 ||
+      (kind == ReduceKind::Max &&
+       containsNan(in.as<float>(), in.numElements())))
+    return false;
+  dnnl::algorithm alg = kind == ReduceKind::Sum ? dnnl::algorithm::reduction_sum
+                        : kind == ReduceKind::Mean
+                            ? dnnl::algorithm::reduction_mean
+                            : dnnl::algorithm::reduction_max;
+  try {
+    auto prim = ctx.primitives.get(
+        CacheKey("reduction")
+            .add(static_cast<int64_t>(alg))
+            .add(in.shape)
+            .add(keptDims),
+        [&] {
+          dnnl::reduction::desc desc(alg, plainDesc(in.shape),
+                                     plainDesc(keptDims), 0.0f, 0.0f);
+          return makeCached<dnnl::reduction>(dnnl::reduction::primitive_desc(
+              desc, userScratchpadAttr(), cpuEngine()));
+        });
+    execute(*prim, {{DNNL_ARG_SRC, wrapMemory(plainDesc(in.shape), in.data)},
+                    {DNNL_ARG_DST, wrapMemory(plainDesc(keptDims), out.data)}});
+  } catch (const dnnl::error &) {
+    return false;
+  }
+  return true;
+}
+
+std::string reduceKernel(CpuContext &ctx, const KernelArgs &args,
+                         ReduceKind kind) {
+  return runInF32(args, [&](const KernelArgs &a) -> std::string {
+    const TensorView &in = a.inputs[0], &out = a.outputs[0];
+    if (in.dtype != out.dtype)
+      return "input and result of '" + std::string(a.op) +
+             "' differ in element type";
+    std::vector<int64_t> axes = a.attrs.getInts("axes");
+    std::vector<bool> reduced(in.shape.size(), false);
+    for (size_t i = 0; i < axes.size(); ++i) {
+      if (axes[i] < 0 || axes[i] >= in.rank() || (i && axes[i] <= axes[i - 1]))
+        return "reduction axes must be strictly increasing and in [0, " +
+               std::to_string(in.rank()) + ")";
+      reduced[axes[i]] = true;
+    }
+    Shape keptDims = in.shape;
+    for (int64_t ax : axes)
+      keptDims[ax] = 1;
+    if (out.numElements() != numElements(keptDims))
+      return std::string(a.op) + ": result " + formatShape(out.shape) +
+             " does not match the reduced input " + formatShape(keptDims);
+    if (axes.empty()) {
+      if (in.data != out.data && in.bytes() != 0)
+        std::memmove(out.data, in.data, in.bytes());
+      return {};
+    }
+    if (out.numElements() == 0)
+      return {};
+    if (in.dtype == DType::F32 && reduceOneDnn(ctx, kind, in, keptDims, out))
+      return {};
+    ReducePlan plan = planReduction(in.shape, reduced);
+    if (plan.count() == 0) {
+      if (kind == ReduceKind::Max)
+        return "reduce_max over an empty set of elements";
+      if (kind == ReduceKind::Mean && !isFloat(in.dtype))
+        return "integer reduce_mean over an empty set of elements";
+      // Sum of nothing is 0; the float mean of nothing is NaN (as numpy).
+      return dispatchNumeric(out.dtype, a.op, [&](auto tag) -> std::string {
+        using T = decltype(tag);
+        T value = 0;
+        if constexpr (std::is_floating_point_v<T>)
+          if (kind == ReduceKind::Mean)
+            value = std::numeric_limits<T>::quiet_NaN();
+        std::fill(out.as<T>(), out.as<T>() + out.numElements(), value);
+        return {};
+      });
+    }
+    return dispatchNumeric(out.dtype, a.op, [&](auto tag) -> std::string {
+      using T = decltype(tag);
+      reducePlain<T>(kind, plan, in.as<T>(), out.as<T>());
+      return {};
+    });
+  });
+}
+
+} // namespace
+
+void registerReductionKernels(KernelTable &table) {
+  auto reduce = [](ReduceKind kind) {
+    return KernelEntry{[kind](CpuContext &ctx, const KernelArgs &args) {
+                         return reduceKernel(ctx, args, kind);
+                       },
+                       1, 1};
+  };
+  table["reduce_sum"] = reduce(ReduceKind::Sum);
+  table["reduce_mean"] = reduce(ReduceKind::Mean);
+  table["reduce_max"] = reduce(ReduceKind::Max);
+}
+
+} // namespace loom::rt::cpu

@@ -1,0 +1,76 @@
+#!/usr/bin/python3
+"""Loom's forward outputs equal PyTorch's on the bundled models.
+
+For each model: models/reference.py rebuilds the PyTorch module with the
+exported weights and writes random inputs and PyTorch's outputs; `loom
+compile` + `loom run` computes the same outputs from the ONNX file. They must
+agree to 1e-5 relative in f32, measured normwise: max |loom - torch| <=
+1e-5 * max |torch| (elementwise relative error is meaningless near zero).
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+MODELS = {
+    # model name -> (onnx file, reference.py model, input name)
+    "mlp": ("mlp.onnx", "mlp", "x"),
+    "gpt": ("gpt.onnx", "gpt", "input_ids"),
+    "gpt_opset14": ("gpt_opset14.onnx", "gpt", "input_ids"),
+    "cnn": ("cnn.onnx", "cnn", "x"),
+}
+TOLERANCE = 1e-5
+
+
+def run(cmd):
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"FAILED: {' '.join(cmd)}\n{result.stdout}{result.stderr}")
+    return result.stdout
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--loom", required=True, help="path to the loom binary")
+    parser.add_argument("--source", required=True, help="Loom's source tree")
+    parser.add_argument("--batch", type=int, default=3)
+    args = parser.parse_args()
+
+    failures = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (onnx_file, ref_model, input_name) in MODELS.items():
+            work = os.path.join(tmp, name)
+            os.makedirs(work)
+            run([sys.executable, os.path.join(args.source, "models", "reference.py"),
+                 "--model", ref_model, "--batch", str(args.batch), "--seed", "7",
+                 "--out", work])
+            plan = os.path.join(work, "model.plan")
+            run([args.loom, "compile", os.path.join(args.source, "models", onnx_file),
+                 "--batch", str(args.batch), "-o", plan])
+            out_dir = os.path.join(work, "loom")
+            run([args.loom, "run", plan, "--inputs",
+                 f"{input_name}={os.path.join(work, input_name + '.npy')}",
+                 "--outputs", out_dir])
+            expected = np.load(os.path.join(work, "logits.npy"))
+            actual = np.load(os.path.join(out_dir, "logits.npy"))
+            if actual.shape != expected.shape:
+                print(f"{name}: shape {actual.shape}, PyTorch {expected.shape}")
+                failures += 1
+                continue
+            error = float(np.max(np.abs(actual.astype(np.float64) - expected)))
+            scale = float(np.max(np.abs(expected)))
+            relative = error / scale
+            verdict = "ok" if relative <= TOLERANCE else "MISMATCH"
+            print(f"{name}: max |loom - torch| = {error:.3e}, max |torch| = "
+                  f"{scale:.3e}, relative {relative:.3e} ({verdict})")
+            failures += relative > TOLERANCE
+    passed = len(MODELS) - failures
+    print(f"{passed} passed, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

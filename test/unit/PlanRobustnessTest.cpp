@@ -1,0 +1,175 @@
+//===- PlanRobustnessTest.cpp - Bad plans are errors, never crashes -------===//
+//
+// Compiles each bundled model to a plan, then feeds the runtime truncated,
+// bit-flipped, wrong-version, shape-mismatched and memory-overlapping
+// variants. Each must end in a clear error, or (for harmless flips, e.g. in
+// weights) in a plan that loads and runs; never a crash or a sanitizer
+// report. Also checks the memory plan reuses activation storage.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Registration.h"
+#include "compiler/onnx/OnnxImporter.h"
+#include "compiler/plan/PlanEmitter.h"
+#include "runtime/Backend.h"
+#include "runtime/Executor.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "gtest/gtest.h"
+
+#include <random>
+
+using namespace loom;
+
+namespace {
+
+plan::Plan compileModel(const std::string &file) {
+  mlir::DialectRegistry registry;
+  registerLoomDialects(registry);
+  mlir::MLIRContext context(registry);
+  onnx_import::ImportOptions options;
+  options.batch = 2;
+  auto result = onnx_import::importOnnxFile(
+      std::string(LOOM_SOURCE_DIR) + "/models/" + file, options, context);
+  EXPECT_TRUE(result.ok()) << result.message;
+  std::string error;
+  std::optional<plan::Plan> plan = emitPlan(*result.module, error);
+  EXPECT_TRUE(plan) << error;
+  return plan ? *plan : plan::Plan();
+}
+
+/// Loads `bytes` and, if the runtime accepts them, runs one step. Returns
+/// the error, or "" if the plan loaded and ran.
+std::string loadAndRun(const std::string &bytes, rt::Backend &backend) {
+  std::string error;
+  std::optional<plan::Plan> plan = rt::parsePlan(bytes, "plan", error);
+  if (!plan)
+    return error;
+  std::unique_ptr<rt::Executor> exec =
+      rt::Executor::create(std::move(*plan), backend, error);
+  if (!exec)
+    return error;
+  exec->setRandomInputs(1);
+  if (!exec->run(error))
+    return error;
+  return "";
+}
+
+class PlanRobustness : public ::testing::TestWithParam<const char *> {
+protected:
+  void SetUp() override {
+    plan = compileModel(GetParam());
+    ASSERT_TRUE(plan.SerializeToString(&bytes));
+    backend = rt::createCpuBackend();
+    backend->setNumThreads(1);
+  }
+  plan::Plan plan;
+  std::string bytes;
+  std::unique_ptr<rt::Backend> backend;
+};
+
+TEST_P(PlanRobustness, TheCompiledPlanRuns) {
+  EXPECT_EQ(loadAndRun(bytes, *backend), "");
+}
+
+TEST_P(PlanRobustness, TruncatedPlansAreErrors) {
+  size_t n = bytes.size();
+  int rejected = 0;
+  for (int i = 0; i < 40; ++i) {
+    std::string error = loadAndRun(bytes.substr(0, n * i / 40), *backend);
+    rejected += !error.empty();
+  }
+  // A prefix of a protobuf can parse, but not into a complete valid plan.
+  EXPECT_EQ(rejected, 40);
+}
+
+TEST_P(PlanRobustness, BitFlippedPlansNeverCrash) {
+  std::mt19937_64 rng(7);
+  int loaded = 0, rejected = 0;
+  for (int i = 0; i < 150; ++i) {
+    std::string copy = bytes;
+    // Values (with their weights) come first in the file, instructions and
+    // outputs last: flip bits in the head and the tail as often as anywhere.
+    size_t n = copy.size(), window = std::min<size_t>(n, 4096);
+    size_t pos = i % 3 == 0   ? rng() % window
+                 : i % 3 == 1 ? n - 1 - rng() % window
+                              : rng() % n;
+    copy[pos] = static_cast<char>(copy[pos] ^ (1 << (rng() % 8)));
+    std::string error = loadAndRun(copy, *backend);
+    (error.empty() ? loaded : rejected)++;
+  }
+  std::cout << GetParam() << ": " << loaded << " flipped plans ran, "
+            << rejected << " were rejected\n";
+  EXPECT_EQ(loaded + rejected, 150);
+}
+
+TEST_P(PlanRobustness, WrongVersionIsAClearError) {
+  plan::Plan copy = plan;
+  copy.set_format_version(kPlanFormatVersion + 1);
+  std::string error = loadAndRun(copy.SerializeAsString(), *backend);
+  EXPECT_NE(error.find("plan format version 2 is not supported"),
+            std::string::npos)
+      << error;
+}
+
+TEST_P(PlanRobustness, ShapeMismatchNamesTheInstruction) {
+  plan::Plan copy = plan;
+  plan::Program *program = copy.mutable_stages(0)->mutable_program();
+  // Grow the first instruction's result by one row: its bytes grow too, so
+  // only the shape rule can catch it.
+  int32_t id = program->instructions(0).results(0);
+  plan::Value *v = program->mutable_values(id);
+  v->mutable_type()->set_shape(0, v->type().shape(0) + 1);
+  v->set_bytes(v->bytes() / (v->type().shape(0) - 1) * v->type().shape(0));
+  std::string error = loadAndRun(copy.SerializeAsString(), *backend);
+  EXPECT_NE(error.find("instruction #0 (" + program->instructions(0).op()),
+            std::string::npos)
+      << error;
+}
+
+TEST_P(PlanRobustness, MissingWeightsAreAClearError) {
+  plan::Plan copy = plan;
+  for (plan::Value &v :
+       *copy.mutable_stages(0)->mutable_program()->mutable_values())
+    if (v.kind() == plan::Value::PARAMETER)
+      v.clear_data();
+  std::string error = loadAndRun(copy.SerializeAsString(), *backend);
+  EXPECT_NE(error.find("has no initial data"), std::string::npos) << error;
+}
+
+TEST_P(PlanRobustness, OverlappingLiveValuesAreRejected) {
+  plan::Plan copy = plan;
+  plan::Program *program = copy.mutable_stages(0)->mutable_program();
+  // The first instruction's result and the input it reads are live at once.
+  const plan::Instruction &first = program->instructions(0);
+  int32_t in = -1;
+  for (int32_t id : first.operands())
+    if (program->values(id).kind() == plan::Value::INPUT)
+      in = id;
+  if (in < 0)
+    GTEST_SKIP() << "the first instruction reads no input";
+  int32_t out = first.results(0);
+  program->mutable_values(out)->set_offset(program->values(in).offset());
+  std::string error = loadAndRun(copy.SerializeAsString(), *backend);
+  EXPECT_NE(error.find("overlaps"), std::string::npos) << error;
+}
+
+TEST_P(PlanRobustness, TheMemoryPlanReusesStorage) {
+  const plan::Program &program = plan.stages(0).program();
+  int64_t total = 0;
+  for (const plan::Value &v : program.values())
+    if (v.kind() == plan::Value::TEMPORARY)
+      total += v.bytes();
+  std::cout << GetParam() << ": activation arena " << program.arena_bytes()
+            << " bytes for " << total << " bytes of temporaries\n";
+  EXPECT_LT(program.arena_bytes(), total);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, PlanRobustness,
+                         ::testing::Values("mlp.onnx", "gpt.onnx", "cnn.onnx"),
+                         [](const auto &info) {
+                           std::string name = info.param;
+                           return name.substr(0, name.find('.'));
+                         });
+
+} // namespace
