@@ -11,6 +11,7 @@ using namespace mlir;
 using namespace loom;
 
 #include "dialects/LoomDialect.cpp.inc"
+#include "dialects/LoomInterfaces.cpp.inc"
 
 namespace {
 /// Gives meshes a short alias (`#mesh`) in printed IR.
@@ -179,8 +180,18 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
     argType = op->getRegion(regionIndex).getArgument(argIndex).getType();
   if (name == kLayoutAttrName)
     return verifyLayoutOn(op, "argument", argIndex, attr.getValue(), argType);
+  if (name == kHyperAttrName) {
+    auto hyper = dyn_cast<StringAttr>(attr.getValue());
+    auto type = dyn_cast<RankedTensorType>(argType);
+    if (!hyper || (hyper.getValue() != "lr" && hyper.getValue() != "step") ||
+        !type || type.getRank() != 0)
+      return op->emitError() << "'" << name
+                             << "' must be \"lr\" or \"step\" on a scalar "
+                                "argument";
+    return success();
+  }
   if (name == kInputAttrName || name == kParamAttrName ||
-      name == kBufferAttrName) {
+      name == kBufferAttrName || name == kStateAttrName) {
     if (!isa<StringAttr>(attr.getValue()))
       return op->emitError() << "'" << name << "' must be a string";
     return success();
@@ -209,6 +220,17 @@ LogicalResult LoomDialect::verifyRegionResultAttribute(Operation *op,
   if (name == kOutputAttrName) {
     if (!isa<StringAttr>(attr.getValue()))
       return op->emitError() << "'" << name << "' must be a string";
+    return success();
+  }
+  if (name == kUpdatesAttrName) {
+    auto index = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!index || index.getInt() < 0 ||
+        index.getInt() >= static_cast<int64_t>(func.getNumArguments()) ||
+        func.getArgumentTypes()[index.getInt()] !=
+            func.getResultTypes()[resultIndex])
+      return op->emitError() << "'" << name << "' of result #" << resultIndex
+                             << " must be the index of an argument of the "
+                                "same type";
     return success();
   }
   return op->emitError() << "unknown loom result attribute '" << name << "'";

@@ -20,6 +20,8 @@
 
 #include "dialects/ShapeInference.h"
 
+#include "dialects/LoomInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "dialects/LoomOps.h.inc"
 

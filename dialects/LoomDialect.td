@@ -32,9 +32,11 @@ def Loom_Dialect : Dialect {
       * `loom.source` (string) and `loom.opset` (integer) on a module: the
         model file and ONNX opset it was imported from.
     On function arguments: `loom.input`, `loom.param`, `loom.buffer` (the
-    ONNX name, a string), `loom.init` (elements of the argument's type) and
-    `loom.layout`; on function results: `loom.output` (string) and
-    `loom.layout`. A layout's mesh must be the function's `loom.mesh`, if
+    ONNX name, a string), `loom.init` (elements of the argument's type),
+    `loom.hyper` ("lr" or "step", on a scalar), `loom.state` (optimizer
+    state, a string) and `loom.layout`; on function results: `loom.output`
+    (string), `loom.updates` (the index of an argument of the same type that
+    the result replaces) and `loom.layout`. A layout's mesh must be the function's `loom.mesh`, if
     the function has one.
   }];
   let useDefaultAttributePrinterParser = 1;
@@ -53,6 +55,11 @@ def Loom_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kBufferAttrName = "loom.buffer";
     static constexpr ::llvm::StringLiteral kInitAttrName = "loom.init";
     static constexpr ::llvm::StringLiteral kOutputAttrName = "loom.output";
+    /// Set by loom-build-training-graph: per-step scalars ("lr", "step"),
+    /// optimizer state, and results that replace an argument in place.
+    static constexpr ::llvm::StringLiteral kHyperAttrName = "loom.hyper";
+    static constexpr ::llvm::StringLiteral kStateAttrName = "loom.state";
+    static constexpr ::llvm::StringLiteral kUpdatesAttrName = "loom.updates";
     /// Module attributes set by the ONNX importer.
     static constexpr ::llvm::StringLiteral kSourceAttrName = "loom.source";
     static constexpr ::llvm::StringLiteral kOpsetAttrName = "loom.opset";

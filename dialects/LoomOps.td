@@ -12,6 +12,7 @@
 
 include "dialects/LoomDialect.td"
 include "dialects/LoomAttrs.td"
+include "dialects/LoomInterfaces.td"
 include "mlir/IR/OpBase.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
@@ -57,7 +58,7 @@ def Loom_ConstantOp : Loom_InferredOp<"constant", [ConstantLike]> {
 //===----------------------------------------------------------------------===//
 
 class Loom_BinaryOp<string mnemonic, string what>
-    : Loom_InferredOp<mnemonic> {
+    : Loom_InferredOp<mnemonic, [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "elementwise " # what # " with numpy broadcasting";
   let description = [{
     Both operands have the same element type. Their shapes broadcast as in
@@ -83,7 +84,7 @@ def Loom_DivOp : Loom_BinaryOp<"div", "division (integers truncate)">;
 def Loom_PowOp : Loom_BinaryOp<"pow", "power">;
 
 class Loom_UnaryOp<string mnemonic, string what, Type type = Loom_FloatTensor>
-    : Loom_InferredOp<mnemonic> {
+    : Loom_InferredOp<mnemonic, [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "elementwise " # what;
   let arguments = (ins type:$input);
   let results = (outs type:$result);
@@ -114,7 +115,7 @@ def Loom_GeluOp : Loom_UnaryOp<"gelu", "Gaussian error linear unit"> {
   let arguments = (ins Loom_FloatTensor:$input, UnitAttr:$tanh_approximation);
 }
 
-def Loom_CastOp : Loom_Op<"cast"> {
+def Loom_CastOp : Loom_Op<"cast", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "elementwise conversion to another element type";
   let description = [{
     Converts every element to the result's element type; the shape is kept.
@@ -126,7 +127,7 @@ def Loom_CastOp : Loom_Op<"cast"> {
   let hasVerifier = 1;
 }
 
-def Loom_SelectOp : Loom_InferredOp<"select"> {
+def Loom_SelectOp : Loom_InferredOp<"select", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "elementwise choice: condition ? true_value : false_value";
   let description = [{
     The three operands broadcast as in numpy; `true_value` and `false_value`
@@ -141,7 +142,7 @@ def Loom_SelectOp : Loom_InferredOp<"select"> {
 // Linear algebra and normalisation
 //===----------------------------------------------------------------------===//
 
-def Loom_MatmulOp : Loom_InferredOp<"matmul"> {
+def Loom_MatmulOp : Loom_InferredOp<"matmul", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "batched matrix multiplication";
   let description = [{
     `lhs` is `[..., M, K]` and `rhs` is `[..., K, N]` (after the optional
@@ -154,7 +155,7 @@ def Loom_MatmulOp : Loom_InferredOp<"matmul"> {
   let results = (outs Loom_FloatTensor:$result);
 }
 
-def Loom_SoftmaxOp : Loom_InferredOp<"softmax"> {
+def Loom_SoftmaxOp : Loom_InferredOp<"softmax", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "softmax along one axis";
   let description = "`axis` must be in [0, rank).";
   let arguments = (ins Loom_FloatTensor:$input, I64Attr:$axis);
@@ -162,14 +163,14 @@ def Loom_SoftmaxOp : Loom_InferredOp<"softmax"> {
 }
 
 def Loom_LogSoftmaxOp
-    : Loom_InferredOp<"log_softmax"> {
+    : Loom_InferredOp<"log_softmax", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "log of softmax along one axis";
   let description = "`axis` must be in [0, rank).";
   let arguments = (ins Loom_FloatTensor:$input, I64Attr:$axis);
   let results = (outs Loom_FloatTensor:$result);
 }
 
-def Loom_LayerNormOp : Loom_InferredOp<"layer_norm"> {
+def Loom_LayerNormOp : Loom_InferredOp<"layer_norm", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "layer normalisation over the trailing dimensions";
   let description = [{
     Normalises `input` over dimensions `[axis, rank)` to zero mean and unit
@@ -184,7 +185,7 @@ def Loom_LayerNormOp : Loom_InferredOp<"layer_norm"> {
   let results = (outs Loom_FloatTensor:$result);
 }
 
-def Loom_BatchNormOp : Loom_InferredOp<"batch_norm"> {
+def Loom_BatchNormOp : Loom_InferredOp<"batch_norm", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "batch normalisation with given statistics (inference form)";
   let description = [{
     `(input - mean) / sqrt(variance + epsilon) * scale + bias` along the
@@ -203,7 +204,7 @@ def Loom_BatchNormOp : Loom_InferredOp<"batch_norm"> {
 //===----------------------------------------------------------------------===//
 
 class Loom_ReduceOp<string mnemonic, string what>
-    : Loom_InferredOp<mnemonic> {
+    : Loom_InferredOp<mnemonic, [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = what # " over a set of dimensions";
   let description = [{
     `axes` are strictly increasing and in [0, rank). With `keep_dims` the
@@ -232,7 +233,7 @@ def Loom_ReduceMaxOp : Loom_ReduceOp<"reduce_max", "maximum">;
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def Loom_TransposeOp : Loom_InferredOp<"transpose"> {
+def Loom_TransposeOp : Loom_InferredOp<"transpose", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "permutation of dimensions";
   let description = [{
     `permutation` is a permutation of [0, rank); result dimension `i` is
@@ -242,7 +243,7 @@ def Loom_TransposeOp : Loom_InferredOp<"transpose"> {
   let results = (outs Loom_Tensor:$result);
 }
 
-def Loom_ReshapeOp : Loom_Op<"reshape"> {
+def Loom_ReshapeOp : Loom_Op<"reshape", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "same elements in row-major order, another shape";
   let description = [{
     The result has the input's element type and number of elements.
@@ -253,7 +254,7 @@ def Loom_ReshapeOp : Loom_Op<"reshape"> {
   let hasVerifier = 1;
 }
 
-def Loom_BroadcastOp : Loom_Op<"broadcast"> {
+def Loom_BroadcastOp : Loom_Op<"broadcast", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "numpy broadcast to a larger shape";
   let description = [{
     The result has the input's element type, rank at least the input's, and
@@ -266,7 +267,7 @@ def Loom_BroadcastOp : Loom_Op<"broadcast"> {
   let hasVerifier = 1;
 }
 
-def Loom_GatherOp : Loom_InferredOp<"gather"> {
+def Loom_GatherOp : Loom_InferredOp<"gather", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "gather slices along an axis (embedding lookup)";
   let description = [{
     `axis` is in [0, rank(input)). The result shape is
@@ -278,7 +279,7 @@ def Loom_GatherOp : Loom_InferredOp<"gather"> {
   let results = (outs Loom_Tensor:$result);
 }
 
-def Loom_ConcatOp : Loom_InferredOp<"concat"> {
+def Loom_ConcatOp : Loom_InferredOp<"concat", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "concatenation along an axis";
   let description = [{
     At least one input; all have the same element type and rank, `axis` is in
@@ -288,7 +289,7 @@ def Loom_ConcatOp : Loom_InferredOp<"concat"> {
   let results = (outs Loom_Tensor:$result);
 }
 
-def Loom_SliceOp : Loom_InferredOp<"slice"> {
+def Loom_SliceOp : Loom_InferredOp<"slice", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "strided slice with static bounds";
   let description = [{
     Per dimension `d`, result dimension `d` has `sizes[d]` elements taken at
@@ -305,7 +306,7 @@ def Loom_SliceOp : Loom_InferredOp<"slice"> {
 // Convolution and pooling (NCHW)
 //===----------------------------------------------------------------------===//
 
-def Loom_Conv2DOp : Loom_InferredOp<"conv2d"> {
+def Loom_Conv2DOp : Loom_InferredOp<"conv2d", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "2-D convolution, NCHW input and OIHW weight";
   let description = [{
     `input` is `[N, C, H, W]`, `weight` is `[O, C / groups, KH, KW]`, and
@@ -324,7 +325,7 @@ def Loom_Conv2DOp : Loom_InferredOp<"conv2d"> {
 }
 
 class Loom_Pool2DOp<string mnemonic, string what>
-    : Loom_InferredOp<mnemonic> {
+    : Loom_InferredOp<mnemonic, [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "2-D " # what # " pooling, NCHW";
   let results = (outs Loom_FloatTensor:$result);
   let extraClassDefinition = [{
@@ -373,7 +374,7 @@ def Loom_AvgPool2DOp : Loom_Pool2DOp<"avg_pool2d", "average"> {
 //===----------------------------------------------------------------------===//
 
 
-def Loom_SoftmaxCrossEntropyOp : Loom_InferredOp<"softmax_cross_entropy"> {
+def Loom_SoftmaxCrossEntropyOp : Loom_InferredOp<"softmax_cross_entropy", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "softmax cross-entropy with integer labels";
   let description = [{
     `logits` is `[N, C]` and `labels` is `[N]`. Rows whose label equals
@@ -386,7 +387,7 @@ def Loom_SoftmaxCrossEntropyOp : Loom_InferredOp<"softmax_cross_entropy"> {
   let results = (outs Loom_FloatTensor:$result);
 }
 
-def Loom_MseLossOp : Loom_InferredOp<"mse_loss"> {
+def Loom_MseLossOp : Loom_InferredOp<"mse_loss", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "mean squared error";
   let description = [{
     `prediction` and `target` have the same type. The result is a scalar:
@@ -396,5 +397,7 @@ def Loom_MseLossOp : Loom_InferredOp<"mse_loss"> {
                        Loom_FloatTensor:$target, UnitAttr:$sum);
   let results = (outs Loom_FloatTensor:$result);
 }
+
+include "dialects/LoomTrainOps.td"
 
 #endif // LOOM_OPS_TD

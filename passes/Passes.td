@@ -43,4 +43,63 @@ def FuseLayerNorm : Pass<"loom-fuse-layer-norm", "mlir::func::FuncOp"> {
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def BuildTrainingGraph : Pass<"loom-build-training-graph", "mlir::ModuleOp"> {
+  let summary = "Turns @main's forward graph into one training step";
+  let description = [{
+    Adds a loss on @main's first result, differentiates the graph in reverse
+    through each op's GradientOpInterface, and appends one optimizer update
+    per parameter (`loom.param` argument). The function then returns the
+    loss (`loom.output = "loss"`) and every updated tensor, marked
+    `loom.updates = N` with the index of the argument it replaces in place.
+
+    New arguments:
+    - `labels` (`loom.input`). For `cross_entropy`, integer class ids with
+      the logits' shape minus the last dimension; the loss is the mean
+      softmax cross-entropy over every label that is not `ignore-index`. For
+      `mse`, the prediction's type; the loss is the mean squared error.
+    - `lr` and `step` (`loom.hyper`), scalars the runtime sets each step.
+    - Optimizer state (`loom.state`, starting at zero): `<param>::velocity`
+      for momentum, and `<param>::m` and `<param>::v` for Adam and AdamW.
+
+    Before:
+    ```mlir
+    func.func @main(%x: tensor<4x8xf32> {loom.input = "x"},
+                    %w: tensor<8x3xf32> {loom.param = "w"}) -> tensor<4x3xf32> {
+      %y = loom.matmul %x, %w : (tensor<4x8xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+      return %y : tensor<4x3xf32>
+    }
+    ```
+    After (`loss=cross_entropy optimizer=sgd`), in outline:
+    ```mlir
+    func.func @main(%x, %w, %labels: tensor<4xi64>, %lr: tensor<f32>, %step: tensor<f32>)
+        -> (tensor<f32> {loom.output = "loss"}, tensor<8x3xf32> {loom.updates = 1 : i64}) {
+      %y = loom.matmul %x, %w
+      %loss = loom.softmax_cross_entropy %y, %labels
+      %dy = loom.softmax_cross_entropy_grad %y, %labels, %one
+      %dw = loom.matmul %x, %dy {transpose_lhs}
+      %w2 = loom.sgd_update %w, %dw, %lr
+      return %loss, %w2
+    }
+    ```
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", "\"cross_entropy\"",
+           "The loss: cross_entropy or mse">,
+    Option<"optimizer", "optimizer", "std::string", "\"sgd\"",
+           "The optimizer: sgd, momentum, adam or adamw">,
+    Option<"momentum", "momentum", "double", "0.9",
+           "Momentum of the momentum optimizer">,
+    Option<"nesterov", "nesterov", "bool", "false",
+           "Nesterov momentum">,
+    Option<"beta1", "beta1", "double", "0.9", "Adam's first-moment decay">,
+    Option<"beta2", "beta2", "double", "0.999", "Adam's second-moment decay">,
+    Option<"epsilon", "epsilon", "double", "1e-8", "Adam's epsilon">,
+    Option<"weightDecay", "weight-decay", "double", "0.0",
+           "Weight decay (decoupled for adamw, L2 otherwise)">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", "-100",
+           "Labels that do not count in cross_entropy">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 #endif // LOOM_PASSES_TD

@@ -5,7 +5,9 @@
 #include "runtime/ShapeCheck.h"
 #include "runtime/io/Trace.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -39,6 +41,11 @@ struct AlignedBuffer {
   int64_t size;
   unsigned char *data;
 };
+
+bool isPersistent(int kind) {
+  return kind == plan::Value::PARAMETER || kind == plan::Value::BUFFER ||
+         kind == plan::Value::CONSTANT || kind == plan::Value::OPTIMIZER_STATE;
+}
 
 Attrs toAttrs(const plan::Instruction &inst) {
   Attrs attrs;
@@ -115,7 +122,7 @@ struct Executor::Impl {
     const plan::Instruction *inst;
   };
   std::vector<Step> steps;
-  std::map<std::string, int32_t> inputIds, outputIds;
+  std::map<std::string, int32_t> inputIds, outputIds, hyperIds;
   std::map<int32_t, int64_t> randomBounds;
 
   std::string validate();
@@ -156,18 +163,34 @@ std::string Executor::Impl::validate() {
     if (v.bytes() != bytes)
       return where(v) + " declares " + std::to_string(v.bytes()) +
              " bytes but its type needs " + std::to_string(bytes);
-    bool persistent = v.kind() == plan::Value::PARAMETER ||
-                      v.kind() == plan::Value::BUFFER ||
-                      v.kind() == plan::Value::CONSTANT;
-    if (!persistent && v.kind() != plan::Value::INPUT &&
-        v.kind() != plan::Value::TEMPORARY)
+    bool persistent = isPersistent(v.kind()) || v.has_in_place_of();
+    if (!isPersistent(v.kind()) && v.kind() != plan::Value::INPUT &&
+        v.kind() != plan::Value::TEMPORARY &&
+        v.kind() != plan::Value::HYPERPARAMETER)
       return where(v) + " has an unknown kind";
+    if (v.kind() == plan::Value::HYPERPARAMETER &&
+        (v.name() != "lr" && v.name() != "step"))
+      return where(v) + " is a hyperparameter other than lr and step";
+    if (v.kind() == plan::Value::HYPERPARAMETER &&
+        (!shape.empty() || !isFloat(*dtype)))
+      return where(v) + " must be a floating-point scalar";
     int64_t limit = persistent ? stateSize : arenaSize;
     if (v.offset() < 0 || v.offset() > limit || bytes > limit - v.offset())
       return where(v) + " lies outside its memory (offset " +
              std::to_string(v.offset()) + ", " + std::to_string(bytes) +
              " bytes)";
-    if (persistent) {
+    if (v.has_in_place_of()) {
+      int32_t t = v.in_place_of();
+      if (v.kind() != plan::Value::TEMPORARY || t < 0 || t >= i ||
+          !isPersistent(program->values(t).kind()) ||
+          program->values(t).kind() == plan::Value::CONSTANT ||
+          program->values(t).offset() != v.offset() ||
+          program->values(t).bytes() != bytes || views[t].dtype != *dtype ||
+          views[t].shape != shape)
+        return where(v) + " is not a valid in-place update of value #" +
+               std::to_string(t);
+    }
+    if (isPersistent(v.kind()) && v.kind() != plan::Value::OPTIMIZER_STATE) {
       if (v.data().empty())
         return where(v) + " has no initial data (was the model compiled "
                           "without weights?)";
@@ -175,6 +198,9 @@ std::string Executor::Impl::validate() {
         return where(v) + " has " + std::to_string(v.data().size()) +
                " bytes of data but needs " + std::to_string(bytes);
     }
+    if (v.kind() == plan::Value::OPTIMIZER_STATE && !v.data().empty() &&
+        static_cast<int64_t>(v.data().size()) != bytes)
+      return where(v) + " has initial data of the wrong size";
     views[i] = {*dtype, std::move(shape), nullptr};
     defined[i] = v.kind() != plan::Value::TEMPORARY;
   }
@@ -216,6 +242,19 @@ std::string Executor::Impl::validate() {
       return at + ": " + e;
     steps.push_back(std::move(step));
   }
+  std::vector<bool> updated(n, false);
+  for (int i = 0; i < n; ++i) {
+    const plan::Value &v = program->values(i);
+    if (!v.has_in_place_of())
+      continue;
+    int32_t t = v.in_place_of();
+    if (updated[t])
+      return "value #" + std::to_string(t) + " is updated in place twice";
+    updated[t] = true;
+    if (definedAt[i] < 0 || lastUse[t] > definedAt[i])
+      return "value #" + std::to_string(t) +
+             " is read after it is updated in place";
+  }
   for (const auto &out : program->outputs()) {
     if (out.value() < 0 || out.value() >= n || !defined[out.value()])
       return "output '" + out.name() + "' is not a defined value";
@@ -234,10 +273,11 @@ std::string Executor::Impl::validate() {
   std::vector<Interval> live;
   for (int i = 0; i < n; ++i) {
     const plan::Value &v = program->values(i);
-    if (v.kind() == plan::Value::INPUT)
+    if (v.kind() == plan::Value::INPUT ||
+        v.kind() == plan::Value::HYPERPARAMETER)
       live.push_back(
           {-1, std::max(lastUse[i], 0), v.offset(), v.offset() + v.bytes(), i});
-    else if (v.kind() == plan::Value::TEMPORARY)
+    else if (v.kind() == plan::Value::TEMPORARY && !v.has_in_place_of())
       live.push_back({definedAt[i], std::max(lastUse[i], definedAt[i]),
                       v.offset(), v.offset() + v.bytes(), i});
   }
@@ -249,8 +289,16 @@ std::string Executor::Impl::validate() {
       if (live[a].from <= live[b].to && live[b].from <= live[a].to &&
           live[a].begin < live[a].end && live[b].begin < live[b].end)
         return "the memory plan overlaps values #" +
-               std::to_string(live[a].id) + " and #" +
-               std::to_string(live[b].id) + " while both are live";
+               std::to_string(live[a].id) + " (bytes [" +
+               std::to_string(live[a].begin) + ", " +
+               std::to_string(live[a].end) + "), instructions " +
+               std::to_string(live[a].from) + " to " +
+               std::to_string(live[a].to) + ") and #" +
+               std::to_string(live[b].id) + " (bytes [" +
+               std::to_string(live[b].begin) + ", " +
+               std::to_string(live[b].end) + "), instructions " +
+               std::to_string(live[b].from) + " to " +
+               std::to_string(live[b].to) + ") while both are live";
   return "";
 }
 
@@ -275,13 +323,15 @@ std::unique_ptr<Executor> Executor::create(plan::Plan plan, Backend &backend,
     return nullptr;
   }
   for (const plan::Value &v : impl.program->values()) {
-    bool persistent = v.kind() == plan::Value::PARAMETER ||
-                      v.kind() == plan::Value::BUFFER ||
-                      v.kind() == plan::Value::CONSTANT;
+    bool persistent = isPersistent(v.kind()) || v.has_in_place_of();
     unsigned char *base = persistent ? impl.state->data : impl.arena->data;
     impl.views[v.id()].data = base + v.offset();
-    if (persistent)
+    if (isPersistent(v.kind()))
       std::memcpy(impl.views[v.id()].data, v.data().data(), v.data().size());
+    if (isPersistent(v.kind()) && v.kind() != plan::Value::CONSTANT)
+      exec->stateInfo.push_back({v.name(), v.kind(), v.id()});
+    if (v.kind() == plan::Value::HYPERPARAMETER)
+      impl.hyperIds[v.name()] = v.id();
     if (v.kind() == plan::Value::INPUT) {
       impl.inputIds[v.name()] = v.id();
       exec->inputInfo.push_back(
@@ -439,6 +489,79 @@ TensorView Executor::output(const std::string &name) const {
   if (it == impl->outputIds.end())
     return {};
   return impl->views[it->second];
+}
+
+bool Executor::isTraining() const { return impl->plan.has_training(); }
+
+TensorView Executor::stateTensor(const StateInfo &s) const {
+  return impl->views[s.value];
+}
+
+double Executor::learningRate(int64_t t) const {
+  const plan::Training &training = impl->plan.training();
+  double lr = training.lr();
+  if (training.lr_schedule() != "cosine")
+    return lr;
+  int64_t warmup = training.warmup_steps(), total = training.total_steps();
+  if (t <= warmup && warmup > 0)
+    return lr * static_cast<double>(t) / warmup;
+  double span = static_cast<double>(std::max<int64_t>(total - warmup, 1));
+  double progress = std::clamp((t - warmup) / span, 0.0, 1.0);
+  return training.min_lr() +
+         0.5 * (lr - training.min_lr()) * (1.0 + std::cos(M_PI * progress));
+}
+
+/// Writes a float into a floating-point scalar of any width.
+static void setScalar(const TensorView &v, double x) {
+  switch (v.dtype) {
+  case DType::F32:
+    *v.as<float>() = static_cast<float>(x);
+    break;
+  case DType::F16:
+    *v.as<uint16_t>() = floatToHalf(static_cast<float>(x));
+    break;
+  default:
+    *v.as<uint16_t>() = floatToBf16(static_cast<float>(x));
+    break;
+  }
+}
+
+static double getScalar(const TensorView &v) {
+  switch (v.dtype) {
+  case DType::F32:
+    return *v.as<float>();
+  case DType::F16:
+    return halfToFloat(*v.as<uint16_t>());
+  case DType::BF16:
+    return bf16ToFloat(*v.as<uint16_t>());
+  default:
+    return 0;
+  }
+}
+
+bool Executor::trainStep(std::string &error, TraceWriter *trace, double &loss,
+                         double &lr) {
+  if (!isTraining()) {
+    error = "the plan is not a training step; compile it with --train";
+    return false;
+  }
+  int64_t t = steps + 1;
+  lr = learningRate(t);
+  auto lrIt = impl->hyperIds.find("lr"), stepIt = impl->hyperIds.find("step");
+  if (lrIt != impl->hyperIds.end())
+    setScalar(impl->views[lrIt->second], lr);
+  if (stepIt != impl->hyperIds.end())
+    setScalar(impl->views[stepIt->second], static_cast<double>(t));
+  if (!run(error, trace))
+    return false;
+  TensorView lossView = output("loss");
+  if (!lossView.data || lossView.numElements() != 1) {
+    error = "the training plan has no scalar output 'loss'";
+    return false;
+  }
+  loss = getScalar(lossView);
+  steps = t;
+  return true;
 }
 
 int64_t Executor::arenaBytes() const { return impl->program->arena_bytes(); }

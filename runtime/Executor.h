@@ -42,6 +42,14 @@ struct IOInfo {
   Shape shape;
 };
 
+/// A persistent tensor a checkpoint holds: a parameter, a buffer or an
+/// optimizer state (`kind` is the plan::Value kind).
+struct StateInfo {
+  std::string name;
+  int kind;
+  int32_t value;
+};
+
 class Executor {
 public:
   /// Validates `plan` for `backend` and allocates its memory; nullptr and
@@ -69,6 +77,22 @@ public:
   /// The named output of the last step (valid until the next run).
   TensorView output(const std::string &name) const;
 
+  //===--- Training ---------------------------------------------------===//
+
+  /// Whether the plan is a training step (it has a `Training` config).
+  bool isTraining() const;
+  /// Training steps taken so far (restored by a checkpoint).
+  int64_t stepsTaken() const { return steps; }
+  void setStepsTaken(int64_t n) { steps = n; }
+  /// The learning rate of step `t` (1-based) under the plan's schedule.
+  double learningRate(int64_t t) const;
+  /// Sets lr and step for the next step, runs it, and returns its loss.
+  bool trainStep(std::string &error, TraceWriter *trace, double &loss,
+                 double &lr);
+  /// Parameters, buffers and optimizer state, and their storage.
+  const std::vector<StateInfo> &state() const { return stateInfo; }
+  TensorView stateTensor(const StateInfo &s) const;
+
   int64_t arenaBytes() const;
   int64_t stateBytes() const;
 
@@ -77,6 +101,8 @@ private:
   struct Impl;
   std::unique_ptr<Impl> impl;
   std::vector<IOInfo> inputInfo, outputInfo;
+  std::vector<StateInfo> stateInfo;
+  int64_t steps = 0;
 };
 
 } // namespace loom::rt

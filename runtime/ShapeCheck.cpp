@@ -279,13 +279,13 @@ std::string concat(const Attrs &a, const std::vector<TypeRef> &ops,
   return expectResult(res[0], ops[0].dtype, out);
 }
 
-std::string slice(const Attrs &a, const std::vector<TypeRef> &ops,
-                  const std::vector<TypeRef> &res) {
-  if (auto e = expectCounts(ops, res, 1, 1); !e.empty())
-    return e;
-  const Shape &in = *ops[0].shape;
-  std::vector<int64_t> starts = a.getInts("starts"), sizes = a.getInts("sizes"),
-                       strides = a.getInts("strides");
+/// "" if a slice of `in` with these starts, sizes and strides stays inside
+/// it, else what is wrong (slice reads there, slice_grad writes there:
+/// `outside` says which).
+std::string sliceWindow(const Shape &in, const std::vector<int64_t> &starts,
+                        const std::vector<int64_t> &sizes,
+                        const std::vector<int64_t> &strides,
+                        const char *outside) {
   if (starts.size() != in.size() || sizes.size() != in.size() ||
       strides.size() != in.size())
     return "starts, sizes and strides need one entry per dimension";
@@ -297,9 +297,20 @@ std::string slice(const Attrs &a, const std::vector<TypeRef> &ops,
     int64_t last;
     if (!mulAdd(sizes[d] - 1, strides[d], starts[d], last) || starts[d] < 0 ||
         starts[d] >= in[d] || last < 0 || last >= in[d])
-      return "slice of dimension " + std::to_string(d) +
-             " reads outside the input";
+      return "slice of dimension " + std::to_string(d) + " " + outside;
   }
+  return "";
+}
+
+std::string slice(const Attrs &a, const std::vector<TypeRef> &ops,
+                  const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 1, 1); !e.empty())
+    return e;
+  std::vector<int64_t> sizes = a.getInts("sizes");
+  if (auto e = sliceWindow(*ops[0].shape, a.getInts("starts"), sizes,
+                           a.getInts("strides"), "reads outside the input");
+      !e.empty())
+    return e;
   return expectResult(res[0], ops[0].dtype, Shape(sizes.begin(), sizes.end()));
 }
 
@@ -317,43 +328,51 @@ bool windowAttrs(const Attrs &a, std::vector<int64_t> &strides,
   return true;
 }
 
-std::string conv2d(const Attrs &a, const std::vector<TypeRef> &ops,
-                   const std::vector<TypeRef> &res) {
-  if (auto e = expectCounts(ops, res, 2, 3); !e.empty())
-    return e;
-  const Shape &in = *ops[0].shape, &w = *ops[1].shape;
+/// The conv2d result shape for input `in` and weight `w` (one element
+/// type), or what is wrong.
+std::string convShape(const Attrs &a, const TypeRef &in, const TypeRef &w,
+                      Shape &out) {
+  const Shape &x = *in.shape, &k = *w.shape;
   std::vector<int64_t> strides, padding, dilations;
   int64_t groups = a.getInt("groups", 1);
-  if (in.size() != 4 || w.size() != 4 ||
+  if (x.size() != 4 || k.size() != 4 ||
       !windowAttrs(a, strides, padding, dilations) || groups < 1 ||
-      in[1] % groups || w[0] % groups || w[1] != in[1] / groups ||
-      ops[1].dtype != ops[0].dtype)
+      x[1] % groups || k[0] % groups || k[1] != x[1] / groups ||
+      w.dtype != in.dtype)
     return "input, weight, groups or window attributes do not fit";
-  if (ops.size() == 3)
-    if (auto e = paramsOf(ops, 2, {w[0]}); !e.empty())
-      return e;
-  Shape out{in[0], w[0]};
+  out = {x[0], k[0]};
   for (int i = 0; i < 2; ++i) {
-    int64_t o = windowOut(in[2 + i], w[2 + i], strides[i], padding[i],
+    int64_t o = windowOut(x[2 + i], k[2 + i], strides[i], padding[i],
                           padding[i + 2], dilations[i], false);
     if (o < 1)
       return "the kernel does not fit the input";
     out.push_back(o);
   }
+  return "";
+}
+
+std::string conv2d(const Attrs &a, const std::vector<TypeRef> &ops,
+                   const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 2, 3); !e.empty())
+    return e;
+  Shape out;
+  if (auto e = convShape(a, ops[0], ops[1], out); !e.empty())
+    return e;
+  if (ops.size() == 3)
+    if (auto e = paramsOf(ops, 2, {(*ops[1].shape)[0]}); !e.empty())
+      return e;
   return expectResult(res[0], ops[0].dtype, out);
 }
 
-std::string pool2d(const Attrs &a, const std::vector<TypeRef> &ops,
-                   const std::vector<TypeRef> &res) {
-  if (auto e = expectCounts(ops, res, 1, 1); !e.empty())
-    return e;
-  const Shape &in = *ops[0].shape;
+/// The max_pool2d / avg_pool2d result shape for input `in`, or what is
+/// wrong.
+std::string poolShape(const Attrs &a, const Shape &in, Shape &out) {
   std::vector<int64_t> kernel = a.getInts("kernel"), strides, padding,
                        dilations;
   if (in.size() != 4 || kernel.size() != 2 ||
       !windowAttrs(a, strides, padding, dilations))
     return "input must be NCHW with 2-D window attributes";
-  Shape out{in[0], in[1]};
+  out = {in[0], in[1]};
   for (int i = 0; i < 2; ++i) {
     int64_t o = windowOut(in[2 + i], kernel[i], strides[i], padding[i],
                           padding[i + 2], dilations[i], a.getBool("ceil_mode"));
@@ -362,6 +381,16 @@ std::string pool2d(const Attrs &a, const std::vector<TypeRef> &ops,
       return "the window does not fit the input";
     out.push_back(o);
   }
+  return "";
+}
+
+std::string pool2d(const Attrs &a, const std::vector<TypeRef> &ops,
+                   const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 1, 1); !e.empty())
+    return e;
+  Shape out;
+  if (auto e = poolShape(a, *ops[0].shape, out); !e.empty())
+    return e;
   return expectResult(res[0], ops[0].dtype, out);
 }
 
@@ -383,6 +412,218 @@ std::string mse(const Attrs &, const std::vector<TypeRef> &ops,
   if (*ops[0].shape != *ops[1].shape || ops[0].dtype != ops[1].dtype)
     return "prediction and target must have the same type";
   return expectResult(res[0], ops[0].dtype, {});
+}
+
+//===----------------------------------------------------------------------===//
+// Training ops (dialects/LoomTrainOps.td)
+//===----------------------------------------------------------------------===//
+
+bool isIndex(DType dtype) { return dtype == DType::I32 || dtype == DType::I64; }
+
+std::string typeName(DType dtype, const Shape &shape) {
+  return dtypeName(dtype) + formatShape(shape);
+}
+
+/// "" if `t` is `dtype` with `shape`, else an error naming `what`.
+std::string expectType(const char *what, const TypeRef &t, DType dtype,
+                       const Shape &shape) {
+  if (t.dtype == dtype && *t.shape == shape)
+    return "";
+  return std::string(what) + " is " + typeName(t.dtype, *t.shape) +
+         ", expected " + typeName(dtype, shape);
+}
+
+std::string expectFloat(const char *what, const TypeRef &t) {
+  if (isFloat(t.dtype))
+    return "";
+  return std::string(what) + " must be a float tensor, not " +
+         dtypeName(t.dtype);
+}
+
+/// The gradient `grad` must have the type of the forward result `forward`
+/// of element type `dtype`.
+std::string expectGrad(const TypeRef &grad, DType dtype, const Shape &forward,
+                       const char *of) {
+  if (grad.dtype == dtype && *grad.shape == forward)
+    return "";
+  return "grad is " + typeName(grad.dtype, *grad.shape) + " but " + of +
+         " gives " + typeName(dtype, forward);
+}
+
+/// relu_grad, gelu_grad: input and grad of one float type, the result's.
+std::string activationGrad(const Attrs &, const std::vector<TypeRef> &ops,
+                           const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 2, 2); !e.empty())
+    return e;
+  if (auto e = expectFloat("input", ops[0]); !e.empty())
+    return e;
+  if (auto e = expectType("grad", ops[1], ops[0].dtype, *ops[0].shape);
+      !e.empty())
+    return e;
+  return expectResult(res[0], ops[0].dtype, *ops[0].shape);
+}
+
+std::string layerNormGrad(const Attrs &a, const std::vector<TypeRef> &ops,
+                          const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 3, 3, 3); !e.empty())
+    return e;
+  const Shape &in = *ops[0].shape;
+  DType dtype = ops[0].dtype;
+  int64_t axis = a.getInt("axis");
+  if (!inRange(axis, in.size()))
+    return "axis is out of range";
+  Shape param(in.begin() + axis, in.end());
+  for (auto e :
+       {expectFloat("input", ops[0]), expectType("scale", ops[1], dtype, param),
+        expectType("grad", ops[2], dtype, in),
+        expectType("input_grad", res[0], dtype, in),
+        expectType("scale_grad", res[1], dtype, param),
+        expectType("bias_grad", res[2], dtype, param)})
+    if (!e.empty())
+      return e;
+  return "";
+}
+
+std::string gatherGrad(const Attrs &a, const std::vector<TypeRef> &ops,
+                       const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 2, 2); !e.empty())
+    return e;
+  const Shape &out = *res[0].shape;
+  int64_t axis = a.getInt("axis");
+  if (!inRange(axis, out.size()) || !isIndex(ops[0].dtype))
+    return "axis out of range or indices not integers";
+  if (auto e = expectFloat("result", res[0]); !e.empty())
+    return e;
+  Shape grad(out.begin(), out.begin() + axis);
+  grad.insert(grad.end(), ops[0].shape->begin(), ops[0].shape->end());
+  grad.insert(grad.end(), out.begin() + axis + 1, out.end());
+  return expectGrad(ops[1], res[0].dtype, grad, "gather of the result");
+}
+
+std::string sliceGrad(const Attrs &a, const std::vector<TypeRef> &ops,
+                      const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 1, 1); !e.empty())
+    return e;
+  if (auto e = expectFloat("result", res[0]); !e.empty())
+    return e;
+  if (ops[0].dtype != res[0].dtype)
+    return "grad must have the result's element type";
+  const Shape &sizes = *ops[0].shape;
+  return sliceWindow(*res[0].shape, a.getInts("starts"), sizes,
+                     a.getInts("strides"), "writes outside the result");
+}
+
+std::string crossEntropyGrad(const Attrs &, const std::vector<TypeRef> &ops,
+                             const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 3, 3); !e.empty())
+    return e;
+  const Shape &l = *ops[0].shape, &y = *ops[1].shape;
+  if (l.size() != 2 || y.size() != 1 || l[0] != y[0] || !isIndex(ops[1].dtype))
+    return "logits must be [N, C] and labels [N] integers";
+  if (auto e = expectFloat("logits", ops[0]); !e.empty())
+    return e;
+  if (auto e = expectType("grad", ops[2], ops[0].dtype, {}); !e.empty())
+    return e;
+  return expectResult(res[0], ops[0].dtype, l);
+}
+
+/// conv2d_grad_input(grad, weight) -> input-shaped result.
+std::string convGradInput(const Attrs &a, const std::vector<TypeRef> &ops,
+                          const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 2, 2); !e.empty())
+    return e;
+  if (auto e = expectFloat("result", res[0]); !e.empty())
+    return e;
+  Shape out;
+  if (auto e = convShape(a, res[0], ops[1], out); !e.empty())
+    return e;
+  return expectGrad(ops[0], res[0].dtype, out, "conv2d of the result");
+}
+
+/// conv2d_grad_weight(input, grad) -> weight-shaped result.
+std::string convGradWeight(const Attrs &a, const std::vector<TypeRef> &ops,
+                           const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 2, 2); !e.empty())
+    return e;
+  if (auto e = expectFloat("input", ops[0]); !e.empty())
+    return e;
+  Shape out;
+  if (auto e = convShape(a, ops[0], res[0], out); !e.empty())
+    return e;
+  return expectGrad(ops[1], ops[0].dtype, out, "conv2d with the result");
+}
+
+/// max_pool2d_grad(input, grad) -> input-typed result.
+std::string maxPoolGrad(const Attrs &a, const std::vector<TypeRef> &ops,
+                        const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 2, 2); !e.empty())
+    return e;
+  if (auto e = expectFloat("input", ops[0]); !e.empty())
+    return e;
+  Shape out;
+  if (auto e = poolShape(a, *ops[0].shape, out); !e.empty())
+    return e;
+  if (auto e = expectGrad(ops[1], ops[0].dtype, out, "max_pool2d of the input");
+      !e.empty())
+    return e;
+  return expectResult(res[0], ops[0].dtype, *ops[0].shape);
+}
+
+/// avg_pool2d_grad(grad) -> pooled-input-shaped result.
+std::string avgPoolGrad(const Attrs &a, const std::vector<TypeRef> &ops,
+                        const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 1, 1); !e.empty())
+    return e;
+  if (auto e = expectFloat("result", res[0]); !e.empty())
+    return e;
+  Shape out;
+  if (auto e = poolShape(a, *res[0].shape, out); !e.empty())
+    return e;
+  return expectGrad(ops[0], res[0].dtype, out, "avg_pool2d of the result");
+}
+
+/// An optimizer update: `tensors` operands of one float type (param first),
+/// then `scalars` rank-0 operands of its element type (lr, step), and
+/// `results` results of param's type.
+std::string update(const std::vector<TypeRef> &ops,
+                   const std::vector<TypeRef> &res, size_t tensors,
+                   size_t scalars, size_t results) {
+  if (auto e =
+          expectCounts(ops, res, tensors + scalars, tensors + scalars, results);
+      !e.empty())
+    return e;
+  if (auto e = expectFloat("param", ops[0]); !e.empty())
+    return e;
+  DType dtype = ops[0].dtype;
+  const Shape &shape = *ops[0].shape;
+  for (size_t i = 1; i < tensors; ++i)
+    if (auto e = expectType(("operand #" + std::to_string(i)).c_str(), ops[i],
+                            dtype, shape);
+        !e.empty())
+      return e;
+  for (size_t i = tensors; i < ops.size(); ++i)
+    if (auto e = expectType(i == tensors ? "lr" : "step", ops[i], dtype, {});
+        !e.empty())
+      return e;
+  for (const TypeRef &r : res)
+    if (auto e = expectResult(r, dtype, shape); !e.empty())
+      return e;
+  return "";
+}
+
+std::string sgdUpdate(const Attrs &, const std::vector<TypeRef> &ops,
+                      const std::vector<TypeRef> &res) {
+  return update(ops, res, 2, 1, 1);
+}
+
+std::string momentumUpdate(const Attrs &, const std::vector<TypeRef> &ops,
+                           const std::vector<TypeRef> &res) {
+  return update(ops, res, 3, 1, 2);
+}
+
+std::string adamUpdate(const Attrs &, const std::vector<TypeRef> &ops,
+                       const std::vector<TypeRef> &res) {
+  return update(ops, res, 4, 2, 3);
 }
 
 const std::map<std::string, Check> &rules() {
@@ -422,6 +663,19 @@ const std::map<std::string, Check> &rules() {
       {"avg_pool2d", pool2d},
       {"softmax_cross_entropy", crossEntropy},
       {"mse_loss", mse},
+      {"relu_grad", activationGrad},
+      {"gelu_grad", activationGrad},
+      {"layer_norm_grad", layerNormGrad},
+      {"gather_grad", gatherGrad},
+      {"slice_grad", sliceGrad},
+      {"softmax_cross_entropy_grad", crossEntropyGrad},
+      {"conv2d_grad_input", convGradInput},
+      {"conv2d_grad_weight", convGradWeight},
+      {"max_pool2d_grad", maxPoolGrad},
+      {"avg_pool2d_grad", avgPoolGrad},
+      {"sgd_update", sgdUpdate},
+      {"momentum_update", momentumUpdate},
+      {"adam_update", adamUpdate},
   };
   return table;
 }

@@ -25,6 +25,8 @@ int reportError(const llvm::Twine &message);
 std::optional<int> runFrontEndCommand();
 /// `loom run` (RunCommand.cpp).
 std::optional<int> runRunCommand();
+/// `loom export` (ExportCommand.cpp).
+std::optional<int> runExportCommand();
 
 } // namespace loom::driver
 

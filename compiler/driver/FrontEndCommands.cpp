@@ -77,6 +77,57 @@ cl::opt<bool> fuse(
 cl::opt<std::string> planOutput("o", cl::desc("The plan file to write"),
                                 cl::value_desc("MODEL.plan"), cl::Required,
                                 cl::sub(compileCmd), cl::cat(loomCategory()));
+cl::OptionCategory &trainCategory() {
+  static cl::OptionCategory category("Training (loom compile --train)");
+  return category;
+}
+cl::opt<bool> train("train",
+                    cl::desc("Compile a training step: loss, backward and "
+                             "optimizer update"),
+                    cl::sub(compileCmd), cl::cat(trainCategory()));
+cl::opt<std::string> lossFlag("loss", cl::desc("cross_entropy or mse"),
+                              cl::init("cross_entropy"), cl::sub(compileCmd),
+                              cl::cat(trainCategory()));
+cl::opt<std::string> optimizerFlag("optimizer",
+                                   cl::desc("sgd, momentum, adam or adamw"),
+                                   cl::init("adamw"), cl::sub(compileCmd),
+                                   cl::cat(trainCategory()));
+cl::opt<double> lrFlag("lr", cl::desc("Learning rate"), cl::init(1e-3),
+                       cl::sub(compileCmd), cl::cat(trainCategory()));
+cl::opt<double> momentumFlag("momentum", cl::desc("Momentum (momentum)"),
+                             cl::init(0.9), cl::sub(compileCmd),
+                             cl::cat(trainCategory()));
+cl::opt<bool> nesterovFlag("nesterov", cl::desc("Nesterov momentum"),
+                           cl::sub(compileCmd), cl::cat(trainCategory()));
+cl::opt<double> beta1Flag("beta1", cl::desc("Adam beta1"), cl::init(0.9),
+                          cl::sub(compileCmd), cl::cat(trainCategory()));
+cl::opt<double> beta2Flag("beta2", cl::desc("Adam beta2"), cl::init(0.999),
+                          cl::sub(compileCmd), cl::cat(trainCategory()));
+cl::opt<double> epsFlag("eps", cl::desc("Adam epsilon"), cl::init(1e-8),
+                        cl::sub(compileCmd), cl::cat(trainCategory()));
+cl::opt<double> weightDecayFlag("weight-decay",
+                                cl::desc("Weight decay (decoupled for adamw)"),
+                                cl::init(0.0), cl::sub(compileCmd),
+                                cl::cat(trainCategory()));
+cl::opt<int64_t> ignoreIndexFlag("ignore-index",
+                                 cl::desc("Labels cross_entropy ignores"),
+                                 cl::init(-100), cl::sub(compileCmd),
+                                 cl::cat(trainCategory()));
+cl::opt<std::string> scheduleFlag("lr-schedule",
+                                  cl::desc("constant, or cosine (linear "
+                                           "warm-up, then cosine decay)"),
+                                  cl::init("constant"), cl::sub(compileCmd),
+                                  cl::cat(trainCategory()));
+cl::opt<int64_t> warmupFlag("warmup-steps", cl::desc("Warm-up steps (cosine)"),
+                            cl::init(0), cl::sub(compileCmd),
+                            cl::cat(trainCategory()));
+cl::opt<int64_t> totalStepsFlag("total-steps",
+                                cl::desc("Steps of the cosine schedule"),
+                                cl::init(1000), cl::sub(compileCmd),
+                                cl::cat(trainCategory()));
+cl::opt<double> minLrFlag("min-lr", cl::desc("Final learning rate (cosine)"),
+                          cl::init(0.0), cl::sub(compileCmd),
+                          cl::cat(trainCategory()));
 
 /// Parses "NAME=VALUE" into its two halves.
 bool splitAssignment(StringRef text, StringRef &name, StringRef &value) {
@@ -205,10 +256,47 @@ int runCompile() {
     return exitCode;
   if (failed(runCleanup(*module)))
     return reportError("the clean-up passes failed");
+  if (train) {
+    if (scheduleFlag != "constant" && scheduleFlag != "cosine")
+      return reportError("--lr-schedule must be constant or cosine");
+    if (!(lrFlag > 0))
+      return reportError("--lr must be positive");
+    BuildTrainingGraphOptions options;
+    options.loss = lossFlag;
+    options.optimizer = optimizerFlag;
+    options.momentum = momentumFlag;
+    options.nesterov = nesterovFlag;
+    options.beta1 = beta1Flag;
+    options.beta2 = beta2Flag;
+    options.epsilon = epsFlag;
+    options.weightDecay = weightDecayFlag;
+    options.ignoreIndex = ignoreIndexFlag;
+    PassManager pm(&context);
+    pm.addPass(createBuildTrainingGraph(options));
+    pm.addPass(createCSEPass());
+    std::string diagnostics;
+    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
+      diagnostics += d.str() + "\n";
+      return success();
+    });
+    if (failed(pm.run(*module)))
+      return reportError(modelPath +
+                         ": cannot build the training step: " + diagnostics);
+  }
   std::string error;
   std::optional<plan::Plan> plan = emitPlan(*module, error);
   if (!plan)
     return reportError(modelPath + ": " + error);
+  if (train) {
+    plan::Training *t = plan->mutable_training();
+    t->set_loss(lossFlag);
+    t->set_optimizer(optimizerFlag);
+    t->set_lr(lrFlag);
+    t->set_lr_schedule(scheduleFlag);
+    t->set_warmup_steps(warmupFlag);
+    t->set_total_steps(totalStepsFlag);
+    t->set_min_lr(minLrFlag);
+  }
   std::string bytes;
   if (!plan->SerializeToString(&bytes))
     return reportError("cannot serialise the plan");
@@ -218,10 +306,12 @@ int runCompile() {
   output->os() << bytes;
   output->keep();
   const plan::Program &program = plan->stages(0).program();
-  outs() << "loom: compiled " << modelPath << " into " << planOutput << ": "
-         << program.instructions_size() << " instructions, "
-         << program.state_bytes() << " bytes of parameters and constants, "
-         << program.arena_bytes() << " bytes of activations\n";
+  outs() << "loom: compiled " << modelPath
+         << (train ? " (training step, " + optimizerFlag + ")" : "") << " into "
+         << planOutput << ": " << program.instructions_size()
+         << " instructions, " << program.state_bytes()
+         << " bytes of parameters and constants, " << program.arena_bytes()
+         << " bytes of activations\n";
   return 0;
 }
 

@@ -37,12 +37,8 @@ cl::SubCommand simulateCmd("simulate",
 cl::SubCommand calibrateCmd("calibrate",
                             "Measure a hardware profile of this machine "
                             "[not implemented yet]");
-cl::SubCommand exportCmd("export",
-                         "Write trained weights back into an ONNX model "
-                         "[not implemented yet]");
 cl::list<std::string> plannedArgs(cl::Sink, cl::sub(explainCmd),
-                                  cl::sub(simulateCmd), cl::sub(calibrateCmd),
-                                  cl::sub(exportCmd));
+                                  cl::sub(simulateCmd), cl::sub(calibrateCmd));
 
 } // namespace
 
@@ -56,15 +52,19 @@ int loomMain(int argc, char **argv) {
       "Loom: an auto-parallel compiler for deep-learning training\n\n"
       "  loom import MODEL.onnx [-o OUT.mlir] [--batch N]\n"
       "  loom compile MODEL.onnx -o MODEL.plan [--batch N]\n"
+      "  loom compile MODEL.onnx --train --optimizer adamw --lr 1e-3 ...\n"
       "  loom run MODEL.plan [--inputs NAME=FILE,...] [--outputs DIR]\n"
-      "  loom explain | simulate | calibrate | export   not implemented yet\n\n"
+      "  loom run TRAIN.plan --steps N --data ... [--save DIR] [--resume DIR]\n"
+      "  loom export TRAIN.plan --checkpoint DIR -o TRAINED.onnx\n"
+      "  loom explain | simulate | calibrate   not implemented yet\n\n"
       "Run `loom SUBCOMMAND --help` for a subcommand's options.\n");
   if (std::optional<int> rc = runFrontEndCommand())
     return *rc;
   if (std::optional<int> rc = runRunCommand())
     return *rc;
-  for (cl::SubCommand *planned :
-       {&explainCmd, &simulateCmd, &calibrateCmd, &exportCmd})
+  if (std::optional<int> rc = runExportCommand())
+    return *rc;
+  for (cl::SubCommand *planned : {&explainCmd, &simulateCmd, &calibrateCmd})
     if (*planned) {
       WithColor::error(errs(), "loom")
           << "'loom " << planned->getName()

@@ -207,7 +207,7 @@ plan::Value *Emitter::addValue(Value v, plan::Value::Kind kind,
     pv->mutable_layout()->add_dims();
   pv->set_bytes(type.getNumElements() * elementBytes(*dtype));
   if (kind == plan::Value::PARAMETER || kind == plan::Value::BUFFER ||
-      kind == plan::Value::CONSTANT) {
+      kind == plan::Value::CONSTANT || kind == plan::Value::OPTIMIZER_STATE) {
     pv->set_offset(stateBytes);
     stateBytes += alignUp(std::max<int64_t>(pv->bytes(), 1));
   }
@@ -256,6 +256,14 @@ std::optional<plan::Plan> Emitter::run(ModuleOp module) {
                    i, LoomDialect::kBufferAttrName)) {
       kind = plan::Value::BUFFER;
       name = buffer;
+    } else if (auto state = func.getArgAttrOfType<StringAttr>(
+                   i, LoomDialect::kStateAttrName)) {
+      kind = plan::Value::OPTIMIZER_STATE;
+      name = state;
+    } else if (auto hyper = func.getArgAttrOfType<StringAttr>(
+                   i, LoomDialect::kHyperAttrName)) {
+      kind = plan::Value::HYPERPARAMETER;
+      name = hyper;
     }
     plan::Value *pv = addValue(arg, kind, func);
     if (!pv)
@@ -290,6 +298,19 @@ std::optional<plan::Plan> Emitter::run(ModuleOp module) {
     }
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+        // Updated state is stored in place of the argument it replaces.
+        if (auto of = func.getResultAttrOfType<IntegerAttr>(
+                i, LoomDialect::kUpdatesAttrName)) {
+          int32_t target = ids.lookup(func.getArgument(of.getInt()));
+          plan::Value *pv = program->mutable_values(ids.lookup(v));
+          if (pv->kind() != plan::Value::TEMPORARY || pv->has_in_place_of()) {
+            fail(&op, "result #" + Twine(i) +
+                          " must be a fresh value to update an argument");
+            return std::nullopt;
+          }
+          pv->set_in_place_of(target);
+          continue;
+        }
         plan::Program::Output *out = program->add_outputs();
         auto name = func.getResultAttrOfType<StringAttr>(
             i, LoomDialect::kOutputAttrName);
@@ -335,23 +356,44 @@ std::optional<plan::Plan> Emitter::run(ModuleOp module) {
       lastUse[id] = i;
   for (const auto &out : program->outputs())
     lastUse[out.value()] = n;
+  std::vector<int> definedAt(program->values_size(), -1);
+  for (int i = 0; i < n; ++i)
+    for (int32_t id : program->instructions(i).results())
+      definedAt[id] = i;
+  // An in-place update must be the last reader of what it replaces.
+  for (plan::Value &v : *program->mutable_values()) {
+    if (!v.has_in_place_of())
+      continue;
+    const plan::Value &target = program->values(v.in_place_of());
+    if (lastUse[target.id()] > definedAt[v.id()]) {
+      error = "'" + target.name() +
+              "' is read after the instruction that updates it in place";
+      return std::nullopt;
+    }
+    v.set_offset(target.offset());
+  }
   ArenaAllocator arena;
   for (plan::Value &v : *program->mutable_values())
-    if (v.kind() == plan::Value::INPUT)
+    if (v.kind() == plan::Value::INPUT ||
+        v.kind() == plan::Value::HYPERPARAMETER)
       v.set_offset(arena.allocate(v.bytes()));
+  auto inArena = [&](int32_t id) {
+    return !program->values(id).has_in_place_of();
+  };
   for (int i = 0; i < n; ++i) {
     const plan::Instruction &inst = program->instructions(i);
     for (int32_t id : inst.results())
-      program->mutable_values(id)->set_offset(
-          arena.allocate(program->values(id).bytes()));
+      if (inArena(id))
+        program->mutable_values(id)->set_offset(
+            arena.allocate(program->values(id).bytes()));
     for (int32_t id : inst.results())
-      if (lastUse[id] < 0) // never used: free right away
+      if (lastUse[id] < 0 && inArena(id)) // never used: free right away
         arena.release(program->values(id).offset(),
                       program->values(id).bytes());
     std::vector<int32_t> dying;
     for (int32_t id : inst.operands())
       if (lastUse[id] == i &&
-          program->values(id).kind() == plan::Value::TEMPORARY &&
+          program->values(id).kind() == plan::Value::TEMPORARY && inArena(id) &&
           !llvm::is_contained(dying, id))
         dying.push_back(id);
     for (int32_t id : dying)

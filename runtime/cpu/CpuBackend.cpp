@@ -1,6 +1,7 @@
 //===- CpuBackend.cpp - The CPU backend: kernel registry and threading ----===//
 
 #include "runtime/cpu/CpuContext.h"
+#include "runtime/cpu/TrainKernels.h"
 
 #include <omp.h>
 
@@ -32,8 +33,15 @@ public:
     cpu::registerDataMovementKernels(table);
     cpu::registerPoolingKernels(table);
     cpu::registerLossKernels(table);
-    for (auto &[op, entry] : table)
-      kernels.emplace(op, wrap(op, std::move(entry)));
+    cpu::ResultCounts results;
+    cpu::registerGradKernels(table, results);
+    cpu::registerConvPoolGradKernels(table, results);
+    cpu::registerOptimizerKernels(table, results);
+    for (auto &[op, entry] : table) {
+      auto count = results.find(op);
+      kernels.emplace(op, wrap(op, std::move(entry),
+                               count == results.end() ? 1 : count->second));
+    }
   }
 
   std::string name() const override { return "cpu"; }
@@ -59,17 +67,20 @@ public:
   CpuContext &context() { return *ctx; }
 
 private:
-  /// The executor-facing kernel: checks the operand counts, applies the
-  /// thread count on the calling thread (OpenMP's is per thread), and turns
-  /// exceptions into error strings.
-  KernelFn wrap(const std::string &op, KernelEntry entry) {
+  /// The executor-facing kernel: checks the operand and result counts,
+  /// applies the thread count on the calling thread (OpenMP's is per
+  /// thread), and turns exceptions into error strings.
+  KernelFn wrap(const std::string &op, KernelEntry entry, int outputs) {
     CpuContext *context = ctx.get();
-    return [context, op, entry = std::move(entry)](const KernelArgs &args) {
+    return [context, op, outputs,
+            entry = std::move(entry)](const KernelArgs &args) {
       int inputs = static_cast<int>(args.inputs.size());
       if (inputs < entry.minInputs || inputs > entry.maxInputs ||
-          args.outputs.size() != 1)
+          args.outputs.size() != static_cast<size_t>(outputs))
         return "cpu kernel '" + op + "' expects " + arity(entry) +
-               " inputs and 1 output, got " + std::to_string(inputs) + " and " +
+               " inputs and " + std::to_string(outputs) +
+               (outputs == 1 ? " output" : " outputs") + ", got " +
+               std::to_string(inputs) + " and " +
                std::to_string(args.outputs.size());
       int threads = context->numThreads;
       if (omp_get_max_threads() != threads)

@@ -14,11 +14,13 @@
 namespace loom::rt::test {
 namespace {
 
-/// The op names (without `loom.`) that LoomOps.td defines.
+/// The op names (without `loom.`) that LoomOps.td and LoomTrainOps.td define.
 std::set<std::string> dialectOps() {
-  std::ifstream file(std::string(LOOM_SOURCE_DIR) + "/dialects/LoomOps.td");
   std::stringstream text;
-  text << file.rdbuf();
+  for (const char *name : {"LoomOps.td", "LoomTrainOps.td"}) {
+    std::ifstream file(std::string(LOOM_SOURCE_DIR) + "/dialects/" + name);
+    text << file.rdbuf() << "\n";
+  }
   std::string td = text.str();
   // Matches `def Loom_<Name> : Loom_<Class><"mnemonic"`, across newlines.
   std::set<std::string> ops;

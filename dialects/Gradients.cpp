@@ -1,0 +1,525 @@
+//===- Gradients.cpp - The gradient rule of every differentiable op -------===//
+//
+// Each op's GradientOpInterface::emitGradient: reverse-mode rules written
+// with loom ops, so that the backward graph is itself a loom graph that
+// later passes shard, cost and partition like the forward one. Rules that
+// forward ops cannot express use the gradient ops of LoomTrainOps.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/LoomDialect.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// Small helpers to write rules as arithmetic.
+struct Emitter {
+  OpBuilder &b;
+  Location loc;
+
+  Value scalar(Value like, double v) {
+    Type element = typeOf(like).getElementType();
+    auto type = RankedTensorType::get({}, element);
+    return ConstantOp::create(
+        b, loc, DenseElementsAttr::get(type, b.getFloatAttr(element, v)));
+  }
+  Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return SubOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return MulOp::create(b, loc, x, y); }
+  Value div(Value x, Value y) { return DivOp::create(b, loc, x, y); }
+  Value neg(Value x) { return NegOp::create(b, loc, x); }
+  Value exp(Value x) { return ExpOp::create(b, loc, x); }
+  Value log(Value x) { return LogOp::create(b, loc, x); }
+  Value reshape(Value x, ArrayRef<int64_t> shape) {
+    if (typeOf(x).getShape() == shape)
+      return x;
+    return ReshapeOp::create(
+        b, loc, RankedTensorType::get(shape, typeOf(x).getElementType()), x);
+  }
+  Value reduceSum(Value x, ArrayRef<int64_t> axes, bool keep) {
+    if (axes.empty())
+      return x;
+    return ReduceSumOp::create(b, loc, x, b.getDenseI64ArrayAttr(axes),
+                               keep ? b.getUnitAttr() : UnitAttr());
+  }
+  /// Sums `grad` down to `target`'s shape, undoing numpy broadcasting.
+  Value unbroadcast(Value grad, RankedTensorType target) {
+    ArrayRef<int64_t> g = typeOf(grad).getShape(), t = target.getShape();
+    if (g == t)
+      return grad;
+    int64_t lead = g.size() - t.size();
+    SmallVector<int64_t> axes;
+    for (int64_t d = 0; d < static_cast<int64_t>(g.size()); ++d)
+      if (d < lead || (t[d - lead] == 1 && g[d] != 1))
+        axes.push_back(d);
+    return reshape(reduceSum(grad, axes, /*keep=*/true), t);
+  }
+  /// `grad`, shaped like a keep_dims reduction of `input`, spread back.
+  Value spread(Value grad, RankedTensorType input, ArrayRef<int64_t> axes) {
+    SmallVector<int64_t> kept(input.getShape());
+    for (int64_t a : axes)
+      kept[a] = 1;
+    Value r = reshape(grad, kept);
+    if (ArrayRef<int64_t>(kept) == input.getShape())
+      return r;
+    return BroadcastOp::create(b, loc, input, r);
+  }
+};
+
+/// Shared prologue: no result gradient means no operand gradients.
+bool noGradient(ArrayRef<Value> resultGrads, size_t numOperands,
+                SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(numOperands, Value());
+  return !resultGrads.front();
+}
+
+} // namespace
+
+#define LOOM_GRADIENT(OP)                                                      \
+  LogicalResult OP::emitGradient(OpBuilder &b, ArrayRef<Value> resultGrads,    \
+                                 ArrayRef<bool> needed,                        \
+                                 SmallVectorImpl<Value> &operandGrads)
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+LOOM_GRADIENT(AddOp) {
+  if (noGradient(resultGrads, 2, operandGrads))
+    return success();
+  Emitter e{b, getLoc()};
+  Value dy = resultGrads[0];
+  if (needed[0])
+    operandGrads[0] = e.unbroadcast(dy, typeOf(getLhs()));
+  if (needed[1])
+    operandGrads[1] = e.unbroadcast(dy, typeOf(getRhs()));
+  return success();
+}
+
+LOOM_GRADIENT(SubOp) {
+  if (noGradient(resultGrads, 2, operandGrads))
+    return success();
+  Emitter e{b, getLoc()};
+  Value dy = resultGrads[0];
+  if (needed[0])
+    operandGrads[0] = e.unbroadcast(dy, typeOf(getLhs()));
+  if (needed[1])
+    operandGrads[1] = e.unbroadcast(e.neg(dy), typeOf(getRhs()));
+  return success();
+}
+
+LOOM_GRADIENT(MulOp) {
+  if (noGradient(resultGrads, 2, operandGrads))
+    return success();
+  Emitter e{b, getLoc()};
+  Value dy = resultGrads[0];
+  if (needed[0])
+    operandGrads[0] = e.unbroadcast(e.mul(dy, getRhs()), typeOf(getLhs()));
+  if (needed[1])
+    operandGrads[1] = e.unbroadcast(e.mul(dy, getLhs()), typeOf(getRhs()));
+  return success();
+}
+
+LOOM_GRADIENT(DivOp) {
+  if (noGradient(resultGrads, 2, operandGrads))
+    return success();
+  Emitter e{b, getLoc()};
+  Value dy = resultGrads[0];
+  if (needed[0])
+    operandGrads[0] = e.unbroadcast(e.div(dy, getRhs()), typeOf(getLhs()));
+  if (needed[1]) // d(l / r)/dr = -(l / r) / r
+    operandGrads[1] = e.unbroadcast(
+        e.neg(e.div(e.mul(dy, getResult()), getRhs())), typeOf(getRhs()));
+  return success();
+}
+
+LOOM_GRADIENT(PowOp) {
+  if (noGradient(resultGrads, 2, operandGrads))
+    return success();
+  if (!isa<FloatType>(typeOf(getLhs()).getElementType()))
+    return emitOpError("integer pow is not differentiable");
+  Emitter e{b, getLoc()};
+  Value dy = resultGrads[0];
+  if (needed[0]) { // r * l^(r - 1)
+    Value rMinusOne = e.sub(getRhs(), e.scalar(getRhs(), 1.0));
+    Value d = e.mul(getRhs(), PowOp::create(b, getLoc(), getLhs(), rMinusOne));
+    operandGrads[0] = e.unbroadcast(e.mul(dy, d), typeOf(getLhs()));
+  }
+  if (needed[1]) // l^r * log(l)
+    operandGrads[1] = e.unbroadcast(
+        e.mul(dy, e.mul(getResult(), e.log(getLhs()))), typeOf(getRhs()));
+  return success();
+}
+
+LOOM_GRADIENT(NegOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  operandGrads[0] = Emitter{b, getLoc()}.neg(resultGrads[0]);
+  return success();
+}
+
+LOOM_GRADIENT(ExpOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  operandGrads[0] = Emitter{b, getLoc()}.mul(resultGrads[0], getResult());
+  return success();
+}
+
+LOOM_GRADIENT(LogOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  operandGrads[0] = Emitter{b, getLoc()}.div(resultGrads[0], getInput());
+  return success();
+}
+
+LOOM_GRADIENT(SqrtOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  Emitter e{b, getLoc()};
+  operandGrads[0] =
+      e.div(e.mul(resultGrads[0], e.scalar(getInput(), 0.5)), getResult());
+  return success();
+}
+
+LOOM_GRADIENT(ErfOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  Emitter e{b, getLoc()};
+  Value x = getInput();
+  Value d =
+      e.mul(e.scalar(x, 2.0 / std::sqrt(M_PI)), e.exp(e.neg(e.mul(x, x))));
+  operandGrads[0] = e.mul(resultGrads[0], d);
+  return success();
+}
+
+LOOM_GRADIENT(TanhOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  Emitter e{b, getLoc()};
+  Value y = getResult();
+  operandGrads[0] = e.mul(resultGrads[0], e.sub(e.scalar(y, 1.0), e.mul(y, y)));
+  return success();
+}
+
+LOOM_GRADIENT(SigmoidOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  Emitter e{b, getLoc()};
+  Value y = getResult();
+  operandGrads[0] = e.mul(resultGrads[0], e.mul(y, e.sub(e.scalar(y, 1.0), y)));
+  return success();
+}
+
+LOOM_GRADIENT(ReluOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  operandGrads[0] = ReluGradOp::create(b, getLoc(), getInput(), resultGrads[0]);
+  return success();
+}
+
+LOOM_GRADIENT(GeluOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  operandGrads[0] = GeluGradOp::create(b, getLoc(), getInput(), resultGrads[0],
+                                       getTanhApproximationAttr());
+  return success();
+}
+
+LOOM_GRADIENT(CastOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  RankedTensorType in = typeOf(getInput());
+  if (!isa<FloatType>(in.getElementType()) ||
+      !isa<FloatType>(typeOf(getResult()).getElementType()))
+    return emitOpError("only casts between float types are differentiable");
+  operandGrads[0] = CastOp::create(b, getLoc(), in, resultGrads[0]);
+  return success();
+}
+
+LOOM_GRADIENT(SelectOp) {
+  if (noGradient(resultGrads, 3, operandGrads))
+    return success();
+  Emitter e{b, getLoc()};
+  Value dy = resultGrads[0], zero = e.scalar(dy, 0.0);
+  if (needed[1])
+    operandGrads[1] =
+        e.unbroadcast(SelectOp::create(b, getLoc(), getCondition(), dy, zero),
+                      typeOf(getTrueValue()));
+  if (needed[2])
+    operandGrads[2] =
+        e.unbroadcast(SelectOp::create(b, getLoc(), getCondition(), zero, dy),
+                      typeOf(getFalseValue()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra and normalisation
+//===----------------------------------------------------------------------===//
+
+LOOM_GRADIENT(MatmulOp) {
+  if (noGradient(resultGrads, 2, operandGrads))
+    return success();
+  Emitter e{b, getLoc()};
+  Value dy = resultGrads[0], lhs = getLhs(), rhs = getRhs();
+  bool tl = getTransposeLhs(), tr = getTransposeRhs();
+  UnitAttr yes = b.getUnitAttr(), no;
+  auto flag = [&](bool v) { return v ? yes : no; };
+  // y = op(A) op(B): d op(A) = dy op(B)^T, d op(B) = op(A)^T dy.
+  if (needed[0]) {
+    Value d = tl ? MatmulOp::create(b, getLoc(), rhs, dy, flag(tr), yes)
+                 : MatmulOp::create(b, getLoc(), dy, rhs, no, flag(!tr));
+    operandGrads[0] = e.unbroadcast(d, typeOf(lhs));
+  }
+  if (needed[1]) {
+    Value d = tr ? MatmulOp::create(b, getLoc(), dy, lhs, yes, flag(tl))
+                 : MatmulOp::create(b, getLoc(), lhs, dy, flag(!tl), no);
+    operandGrads[1] = e.unbroadcast(d, typeOf(rhs));
+  }
+  return success();
+}
+
+LOOM_GRADIENT(SoftmaxOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  Emitter e{b, getLoc()};
+  Value dy = resultGrads[0], y = getResult();
+  int64_t axis = getAxis();
+  Value dot = e.reduceSum(e.mul(dy, y), {axis}, /*keep=*/true);
+  operandGrads[0] = e.mul(y, e.sub(dy, dot));
+  return success();
+}
+
+LOOM_GRADIENT(LogSoftmaxOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  Emitter e{b, getLoc()};
+  Value dy = resultGrads[0];
+  int64_t axis = getAxis();
+  Value total = e.reduceSum(dy, {axis}, /*keep=*/true);
+  operandGrads[0] = e.sub(dy, e.mul(e.exp(getResult()), total));
+  return success();
+}
+
+LOOM_GRADIENT(LayerNormOp) {
+  if (noGradient(resultGrads, getNumOperands(), operandGrads))
+    return success();
+  auto grads =
+      LayerNormGradOp::create(b, getLoc(), getInput(), getScale(),
+                              resultGrads[0], getAxisAttr(), getEpsilonAttr());
+  operandGrads[0] = needed[0] ? grads.getInputGrad() : Value();
+  operandGrads[1] = needed[1] ? grads.getScaleGrad() : Value();
+  if (getBias() && needed[2])
+    operandGrads[2] = grads.getBiasGrad();
+  return success();
+}
+
+LOOM_GRADIENT(BatchNormOp) {
+  // The inference form: statistics are constants of the step.
+  if (noGradient(resultGrads, 5, operandGrads))
+    return success();
+  Emitter e{b, getLoc()};
+  Value dy = resultGrads[0], x = getInput();
+  RankedTensorType in = typeOf(x);
+  SmallVector<int64_t> channelShape(in.getRank(), 1), axes;
+  channelShape[1] = in.getDimSize(1);
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    if (d != 1)
+      axes.push_back(d);
+  Value eps = e.scalar(x, getEpsilon().convertToDouble());
+  Value inv = e.div(e.scalar(x, 1.0),
+                    SqrtOp::create(b, getLoc(), e.add(getVariance(), eps)));
+  if (needed[0])
+    operandGrads[0] =
+        e.mul(dy, e.reshape(e.mul(getScale(), inv), channelShape));
+  if (needed[1]) {
+    Value xhat = e.mul(e.sub(x, e.reshape(getMean(), channelShape)),
+                       e.reshape(inv, channelShape));
+    operandGrads[1] = e.reduceSum(e.mul(dy, xhat), axes, /*keep=*/false);
+  }
+  if (needed[2])
+    operandGrads[2] = e.reduceSum(dy, axes, /*keep=*/false);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+LOOM_GRADIENT(ReduceSumOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  operandGrads[0] = Emitter{b, getLoc()}.spread(resultGrads[0],
+                                                typeOf(getInput()), getAxes());
+  return success();
+}
+
+LOOM_GRADIENT(ReduceMeanOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  Emitter e{b, getLoc()};
+  RankedTensorType in = typeOf(getInput());
+  int64_t count = 1;
+  for (int64_t a : getAxes())
+    count *= in.getDimSize(a);
+  Value scaled = e.mul(resultGrads[0], e.scalar(getInput(), 1.0 / count));
+  operandGrads[0] = e.spread(scaled, in, getAxes());
+  return success();
+}
+
+LOOM_GRADIENT(ReduceMaxOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  return emitOpError("is not differentiable yet");
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LOOM_GRADIENT(TransposeOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  ArrayRef<int64_t> perm = getPermutation();
+  SmallVector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i)
+    inverse[perm[i]] = i;
+  operandGrads[0] = TransposeOp::create(b, getLoc(), resultGrads[0],
+                                        b.getDenseI64ArrayAttr(inverse));
+  return success();
+}
+
+LOOM_GRADIENT(ReshapeOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  operandGrads[0] = Emitter{b, getLoc()}.reshape(resultGrads[0],
+                                                 typeOf(getInput()).getShape());
+  return success();
+}
+
+LOOM_GRADIENT(BroadcastOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  operandGrads[0] =
+      Emitter{b, getLoc()}.unbroadcast(resultGrads[0], typeOf(getInput()));
+  return success();
+}
+
+LOOM_GRADIENT(GatherOp) {
+  if (noGradient(resultGrads, 2, operandGrads) || !needed[0])
+    return success();
+  if (!isa<FloatType>(typeOf(getInput()).getElementType()))
+    return emitOpError("gathering integers is not differentiable");
+  operandGrads[0] =
+      GatherGradOp::create(b, getLoc(), getInput().getType(), getIndices(),
+                           resultGrads[0], getAxisAttr());
+  return success();
+}
+
+LOOM_GRADIENT(ConcatOp) {
+  if (noGradient(resultGrads, getNumOperands(), operandGrads))
+    return success();
+  int64_t axis = getAxis(), offset = 0;
+  RankedTensorType out = typeOf(getResult());
+  for (auto [i, input] : llvm::enumerate(getInputs())) {
+    RankedTensorType t = typeOf(input);
+    if (needed[i]) {
+      SmallVector<int64_t> starts(out.getRank(), 0), strides(out.getRank(), 1);
+      starts[axis] = offset;
+      operandGrads[i] = SliceOp::create(b, getLoc(), resultGrads[0],
+                                        b.getDenseI64ArrayAttr(starts),
+                                        b.getDenseI64ArrayAttr(t.getShape()),
+                                        b.getDenseI64ArrayAttr(strides));
+    }
+    offset += t.getDimSize(axis);
+  }
+  return success();
+}
+
+LOOM_GRADIENT(SliceOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  operandGrads[0] =
+      SliceGradOp::create(b, getLoc(), getInput().getType(), resultGrads[0],
+                          getStartsAttr(), getStridesAttr());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+LOOM_GRADIENT(Conv2DOp) {
+  if (noGradient(resultGrads, getNumOperands(), operandGrads))
+    return success();
+  Value dy = resultGrads[0];
+  if (needed[0])
+    operandGrads[0] = Conv2DGradInputOp::create(
+        b, getLoc(), getInput().getType(), dy, getWeight(), getStridesAttr(),
+        getPaddingAttr(), getDilationsAttr(), getGroupsAttr());
+  if (needed[1])
+    operandGrads[1] = Conv2DGradWeightOp::create(
+        b, getLoc(), getWeight().getType(), getInput(), dy, getStridesAttr(),
+        getPaddingAttr(), getDilationsAttr(), getGroupsAttr());
+  if (getBias() && needed[2])
+    operandGrads[2] =
+        Emitter{b, getLoc()}.reduceSum(dy, {0, 2, 3}, /*keep=*/false);
+  return success();
+}
+
+LOOM_GRADIENT(MaxPool2DOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  operandGrads[0] = MaxPool2DGradOp::create(
+      b, getLoc(), getInput().getType(), getInput(), resultGrads[0],
+      getKernelAttr(), getStridesAttr(), getPaddingAttr(), getDilationsAttr(),
+      getCeilModeAttr());
+  return success();
+}
+
+LOOM_GRADIENT(AvgPool2DOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  operandGrads[0] = AvgPool2DGradOp::create(
+      b, getLoc(), getInput().getType(), resultGrads[0], getKernelAttr(),
+      getStridesAttr(), getPaddingAttr(), getDilationsAttr(), getCeilModeAttr(),
+      getCountIncludePadAttr());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+LOOM_GRADIENT(SoftmaxCrossEntropyOp) {
+  if (noGradient(resultGrads, 2, operandGrads) || !needed[0])
+    return success();
+  operandGrads[0] = SoftmaxCrossEntropyGradOp::create(
+      b, getLoc(), getLogits(), getLabels(), resultGrads[0],
+      getIgnoreIndexAttr(), getSumAttr());
+  return success();
+}
+
+LOOM_GRADIENT(MseLossOp) {
+  if (noGradient(resultGrads, 2, operandGrads))
+    return success();
+  Emitter e{b, getLoc()};
+  RankedTensorType t = typeOf(getPrediction());
+  double scale =
+      getSum() ? 2.0 : 2.0 / std::max<int64_t>(t.getNumElements(), 1);
+  Value d = e.mul(e.mul(e.sub(getPrediction(), getTarget()),
+                        e.scalar(getPrediction(), scale)),
+                  resultGrads[0]);
+  if (needed[0])
+    operandGrads[0] = d;
+  if (needed[1])
+    operandGrads[1] = e.neg(d);
+  return success();
+}

@@ -1,0 +1,188 @@
+//===- LoomTrainOps.td - Gradient and optimizer ops ---------*- tablegen -*-===//
+//
+// Ops that only training graphs contain: the gradients that cannot be
+// written with forward ops, and the optimizer updates. Included by
+// LoomOps.td.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_TRAIN_OPS_TD
+#define LOOM_TRAIN_OPS_TD
+
+/// Result type given explicitly (the shape of what is differentiated).
+class Loom_TypedOp<string mnemonic, list<Trait> traits = []>
+    : Loom_Op<mnemonic, traits> {
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Loom_ReluGradOp : Loom_InferredOp<"relu_grad"> {
+  let summary = "gradient of relu: grad where input > 0, else 0";
+  let description = "`input` and `grad` have the same type, the result's.";
+  let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$grad);
+  let results = (outs Loom_FloatTensor:$result);
+}
+
+def Loom_GeluGradOp : Loom_InferredOp<"gelu_grad"> {
+  let summary = "gradient of gelu: grad * gelu'(input)";
+  let description = "`input` and `grad` have the same type, the result's.";
+  let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$grad,
+                       UnitAttr:$tanh_approximation);
+  let results = (outs Loom_FloatTensor:$result);
+}
+
+def Loom_LayerNormGradOp : Loom_InferredOp<"layer_norm_grad"> {
+  let summary = "gradients of layer_norm: input, scale and bias";
+  let description = [{
+    For `layer_norm(input, scale, bias)` with the same `axis` and `epsilon`
+    and the gradient `grad` of its result: the gradients of the input (its
+    type), the scale and the bias (both `input.shape[axis:]`).
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$scale,
+                       Loom_FloatTensor:$grad, I64Attr:$axis, F32Attr:$epsilon);
+  let results = (outs Loom_FloatTensor:$input_grad,
+                      Loom_FloatTensor:$scale_grad,
+                      Loom_FloatTensor:$bias_grad);
+}
+
+def Loom_GatherGradOp : Loom_TypedOp<"gather_grad"> {
+  let summary = "gradient of gather: scatter-add of grad into zeros";
+  let description = [{
+    The result has the gathered tensor's type; `grad` has the shape
+    `result.shape[:axis] + indices.shape + result.shape[axis+1:]` and the
+    result's element type. Repeated indices accumulate.
+  }];
+  let arguments = (ins Loom_IndexTensor:$indices, Loom_FloatTensor:$grad,
+                       I64Attr:$axis);
+  let results = (outs Loom_FloatTensor:$result);
+}
+
+def Loom_SliceGradOp : Loom_TypedOp<"slice_grad"> {
+  let summary = "gradient of slice: grad placed into zeros";
+  let description = [{
+    The result has the sliced tensor's type. `grad` has the slice's shape
+    (the sizes) and the result's element type; `starts` and `strides` are
+    the slice's and every index written lies inside the result.
+  }];
+  let arguments = (ins Loom_FloatTensor:$grad, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$strides);
+  let results = (outs Loom_FloatTensor:$result);
+}
+
+def Loom_SoftmaxCrossEntropyGradOp
+    : Loom_InferredOp<"softmax_cross_entropy_grad"> {
+  let summary = "gradient of softmax_cross_entropy with respect to logits";
+  let description = [{
+    `(softmax(logits) - onehot(labels)) * grad / count` per counted row (zero
+    rows for ignored labels), with `count` the counted rows, or 1 with
+    `sum`. `grad` is a scalar of the logits' element type.
+  }];
+  let arguments = (ins Loom_FloatTensor:$logits, Loom_IndexTensor:$labels,
+                       Loom_FloatTensor:$grad, I64Attr:$ignore_index,
+                       UnitAttr:$sum);
+  let results = (outs Loom_FloatTensor:$result);
+}
+
+def Loom_Conv2DGradInputOp : Loom_TypedOp<"conv2d_grad_input"> {
+  let summary = "gradient of conv2d with respect to its input";
+  let description = [{
+    The result has the convolution input's type; `grad` is the convolution
+    output's gradient and `weight` its weight, with the same window
+    attributes: conv2d(result-shaped input, weight) must give grad's shape.
+  }];
+  let arguments = (ins Loom_FloatTensor:$grad, Loom_FloatTensor:$weight,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$dilations, I64Attr:$groups);
+  let results = (outs Loom_FloatTensor:$result);
+}
+
+def Loom_Conv2DGradWeightOp : Loom_TypedOp<"conv2d_grad_weight"> {
+  let summary = "gradient of conv2d with respect to its weight";
+  let description = [{
+    The result has the weight's type: conv2d(input, result-shaped weight)
+    with these attributes must give grad's shape.
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$grad,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$dilations, I64Attr:$groups);
+  let results = (outs Loom_FloatTensor:$result);
+}
+
+def Loom_MaxPool2DGradOp : Loom_TypedOp<"max_pool2d_grad"> {
+  let summary = "gradient of max_pool2d: grad routed to each window's max";
+  let description = [{
+    The result has the input's type; max_pool2d(input) with these attributes
+    must give grad's shape. Ties go to the first maximum in the window.
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$grad,
+                       DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$strides,
+                       DenseI64ArrayAttr:$padding, DenseI64ArrayAttr:$dilations,
+                       UnitAttr:$ceil_mode);
+  let results = (outs Loom_FloatTensor:$result);
+}
+
+def Loom_AvgPool2DGradOp : Loom_TypedOp<"avg_pool2d_grad"> {
+  let summary = "gradient of avg_pool2d: grad spread over each window";
+  let description = [{
+    The result has the pooled input's type; avg_pool2d of a result-shaped
+    input with these attributes must give grad's shape.
+  }];
+  let arguments = (ins Loom_FloatTensor:$grad, DenseI64ArrayAttr:$kernel,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$dilations, UnitAttr:$ceil_mode,
+                       UnitAttr:$count_include_pad);
+  let results = (outs Loom_FloatTensor:$result);
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer updates. `lr` and `step` are scalars (rank-0 tensors) the runtime
+// sets each step; the updated tensors replace the old ones in place.
+//===----------------------------------------------------------------------===//
+
+def Loom_SgdUpdateOp : Loom_InferredOp<"sgd_update"> {
+  let summary = "SGD: param - lr * (grad + weight_decay * param)";
+  let description = [{
+    `param` and `grad` have one type, the result's; `lr` is a scalar of its
+    element type.
+  }];
+  let arguments = (ins Loom_FloatTensor:$param, Loom_FloatTensor:$grad,
+                       Loom_FloatTensor:$lr, F32Attr:$weight_decay);
+  let results = (outs Loom_FloatTensor:$new_param);
+}
+
+def Loom_MomentumUpdateOp : Loom_InferredOp<"momentum_update"> {
+  let summary = "SGD with momentum, as PyTorch (dampening 0)";
+  let description = [{
+    `g = grad + weight_decay * param; v' = momentum * v + g;
+    param' = param - lr * (nesterov ? g + momentum * v' : v')`. `param`,
+    `grad` and `velocity` have one type, both results'; `lr` is a scalar.
+  }];
+  let arguments = (ins Loom_FloatTensor:$param, Loom_FloatTensor:$grad,
+                       Loom_FloatTensor:$velocity, Loom_FloatTensor:$lr,
+                       F32Attr:$momentum, F32Attr:$weight_decay,
+                       UnitAttr:$nesterov);
+  let results = (outs Loom_FloatTensor:$new_param,
+                      Loom_FloatTensor:$new_velocity);
+}
+
+def Loom_AdamUpdateOp : Loom_InferredOp<"adam_update"> {
+  let summary = "Adam, or AdamW with decoupled weight decay, as PyTorch";
+  let description = [{
+    With `t = step` (1 for the first update):
+    `p = decoupled ? param * (1 - lr * wd) : param`;
+    `g = decoupled ? grad : grad + wd * param`;
+    `m' = b1 m + (1 - b1) g; v' = b2 v + (1 - b2) g^2`;
+    `param' = p - (lr / (1 - b1^t)) * m' / (sqrt(v') / sqrt(1 - b2^t) + eps)`.
+    `param`, `grad`, `m`, `v` have one type, the results'; `lr` and `step`
+    are scalars of that element type.
+  }];
+  let arguments = (ins Loom_FloatTensor:$param, Loom_FloatTensor:$grad,
+                       Loom_FloatTensor:$m, Loom_FloatTensor:$v,
+                       Loom_FloatTensor:$lr, Loom_FloatTensor:$step,
+                       F32Attr:$beta1, F32Attr:$beta2, F32Attr:$epsilon,
+                       F32Attr:$weight_decay, UnitAttr:$decoupled_weight_decay);
+  let results = (outs Loom_FloatTensor:$new_param, Loom_FloatTensor:$new_m,
+                      Loom_FloatTensor:$new_v);
+}
+
+#endif // LOOM_TRAIN_OPS_TD

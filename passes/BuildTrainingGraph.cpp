@@ -1,0 +1,223 @@
+//===- BuildTrainingGraph.cpp - Loss, backward and optimizer --------------===//
+
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "loom-build-training-graph"
+
+namespace loom {
+#define GEN_PASS_DEF_BUILDTRAININGGRAPH
+#include "passes/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+struct BuildTrainingGraphPass
+    : public loom::impl::BuildTrainingGraphBase<BuildTrainingGraphPass> {
+  using BuildTrainingGraphBase::BuildTrainingGraphBase;
+
+  void runOnOperation() override {
+    func::FuncOp func;
+    for (auto f : getOperation().getOps<func::FuncOp>())
+      if (f.getSymName() == "main" && !f.isDeclaration())
+        func = f;
+    if (!func) {
+      getOperation().emitError("no function @main to train");
+      return signalPassFailure();
+    }
+    if (failed(build(func)))
+      signalPassFailure();
+  }
+
+  /// Appends an argument with one attribute; returns it.
+  BlockArgument addArgument(func::FuncOp func, Type type, StringRef attr,
+                            StringRef value) {
+    unsigned index = func.getNumArguments();
+    OpBuilder b(func.getContext());
+    NamedAttribute named(b.getStringAttr(attr), b.getStringAttr(value));
+    if (failed(func.insertArgument(index, type, b.getDictionaryAttr({named}),
+                                   func.getLoc())))
+      return nullptr;
+    return func.getArgument(index);
+  }
+
+  LogicalResult build(func::FuncOp func) {
+    MLIRContext *ctx = &getContext();
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    if (ret.getNumOperands() == 0)
+      return func.emitError("@main returns nothing to train against");
+    Value prediction = ret.getOperand(0);
+    RankedTensorType predType = typeOf(prediction);
+    Type element = predType.getElementType();
+    if (!isa<FloatType>(element))
+      return func.emitError("the model's output must be floating point");
+    auto scalarType = RankedTensorType::get({}, element);
+
+    // New arguments: labels, learning rate and step.
+    Type labelsType;
+    if (loss == "cross_entropy") {
+      if (predType.getRank() < 1)
+        return func.emitError("cross_entropy needs logits of rank >= 1");
+      labelsType = RankedTensorType::get(predType.getShape().drop_back(),
+                                         IntegerType::get(ctx, 64));
+    } else if (loss == "mse") {
+      labelsType = predType;
+    } else {
+      return func.emitError("unknown loss '")
+             << loss << "'; use cross_entropy or mse";
+    }
+    if (optimizer != "sgd" && optimizer != "momentum" && optimizer != "adam" &&
+        optimizer != "adamw")
+      return func.emitError("unknown optimizer '")
+             << optimizer << "'; use sgd, momentum, adam or adamw";
+    Value labels =
+        addArgument(func, labelsType, LoomDialect::kInputAttrName, "labels");
+    Value lr = addArgument(func, scalarType, LoomDialect::kHyperAttrName, "lr");
+    Value step =
+        addArgument(func, scalarType, LoomDialect::kHyperAttrName, "step");
+    if (!labels || !lr || !step)
+      return func.emitError("cannot add the training arguments");
+
+    OpBuilder b(ret);
+    Location loc = ret.getLoc();
+    // The loss.
+    Value lossValue;
+    if (loss == "cross_entropy") {
+      int64_t classes = predType.getShape().back();
+      int64_t rows = predType.getNumElements() / std::max<int64_t>(classes, 1);
+      Value logits = prediction;
+      if (predType.getRank() != 2)
+        logits = ReshapeOp::create(
+            b, loc, RankedTensorType::get({rows, classes}, element),
+            prediction);
+      Value flatLabels = labels;
+      if (typeOf(labels).getRank() != 1)
+        flatLabels = ReshapeOp::create(
+            b, loc, RankedTensorType::get({rows}, IntegerType::get(ctx, 64)),
+            labels);
+      lossValue = SoftmaxCrossEntropyOp::create(
+          b, loc, logits, flatLabels, b.getI64IntegerAttr(ignoreIndex),
+          UnitAttr());
+    } else {
+      lossValue = MseLossOp::create(b, loc, prediction, labels, UnitAttr());
+    }
+
+    // Which values depend on a parameter.
+    llvm::DenseSet<Value> requiresGrad;
+    SmallVector<BlockArgument> params;
+    for (BlockArgument arg : func.getArguments())
+      if (func.getArgAttr(arg.getArgNumber(), LoomDialect::kParamAttrName)) {
+        requiresGrad.insert(arg);
+        params.push_back(arg);
+      }
+    SmallVector<Operation *> forward;
+    for (Operation &op : func.getBody().front()) {
+      if (&op == ret.getOperation())
+        break;
+      forward.push_back(&op);
+      if (llvm::any_of(op.getOperands(),
+                       [&](Value v) { return requiresGrad.contains(v); }))
+        for (Value r : op.getResults())
+          requiresGrad.insert(r);
+    }
+
+    // Reverse mode: seed d(loss)/d(loss) = 1 and walk back.
+    llvm::DenseMap<Value, Value> grads;
+    grads[lossValue] = ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(scalarType, b.getFloatAttr(element, 1.0)));
+    for (Operation *op : llvm::reverse(forward)) {
+      SmallVector<Value> resultGrads;
+      bool any = false;
+      for (Value r : op->getResults()) {
+        resultGrads.push_back(grads.lookup(r));
+        any |= bool(resultGrads.back());
+      }
+      SmallVector<bool> needed;
+      for (Value v : op->getOperands())
+        needed.push_back(requiresGrad.contains(v));
+      if (!any || llvm::none_of(needed, [](bool n) { return n; }))
+        continue;
+      auto differentiable = dyn_cast<GradientOpInterface>(op);
+      if (!differentiable)
+        return op->emitOpError("is not differentiable");
+      SmallVector<Value> operandGrads;
+      b.setInsertionPoint(ret);
+      if (failed(differentiable.emitGradient(b, resultGrads, needed,
+                                             operandGrads)))
+        return failure();
+      for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads)) {
+        if (!g || !requiresGrad.contains(operand))
+          continue;
+        Value &slot = grads[operand];
+        slot = slot ? Value(AddOp::create(b, op->getLoc(), slot, g)) : g;
+      }
+    }
+
+    // One update per parameter, in argument order.
+    SmallVector<Value> results{lossValue};
+    SmallVector<int64_t> updates{-1};
+    auto f32 = [&](double v) { return b.getF32FloatAttr(v); };
+    for (BlockArgument p : params) {
+      Value g = grads.lookup(p);
+      if (!g)
+        continue; // the loss does not depend on it
+      StringRef name = func.getArgAttrOfType<StringAttr>(
+                               p.getArgNumber(), LoomDialect::kParamAttrName)
+                           .getValue();
+      Location ploc = NameLoc::get(b.getStringAttr(name), loc);
+      auto state = [&](StringRef suffix) {
+        return addArgument(func, p.getType(), LoomDialect::kStateAttrName,
+                           (name + "::" + suffix).str());
+      };
+      auto record = [&](Value v, BlockArgument of) {
+        results.push_back(v);
+        updates.push_back(of.getArgNumber());
+      };
+      if (optimizer == "sgd") {
+        record(SgdUpdateOp::create(b, ploc, p, g, lr, f32(weightDecay)), p);
+      } else if (optimizer == "momentum") {
+        BlockArgument v = state("velocity");
+        auto u = MomentumUpdateOp::create(
+            b, ploc, p, g, v, lr, f32(momentum), f32(weightDecay),
+            nesterov ? b.getUnitAttr() : UnitAttr());
+        record(u.getNewParam(), p);
+        record(u.getNewVelocity(), v);
+      } else {
+        BlockArgument m = state("m"), v = state("v");
+        auto u = AdamUpdateOp::create(
+            b, ploc, p, g, m, v, lr, step, f32(beta1), f32(beta2), f32(epsilon),
+            f32(weightDecay),
+            optimizer == "adamw" ? b.getUnitAttr() : UnitAttr());
+        record(u.getNewParam(), p);
+        record(u.getNewM(), m);
+        record(u.getNewV(), v);
+      }
+    }
+
+    func::ReturnOp::create(b, loc, results);
+    ret.erase();
+    func.setFunctionType(FunctionType::get(ctx, func.getArgumentTypes(),
+                                           ValueRange(results).getTypes()));
+    SmallVector<DictionaryAttr> resultAttrs{b.getDictionaryAttr({b.getNamedAttr(
+        LoomDialect::kOutputAttrName, b.getStringAttr("loss"))})};
+    for (size_t i = 1; i < results.size(); ++i)
+      resultAttrs.push_back(b.getDictionaryAttr({b.getNamedAttr(
+          LoomDialect::kUpdatesAttrName, b.getI64IntegerAttr(updates[i]))}));
+    func.setAllResultAttrs(resultAttrs);
+    LLVM_DEBUG(llvm::dbgs()
+               << "training graph: " << params.size() << " parameters, "
+               << results.size() - 1 << " updated tensors\n");
+    return success();
+  }
+};
+
+} // namespace

@@ -1,0 +1,552 @@
+//===- GradKernels.cpp - Gradients of activations, norms, data movement ---===//
+//
+// relu_grad, gelu_grad, layer_norm_grad, gather_grad, slice_grad and
+// softmax_cross_entropy_grad (dialects/LoomTrainOps.td).
+//
+// - relu_grad is a select (grad where input > 0, else 0; a NaN input gives
+//   0), plain C++ on both paths: oneDNN would add nothing to a select.
+// - gelu_grad runs oneDNN's eltwise backward (f32); inputs holding an
+//   infinity or NaN, and the plain path, evaluate the derivative in double
+//   (limits 1 at +inf, 0 at -inf, NaN at NaN).
+// - layer_norm_grad computes each row's statistics in double; the input
+//   gradient then runs on oneDNN's layer normalization backward (given those
+//   statistics) or in double, and the scale and bias gradients are always
+//   column sums in double, in a fixed order (deterministic whatever the
+//   thread count, and f32-accurate for any realistic number of rows).
+// - gather_grad and slice_grad write into zeros. gather_grad accumulates
+//   repeated indices in index order whatever the thread count: threads own
+//   disjoint ranges of destination rows, never share one.
+// - softmax_cross_entropy_grad: per-row softmax in double.
+//
+// f16/bf16 run in f32 (runInF32), accumulating in f32 or double.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/KernelUtil.h"
+#include "runtime/cpu/TrainKernels.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+
+namespace loom::rt::cpu {
+namespace {
+
+using dnnl::normalization_flags;
+using dnnl::prop_kind;
+
+/// "" if every tensor is f32, f16 or bf16, else an error naming `what`.
+std::string expectFloat(std::string_view op, const char *what,
+                        const TensorView &t) {
+  if (isFloat(t.dtype))
+    return {};
+  return std::string(op) + ": " + what + " must be a float tensor, got " +
+         dtypeName(t.dtype);
+}
+
+/// "" if `t` has exactly `dtype`, else an error naming `what`.
+std::string expectType(std::string_view op, const char *what,
+                       const TensorView &t, DType dtype) {
+  if (t.dtype == dtype)
+    return {};
+  return std::string(op) + ": " + what + " is " + dtypeName(t.dtype) +
+         ", expected " + dtypeName(dtype);
+}
+
+/// The first non-empty error of a list.
+std::string firstError(std::initializer_list<std::string> errors) {
+  for (const std::string &e : errors)
+    if (!e.empty())
+      return e;
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// relu_grad / gelu_grad
+//===----------------------------------------------------------------------===//
+
+enum class GeluForm { Erf, Tanh };
+
+/// d/dx gelu(x) in double. Erf form: Phi(x) + x phi(x). Tanh form: the
+/// derivative of 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+double geluDerivative(GeluForm form, double x) {
+  if (std::isinf(x))
+    return x > 0 ? 1.0 : 0.0;
+  constexpr double kPi = 3.14159265358979323846;
+  if (form == GeluForm::Erf)
+    return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) +
+           x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * kPi);
+  const double k = std::sqrt(2.0 / kPi), c = 0.044715;
+  double t = std::tanh(k * (x + c * x * x * x));
+  return 0.5 * (1.0 + t) +
+         0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * c * x * x);
+}
+
+bool allFinite(const float *data, int64_t n) {
+  bool finite = true;
+#pragma omp parallel for schedule(static) reduction(&& : finite) if (n > kGrain)
+  for (int64_t i = 0; i < n; ++i)
+    finite = finite && std::isfinite(data[i]);
+  return finite;
+}
+
+bool geluGradOneDnn(CpuContext &ctx, GeluForm form, const float *x,
+                    const float *dy, float *dx, int64_t n) {
+  if (!ctx.useOneDnn || n == 0 || !allFinite(x, n))
+    return false;
+  dnnl::algorithm alg = form == GeluForm::Erf
+                            ? dnnl::algorithm::eltwise_gelu_erf
+                            : dnnl::algorithm::eltwise_gelu_tanh;
+  dnnl::memory::desc md = plainDesc({n});
+  try {
+    auto prim = ctx.primitives.get(
+        CacheKey("eltwise_bwd").add(static_cast<int64_t>(alg)).add(n), [&] {
+          dnnl::eltwise_forward::primitive_desc hint(
+              dnnl::eltwise_forward::desc(prop_kind::forward_training, alg, md,
+                                          0.0f, 0.0f),
+              cpuEngine());
+          dnnl::eltwise_backward::desc desc(alg, md, md, 0.0f, 0.0f);
+          return makeCached<dnnl::eltwise_backward>(
+              dnnl::eltwise_backward::primitive_desc(desc, userScratchpadAttr(),
+                                                     cpuEngine(), hint));
+        });
+    execute(*prim, {{DNNL_ARG_SRC, wrapMemory(md, x)},
+                    {DNNL_ARG_DIFF_DST, wrapMemory(md, dy)},
+                    {DNNL_ARG_DIFF_SRC, wrapMemory(md, dx)}});
+  } catch (const dnnl::error &) {
+    return false;
+  }
+  return true;
+}
+
+std::string activationGradKernel(CpuContext &ctx, const KernelArgs &args,
+                                 bool relu) {
+  const TensorView &x = args.inputs[0], &dy = args.inputs[1],
+                   &dx = args.outputs[0];
+  if (std::string e = firstError({expectFloat(args.op, "input", x),
+                                  expectType(args.op, "grad", dy, x.dtype),
+                                  expectType(args.op, "result", dx, x.dtype),
+                                  expectShape(args.op, "grad", dy, x.shape),
+                                  expectShape(args.op, "result", dx, x.shape)});
+      !e.empty())
+    return e;
+  return runInF32(args, [&](const KernelArgs &a) -> std::string {
+    const float *in = a.inputs[0].as<float>(), *g = a.inputs[1].as<float>();
+    float *out = a.outputs[0].as<float>();
+    int64_t n = a.inputs[0].numElements();
+    if (relu) {
+#pragma omp parallel for schedule(static) if (n > kGrain)
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = in[i] > 0.0f ? g[i] : 0.0f;
+      return {};
+    }
+    GeluForm form =
+        a.attrs.getBool("tanh_approximation") ? GeluForm::Tanh : GeluForm::Erf;
+    if (geluGradOneDnn(ctx, form, in, g, out, n))
+      return {};
+#pragma omp parallel for schedule(static) if (n > kGrain / 16)
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = static_cast<float>(g[i] * geluDerivative(form, in[i]));
+    return {};
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// layer_norm_grad
+//===----------------------------------------------------------------------===//
+
+/// Per-row statistics in double (the forward kernel's two-pass ones).
+struct RowStats {
+  std::vector<double> mean, variance, rstd; // rstd = 1 / sqrt(var + eps)
+};
+
+RowStats rowStatistics(const float *x, int64_t rows, int64_t cols,
+                       double epsilon) {
+  RowStats s{std::vector<double>(rows), std::vector<double>(rows),
+             std::vector<double>(rows)};
+#pragma omp parallel for schedule(static) if (rows * cols > kGrain)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = x + r * cols;
+    double m = 0, var = 0;
+    for (int64_t c = 0; c < cols; ++c)
+      m += row[c];
+    m /= cols;
+    for (int64_t c = 0; c < cols; ++c)
+      var += (row[c] - m) * (row[c] - m);
+    s.mean[r] = m;
+    s.variance[r] = var / cols;
+    s.rstd[r] = 1.0 / std::sqrt(var / cols + epsilon);
+  }
+  return s;
+}
+
+/// dx = rstd * (dy*scale - mean(dy*scale) - xhat * mean(dy*scale*xhat)).
+void layerNormInputGradPlain(const float *x, const float *scale,
+                             const float *dy, float *dx, int64_t rows,
+                             int64_t cols, const RowStats &stats) {
+  const std::vector<double> &mean = stats.mean, &rstd = stats.rstd;
+#pragma omp parallel for schedule(static) if (rows * cols > kGrain)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * cols, *gr = dy + r * cols;
+    float *out = dx + r * cols;
+    double sumG = 0, sumGX = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      double g = static_cast<double>(gr[c]) * scale[c];
+      sumG += g;
+      sumGX += g * (xr[c] - mean[r]) * rstd[r];
+    }
+    sumG /= cols;
+    sumGX /= cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      double xhat = (xr[c] - mean[r]) * rstd[r];
+      double g = static_cast<double>(gr[c]) * scale[c];
+      out[c] = static_cast<float>(rstd[r] * (g - sumG - xhat * sumGX));
+    }
+  }
+}
+
+/// oneDNN's layer normalization backward, given the statistics. It has no
+/// scaled backward_data, so it runs the full backward and its scale
+/// gradient (f32 sums) is dropped for the double one.
+bool layerNormInputGradOneDnn(CpuContext &ctx, const float *x,
+                              const float *scale, const float *dy, float *dx,
+                              int64_t rows, int64_t cols, float epsilon,
+                              const RowStats &stats) {
+  if (!ctx.useOneDnn || rows * cols == 0)
+    return false;
+  std::vector<float> meanF(stats.mean.begin(), stats.mean.end()),
+      varF(stats.variance.begin(), stats.variance.end()), dropped(cols);
+  dnnl::memory::desc md = plainDesc({rows, cols}), param = plainDesc({cols}),
+                     stat = plainDesc({rows});
+  try {
+    auto prim = ctx.primitives.get(
+        CacheKey("layer_norm_bwd").add({rows, cols}).addFloat(epsilon), [&] {
+          dnnl::layer_normalization_forward::primitive_desc hint(
+              dnnl::layer_normalization_forward::desc(
+                  prop_kind::forward_training, md, stat, epsilon,
+                  normalization_flags::use_scale),
+              cpuEngine());
+          dnnl::layer_normalization_backward::desc desc(
+              prop_kind::backward, md, md, stat, epsilon,
+              normalization_flags::use_scale);
+          return makeCached<dnnl::layer_normalization_backward>(
+              dnnl::layer_normalization_backward::primitive_desc(
+                  desc, userScratchpadAttr(), cpuEngine(), hint));
+        });
+    execute(*prim, {{DNNL_ARG_SRC, wrapMemory(md, x)},
+                    {DNNL_ARG_MEAN, wrapMemory(stat, meanF.data())},
+                    {DNNL_ARG_VARIANCE, wrapMemory(stat, varF.data())},
+                    {DNNL_ARG_DIFF_DST, wrapMemory(md, dy)},
+                    {DNNL_ARG_SCALE, wrapMemory(param, scale)},
+                    {DNNL_ARG_DIFF_SRC, wrapMemory(md, dx)},
+                    {DNNL_ARG_DIFF_SCALE, wrapMemory(param, dropped.data())}});
+  } catch (const dnnl::error &) {
+    return false;
+  }
+  return true;
+}
+
+/// scale_grad[c] = sum_r dy * xhat, bias_grad[c] = sum_r dy, in double,
+/// summed over rows in order: threads own blocks of columns.
+void layerNormParamGrads(const float *x, const float *dy, float *dScale,
+                         float *dBias, int64_t rows, int64_t cols,
+                         const RowStats &stats) {
+  const std::vector<double> &mean = stats.mean, &rstd = stats.rstd;
+  constexpr int64_t kBlock = 64;
+  int64_t blocks = (cols + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (rows * cols > kGrain)
+  for (int64_t b = 0; b < blocks; ++b) {
+    int64_t c0 = b * kBlock, c1 = std::min(cols, c0 + kBlock);
+    double sumScale[kBlock] = {}, sumBias[kBlock] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *xr = x + r * cols, *gr = dy + r * cols;
+      for (int64_t c = c0; c < c1; ++c) {
+        sumBias[c - c0] += gr[c];
+        sumScale[c - c0] += gr[c] * ((xr[c] - mean[r]) * rstd[r]);
+      }
+    }
+    for (int64_t c = c0; c < c1; ++c) {
+      dScale[c] = static_cast<float>(sumScale[c - c0]);
+      dBias[c] = static_cast<float>(sumBias[c - c0]);
+    }
+  }
+}
+
+std::string layerNormGradKernel(CpuContext &ctx, const KernelArgs &args) {
+  const TensorView &x = args.inputs[0], &scale = args.inputs[1],
+                   &dy = args.inputs[2];
+  int64_t axis = args.attrs.getInt("axis");
+  if (axis < 0 || axis >= x.rank())
+    return "layer_norm_grad axis " + std::to_string(axis) +
+           " is out of range for rank " + std::to_string(x.rank());
+  Shape param(x.shape.begin() + axis, x.shape.end());
+  if (std::string e = firstError(
+          {expectFloat(args.op, "input", x),
+           expectType(args.op, "scale", scale, x.dtype),
+           expectType(args.op, "grad", dy, x.dtype),
+           expectType(args.op, "input_grad", args.outputs[0], x.dtype),
+           expectType(args.op, "scale_grad", args.outputs[1], x.dtype),
+           expectType(args.op, "bias_grad", args.outputs[2], x.dtype),
+           expectShape(args.op, "scale", scale, param),
+           expectShape(args.op, "grad", dy, x.shape),
+           expectShape(args.op, "input_grad", args.outputs[0], x.shape),
+           expectShape(args.op, "scale_grad", args.outputs[1], param),
+           expectShape(args.op, "bias_grad", args.outputs[2], param)});
+      !e.empty())
+    return e;
+  return runInF32(args, [&](const KernelArgs &a) -> std::string {
+    const float *in = a.inputs[0].as<float>(), *s = a.inputs[1].as<float>(),
+                *g = a.inputs[2].as<float>();
+    int64_t rows = product(x.shape, 0, axis),
+            cols = product(x.shape, axis, x.shape.size());
+    float epsilon = static_cast<float>(a.attrs.getFloat("epsilon"));
+    RowStats stats = rowStatistics(in, rows, cols, epsilon);
+    float *dx = a.outputs[0].as<float>();
+    if (!layerNormInputGradOneDnn(ctx, in, s, g, dx, rows, cols, epsilon,
+                                  stats))
+      layerNormInputGradPlain(in, s, g, dx, rows, cols, stats);
+    layerNormParamGrads(in, g, a.outputs[1].as<float>(),
+                        a.outputs[2].as<float>(), rows, cols, stats);
+    return {};
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// gather_grad
+//===----------------------------------------------------------------------===//
+
+template <typename Index>
+std::string gatherGrad(const TensorView &indices, const float *dy, float *out,
+                       int64_t outer, int64_t size, int64_t inner,
+                       int64_t axis) {
+  int64_t count = indices.numElements();
+  const Index *idx = indices.as<Index>();
+  std::vector<int64_t> pos(count);
+  for (int64_t j = 0; j < count; ++j) {
+    int64_t i = idx[j];
+    if (i < -size || i >= size)
+      return "gather_grad index " + std::to_string(i) +
+             " is out of range for dimension " + std::to_string(axis) +
+             " of size " + std::to_string(size);
+    pos[j] = i < 0 ? i + size : i;
+  }
+  int64_t total = outer * size * inner;
+#pragma omp parallel for schedule(static) if (total > kGrain)
+  for (int64_t i = 0; i < total; ++i)
+    out[i] = 0.0f;
+  if (count == 0 || inner == 0 || outer == 0)
+    return {};
+  // Destination rows in `buckets` ranges; each task (outer slice, bucket)
+  // adds its rows' contributions in index order, so every element's sum has
+  // the same order whatever the thread count.
+  int64_t buckets =
+      std::min<int64_t>(size, std::max(1, 4 * omp_get_max_threads()));
+  std::vector<int64_t> start(buckets + 1, 0), order(count);
+  for (int64_t j = 0; j < count; ++j)
+    ++start[pos[j] * buckets / size + 1];
+  for (int64_t b = 0; b < buckets; ++b)
+    start[b + 1] += start[b];
+  std::vector<int64_t> fill(start.begin(), start.end() - 1);
+  for (int64_t j = 0; j < count; ++j)
+    order[fill[pos[j] * buckets / size]++] = j;
+  int64_t tasks = outer * buckets;
+#pragma omp parallel for schedule(dynamic, 1) if (count * inner > kGrain)
+  for (int64_t t = 0; t < tasks; ++t) {
+    int64_t o = t / buckets, b = t % buckets;
+    for (int64_t k = start[b]; k < start[b + 1]; ++k) {
+      int64_t j = order[k];
+      const float *src = dy + (o * count + j) * inner;
+      float *dst = out + (o * size + pos[j]) * inner;
+      for (int64_t i = 0; i < inner; ++i)
+        dst[i] += src[i];
+    }
+  }
+  return {};
+}
+
+std::string gatherGradKernel(CpuContext &, const KernelArgs &args) {
+  const TensorView &indices = args.inputs[0], &dy = args.inputs[1],
+                   &out = args.outputs[0];
+  int64_t axis = args.attrs.getInt("axis");
+  if (axis < 0 || axis >= out.rank())
+    return "gather_grad axis " + std::to_string(axis) +
+           " is out of range for rank " + std::to_string(out.rank());
+  if (indices.dtype != DType::I32 && indices.dtype != DType::I64)
+    return "gather_grad indices must be i32 or i64, got " +
+           std::string(dtypeName(indices.dtype));
+  Shape expected(out.shape.begin(), out.shape.begin() + axis);
+  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
+  expected.insert(expected.end(), out.shape.begin() + axis + 1,
+                  out.shape.end());
+  if (std::string e = firstError({expectFloat(args.op, "result", out),
+                                  expectType(args.op, "grad", dy, out.dtype),
+                                  expectShape(args.op, "grad", dy, expected)});
+      !e.empty())
+    return e;
+  return runInF32(args, [&](const KernelArgs &a) -> std::string {
+    int64_t outer = product(out.shape, 0, axis), size = out.shape[axis],
+            inner = product(out.shape, axis + 1, out.shape.size());
+    const float *g = a.inputs[1].as<float>();
+    float *result = a.outputs[0].as<float>();
+    if (indices.dtype == DType::I32)
+      return gatherGrad<int32_t>(indices, g, result, outer, size, inner, axis);
+    return gatherGrad<int64_t>(indices, g, result, outer, size, inner, axis);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// slice_grad
+//===----------------------------------------------------------------------===//
+
+std::string sliceGradKernel(CpuContext &, const KernelArgs &args) {
+  const TensorView &dy = args.inputs[0], &out = args.outputs[0];
+  std::vector<int64_t> starts = args.attrs.getInts("starts"),
+                       steps = args.attrs.getInts("strides");
+  size_t rank = out.shape.size();
+  if (std::string e = firstError({expectFloat(args.op, "result", out),
+                                  expectType(args.op, "grad", dy, out.dtype)});
+      !e.empty())
+    return e;
+  if (starts.size() != rank || steps.size() != rank || dy.shape.size() != rank)
+    return "slice_grad needs one start and stride per dimension and grad of "
+           "the result's rank";
+  for (size_t d = 0; d < rank; ++d)
+    if (steps[d] == 0)
+      return "slice_grad strides must not be zero";
+  for (size_t d = 0; d < rank && dy.numElements() > 0; ++d) {
+    int64_t last;
+    if (__builtin_mul_overflow(dy.shape[d] - 1, steps[d], &last) ||
+        __builtin_add_overflow(last, starts[d], &last) || starts[d] < 0 ||
+        starts[d] >= out.shape[d] || last < 0 || last >= out.shape[d])
+      return "slice_grad writes outside dimension " + std::to_string(d) +
+             " of size " + std::to_string(out.shape[d]);
+  }
+  if (out.bytes() != 0)
+    std::memset(out.data, 0, out.bytes());
+  if (dy.numElements() == 0)
+    return {};
+  std::vector<int64_t> outStrides = rowMajorStrides(out.shape), strides(rank);
+  int64_t base = 0;
+  for (size_t d = 0; d < rank; ++d) {
+    base += starts[d] * outStrides[d];
+    strides[d] = steps[d] * outStrides[d];
+  }
+  // Distinct grad elements land on distinct result elements (non-zero
+  // strides inside the bounds), so the parallel scatter has no conflicts.
+  StridedLoop<1> loop(dy.shape, {std::move(strides)}, {base});
+  dispatchBySize(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *src = dy.as<T>();
+    T *dst = out.as<T>();
+    loop.run([&](int64_t i, const std::array<int64_t, 1> &o) {
+      dst[o[0]] = src[i];
+    });
+  });
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// softmax_cross_entropy_grad
+//===----------------------------------------------------------------------===//
+
+template <typename Label>
+std::string crossEntropyGrad(const float *logits, const Label *labels,
+                             float grad, int64_t rows, int64_t classes,
+                             int64_t ignoreIndex, bool sum, float *out) {
+  int64_t counted = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (labels[r] == ignoreIndex)
+      continue;
+    if (labels[r] < 0 || labels[r] >= classes)
+      return "softmax_cross_entropy_grad label " + std::to_string(labels[r]) +
+             " of row " + std::to_string(r) + " is out of range for " +
+             std::to_string(classes) + " classes (ignore_index " +
+             std::to_string(ignoreIndex) + ")";
+    ++counted;
+  }
+  double factor = counted == 0 ? 0.0
+                  : sum        ? static_cast<double>(grad)
+                               : static_cast<double>(grad) / counted;
+#pragma omp parallel for schedule(static) if (rows * classes > kGrain)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *x = logits + r * classes;
+    float *y = out + r * classes;
+    if (labels[r] == ignoreIndex || factor == 0.0) {
+      for (int64_t c = 0; c < classes; ++c)
+        y[c] = 0.0f;
+      continue;
+    }
+    double maxValue = -INFINITY;
+    for (int64_t c = 0; c < classes; ++c)
+      maxValue = std::max<double>(maxValue, x[c]);
+    // One exp per element: exp(x - max) <= 1 is kept in the output row.
+    double sumExp = 0;
+    for (int64_t c = 0; c < classes; ++c) {
+      double e = std::exp(x[c] - maxValue);
+      sumExp += e;
+      y[c] = static_cast<float>(e);
+    }
+    double scale = factor / sumExp;
+    for (int64_t c = 0; c < classes; ++c)
+      y[c] = static_cast<float>(y[c] * scale);
+    // The label's entry, p - 1, from p in double (no cancellation loss).
+    double p = std::exp(x[labels[r]] - maxValue) / sumExp;
+    y[labels[r]] = static_cast<float>((p - 1.0) * factor);
+  }
+  return {};
+}
+
+std::string crossEntropyGradKernel(CpuContext &, const KernelArgs &args) {
+  const TensorView &logits = args.inputs[0], &labels = args.inputs[1],
+                   &grad = args.inputs[2], &out = args.outputs[0];
+  if (logits.rank() != 2 || labels.rank() != 1 ||
+      labels.shape[0] != logits.shape[0])
+    return "softmax_cross_entropy_grad needs logits [N, C] and labels [N], "
+           "got " +
+           formatShape(logits.shape) + " and " + formatShape(labels.shape);
+  if (labels.dtype != DType::I32 && labels.dtype != DType::I64)
+    return "softmax_cross_entropy_grad labels must be i32 or i64, got " +
+           std::string(dtypeName(labels.dtype));
+  if (std::string e =
+          firstError({expectFloat(args.op, "logits", logits),
+                      expectType(args.op, "grad", grad, logits.dtype),
+                      expectType(args.op, "result", out, logits.dtype),
+                      expectShape(args.op, "grad", grad, {}),
+                      expectShape(args.op, "result", out, logits.shape)});
+      !e.empty())
+    return e;
+  return runInF32(args, [&](const KernelArgs &a) -> std::string {
+    int64_t rows = logits.shape[0], classes = logits.shape[1];
+    int64_t ignore = a.attrs.getInt("ignore_index", -100);
+    bool sum = a.attrs.getBool("sum");
+    const float *x = a.inputs[0].as<float>();
+    float g = *a.inputs[2].as<float>();
+    float *y = a.outputs[0].as<float>();
+    if (labels.dtype == DType::I32)
+      return crossEntropyGrad(x, labels.as<int32_t>(), g, rows, classes, ignore,
+                              sum, y);
+    return crossEntropyGrad(x, labels.as<int64_t>(), g, rows, classes, ignore,
+                            sum, y);
+  });
+}
+
+} // namespace
+
+void registerGradKernels(KernelTable &table, ResultCounts &results) {
+  table["relu_grad"] = {[](CpuContext &ctx, const KernelArgs &args) {
+                          return activationGradKernel(ctx, args, true);
+                        },
+                        2, 2};
+  table["gelu_grad"] = {[](CpuContext &ctx, const KernelArgs &args) {
+                          return activationGradKernel(ctx, args, false);
+                        },
+                        2, 2};
+  table["layer_norm_grad"] = {layerNormGradKernel, 3, 3};
+  results["layer_norm_grad"] = 3;
+  table["gather_grad"] = {gatherGradKernel, 2, 2};
+  table["slice_grad"] = {sliceGradKernel, 1, 1};
+  table["softmax_cross_entropy_grad"] = {crossEntropyGradKernel, 3, 3};
+}
+
+} // namespace loom::rt::cpu

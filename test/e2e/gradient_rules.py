@@ -1,0 +1,801 @@
+#!/usr/bin/python3
+"""Every op's gradient rule equals PyTorch autograd.
+
+One case per ONNX op and attribute combination that changes the gradient. A case is a
+tiny ONNX model (opset 17): the op under test applied to initializers (and, where a
+tensor must not be trained, graph inputs), whose single output is the op's result. Loom
+trains every FLOAT initializer with more than one element; scalars and integer or bool
+initializers are constants; graph inputs get no gradient. For each case:
+
+    loom compile case.onnx --train --loss mse --optimizer sgd --lr 1 -o case.plan
+    loom run case.plan --steps 1 --data labels=labels.npy[,INPUT=FILE.npy...] \\
+        --metrics metrics.jsonl --save ckpt
+
+With plain SGD at lr 1 the update is param - grad, so Loom's gradient of each parameter
+is (initial value) - (checkpointed value), which is exact in float64 up to the rounding
+of the update to float32 (half an ulp of the parameter; every case keeps that below
+1e-5 of its gradient, and the case line warns where it does not). PyTorch computes the
+same loss, mean((y - labels)^2) (or cross entropy), from the same op written by hand with
+ONNX semantics, in float32, and autograd gives the reference gradients.
+
+Checked per case: every parameter's gradient, max|loom - torch| <= 1e-4 * max(max|torch|,
+1e-6) (normwise relative); the loss, from --metrics to 1e-4 relative and from the
+`loom: step 1 loss L` line to 1e-4 relative plus half a unit of its last printed digit;
+that the checkpoint holds exactly the expected parameters (kind "parameter") and that
+BatchNormalization statistics are kind "buffer" and unchanged. On a mismatch the case is
+also compiled for inference and its forward output compared with PyTorch's, to tell a
+wrong gradient from a wrong forward.
+
+Prints one line per case (name, worst relative error, ok/MISMATCH/FAILED) and finally
+'N passed, M failed'; exits 1 on any failure. --only NAME[,NAME...] (fnmatch patterns)
+selects cases, --list lists them, --keep DIR keeps the work files.
+"""
+import argparse
+import fnmatch
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zlib
+
+import numpy as np
+import onnx
+import torch
+import torch.nn.functional as F
+from onnx import TensorProto, helper, numpy_helper
+
+TOLERANCE = 1e-4
+TINY = 1e-6  # floor of max|torch| in the normwise relative error
+RESOLUTION_WARN = 1e-5  # the case line warns when float32 updates blur a gradient more
+OPSET = 17
+STEP_LINE = re.compile(r"^loom: step (\d+) loss (\S+) lr (\S+)")
+
+torch.set_num_threads(1)
+torch.set_grad_enabled(True)
+
+# --------------------------------------------------------------------------------------------
+# Case definitions
+# --------------------------------------------------------------------------------------------
+
+
+class Case:
+    """nodes: ONNX nodes whose final output is "y"; tensors: {name: numpy array} in graph
+    order (names in `inputs` become graph inputs, fed with --data; the rest initializers);
+    ref: torch function {name: tensor} -> y, written by hand with ONNX semantics."""
+
+    def __init__(self, name, nodes, tensors, ref, inputs=(), loss="mse", labels=None,
+                 ignore_index=-100, buffers=()):
+        self.name, self.nodes, self.tensors, self.ref = name, nodes, tensors, ref
+        self.inputs, self.loss, self.labels = set(inputs), loss, labels
+        self.ignore_index, self.buffers = ignore_index, set(buffers)
+
+    def params(self):
+        """What Loom trains: float initializers with more than one element, but for
+        BatchNormalization's mean and variance (buffers)."""
+        return [n for n, a in self.tensors.items()
+                if n not in self.inputs and n not in self.buffers and a.dtype == np.float32
+                and a.size > 1]
+
+
+CASES = []
+_RNG = np.random.default_rng(20240611)
+
+
+def rn(*shape, lo=None, hi=None, scale=1.0):
+    """Random float32: normal(0, scale), or uniform in [lo, hi)."""
+    if lo is None:
+        return (_RNG.standard_normal(shape) * scale).astype(np.float32)
+    return _RNG.uniform(lo, hi, shape).astype(np.float32)
+
+
+def signed(*shape, lo=0.5, hi=1.5):
+    """Magnitude in [lo, hi), random sign: safe divisors."""
+    mag = _RNG.uniform(lo, hi, shape)
+    return (mag * np.where(_RNG.random(shape) < 0.5, -1.0, 1.0)).astype(np.float32)
+
+
+def i64(values):
+    return np.array(values, dtype=np.int64)
+
+
+def node(op, inputs, outputs=("y",), **attrs):
+    return helper.make_node(op, list(inputs), list(outputs), **attrs)
+
+
+def add(name, nodes, tensors, ref, **kw):
+    if any(c.name == name for c in CASES):
+        raise ValueError(f"duplicate case {name}")
+    CASES.append(Case(name, nodes if isinstance(nodes, list) else [nodes], tensors, ref, **kw))
+
+
+# ---- elementwise binary --------------------------------------------------------------------
+
+BINARY = {
+    "Add": lambda a, b: a + b,
+    "Sub": lambda a, b: a - b,
+    "Mul": lambda a, b: a * b,
+    "Div": lambda a, b: a / b,
+    "Pow": lambda a, b: torch.pow(a, b),
+}
+# (case suffix, lhs shape, rhs shape): same shape, rhs broadcast (rank and size 1 dims),
+# lhs broadcast, and both broadcast against each other.
+BROADCASTS = [
+    ("same", (3, 4), (3, 4)),
+    ("bcast_rhs", (2, 3, 4), (3, 1)),
+    ("bcast_lhs", (4,), (2, 3, 4)),
+    ("bcast_both", (3, 1), (2, 1, 4)),
+]
+for op, fn in BINARY.items():
+    for suffix, ls, rs in BROADCASTS:
+        if op == "Pow":  # positive trainable base, trainable exponent
+            a, b = rn(*ls, lo=0.5, hi=2.0), rn(*rs, lo=-1.5, hi=2.0)
+        elif op == "Div":
+            a, b = rn(*ls), signed(*rs)
+        else:
+            a, b = rn(*ls), rn(*rs)
+        add(f"{op.lower()}_{suffix}", node(op, ["a", "b"]), {"a": a, "b": b},
+            lambda t, fn=fn: fn(t["a"], t["b"]))
+
+# Pow with a scalar constant exponent (a constant, so only the base is trained); the base
+# takes both signs for the integral exponents.
+for e in (2.0, 3.0):
+    add(f"pow_const_exp{int(e)}", node("Pow", ["a", "e"]),
+        {"a": rn(3, 4), "e": np.array(e, np.float32)},
+        lambda t: torch.pow(t["a"], t["e"]))
+add("pow_const_exp0.5", node("Pow", ["a", "e"]),
+    {"a": rn(3, 4, lo=0.5, hi=2.0), "e": np.array(0.5, np.float32)},
+    lambda t: torch.pow(t["a"], t["e"]))
+# An int64 exponent: the importer converts it to the base's type.
+add("pow_int64_exp3", node("Pow", ["a", "e"]), {"a": rn(3, 4), "e": np.array(3, np.int64)},
+    lambda t: torch.pow(t["a"], 3.0))
+# A value used twice (gradient accumulation): y = a * a + a.
+add("fanout_accumulate", [node("Mul", ["a", "a"], ["sq"]), node("Add", ["sq", "a"])],
+    {"a": rn(3, 4)}, lambda t: t["a"] * t["a"] + t["a"])
+# A graph input next to a parameter: only the parameter is trained.
+add("mul_input_times_param", node("Mul", ["x", "w"]), {"x": rn(3, 4), "w": rn(3, 4)},
+    lambda t: t["x"] * t["w"], inputs=["x"])
+
+# ---- elementwise unary ---------------------------------------------------------------------
+
+UNARY = {
+    "Sqrt": (lambda: rn(3, 5, lo=0.3, hi=2.0), torch.sqrt),
+    "Erf": (lambda: rn(3, 5), torch.erf),
+    "Tanh": (lambda: rn(3, 5), torch.tanh),
+    "Relu": (lambda: signed(3, 5, lo=0.05, hi=1.5), torch.relu),
+    "Sigmoid": (lambda: rn(3, 5, scale=2.0), torch.sigmoid),
+    "Exp": (lambda: rn(3, 5, scale=0.7), torch.exp),
+    "Log": (lambda: rn(3, 5, lo=0.3, hi=2.0), torch.log),
+    "Neg": (lambda: rn(3, 5), torch.neg),
+}
+for op, (make, fn) in UNARY.items():
+    add(op.lower(), node(op, ["x"]), {"x": make()}, lambda t, fn=fn: fn(t["x"]))
+
+# ---- MatMul --------------------------------------------------------------------------------
+
+MATMULS = [
+    ("2d", (3, 4), (4, 5)),
+    ("3d_batched", (2, 3, 4), (2, 4, 5)),
+    ("3d_x_2d", (2, 3, 4), (4, 5)),
+    ("2d_x_3d", (3, 4), (2, 4, 5)),
+    ("bcast_4d_x_3d", (2, 1, 3, 4), (5, 4, 2)),
+    ("1d_lhs", (4,), (4, 5)),
+    ("1d_rhs", (3, 4), (4,)),
+    ("1d_both", (4,), (4,)),
+    ("1d_lhs_batched", (4,), (2, 4, 3)),
+    ("batched_1d_rhs", (2, 3, 4), (4,)),
+]
+for suffix, ls, rs in MATMULS:
+    add(f"matmul_{suffix}", node("MatMul", ["a", "b"]), {"a": rn(*ls), "b": rn(*rs)},
+        lambda t: torch.matmul(t["a"], t["b"]))
+add("matmul_same_operand_twice", node("MatMul", ["a", "a"]), {"a": rn(4, 4)},
+    lambda t: t["a"] @ t["a"])
+add("matmul_input_x_weight", node("MatMul", ["x", "w"]), {"x": rn(3, 4), "w": rn(4, 5)},
+    lambda t: t["x"] @ t["w"], inputs=["x"])
+
+# ---- Gemm ----------------------------------------------------------------------------------
+
+GEMMS = [
+    # (suffix, transA, transB, alpha, beta, C shape or None)
+    ("plain", 0, 0, 1.0, 1.0, None),
+    ("c_vector", 0, 0, 1.0, 1.0, (5,)),
+    ("transA_c_matrix", 1, 0, 1.0, 1.0, (3, 5)),
+    ("transB_alpha_beta_c_col", 0, 1, 0.7, 1.3, (3, 1)),
+    ("transAB_alpha", 1, 1, 2.5, 1.0, None),
+    ("transAB_alpha_beta_c_row", 1, 1, -0.8, 0.6, (1, 5)),
+    ("beta0_c_unused", 0, 0, 1.0, 0.0, (3, 5)),
+]
+for suffix, ta, tb, alpha, beta, cshape in GEMMS:
+    tensors = {"a": rn(*((4, 3) if ta else (3, 4))), "b": rn(*((5, 4) if tb else (4, 5)))}
+    if cshape:
+        tensors["c"] = rn(*cshape)
+
+    def gemm_ref(t, ta=ta, tb=tb, alpha=alpha, beta=beta, has_c=bool(cshape)):
+        a = t["a"].t() if ta else t["a"]
+        b = t["b"].t() if tb else t["b"]
+        y = alpha * (a @ b)
+        return y + beta * t["c"] if has_c else y
+
+    add(f"gemm_{suffix}", node("Gemm", list(tensors), transA=ta, transB=tb, alpha=alpha,
+                               beta=beta), tensors, gemm_ref)
+
+# ---- Softmax / LogSoftmax ------------------------------------------------------------------
+
+for op, fn in (("Softmax", torch.softmax), ("LogSoftmax", torch.log_softmax)):
+    for axis, shape in ((-1, (3, 4)), (0, (3, 4)), (1, (2, 3, 4))):
+        add(f"{op.lower()}_axis{axis}_rank{len(shape)}", node(op, ["x"], axis=axis),
+            {"x": rn(*shape, scale=1.5)}, lambda t, fn=fn, axis=axis: fn(t["x"], axis))
+
+# ---- LayerNormalization / BatchNormalization -----------------------------------------------
+
+
+def layer_norm_ref(axis, eps, has_bias):
+    def ref(t):
+        x = t["x"]
+        dims = tuple(range(axis % x.dim(), x.dim()))
+        mean = x.mean(dims, keepdim=True)
+        var = ((x - mean) ** 2).mean(dims, keepdim=True)
+        y = (x - mean) / torch.sqrt(var + eps) * t["scale"]
+        return y + t["bias"] if has_bias else y
+    return ref
+
+
+for axis, eps, has_bias in ((-1, 1e-5, True), (-1, 1e-5, False), (-2, 1e-5, True),
+                            (-2, 1e-5, False), (-1, 0.1, True)):
+    shape = (2, 3, 4)
+    norm = shape[axis:]
+    tensors = {"x": rn(*shape), "scale": rn(*norm, lo=0.5, hi=1.5)}
+    if has_bias:
+        tensors["bias"] = rn(*norm)
+    attrs = {"axis": axis} if eps == 1e-5 else {"axis": axis, "epsilon": eps}
+    add(f"layernorm_axis{axis}_{'bias' if has_bias else 'nobias'}"
+        + ("" if eps == 1e-5 else f"_eps{eps}"),
+        node("LayerNormalization", list(tensors), **attrs), tensors,
+        layer_norm_ref(axis, eps, has_bias))
+
+
+def batch_norm_ref(eps):
+    def ref(t):
+        x = t["w"] * t["inp"]
+        shape = (1, -1, 1, 1)
+        return ((x - t["mean"].view(shape)) / torch.sqrt(t["var"].view(shape) + eps)
+                * t["scale"].view(shape) + t["bias"].view(shape))
+    return ref
+
+
+for eps in (1e-5, 0.1):
+    add("batchnorm_inference" + ("" if eps == 1e-5 else f"_eps{eps}"),
+        [node("Mul", ["w", "inp"], ["x"]),
+         node("BatchNormalization", ["x", "scale", "bias", "mean", "var"],
+              **({} if eps == 1e-5 else {"epsilon": eps}))],
+        {"w": rn(2, 3, 2, 3), "inp": rn(2, 3, 2, 3), "scale": rn(3, lo=0.5, hi=1.5),
+         "bias": rn(3), "mean": rn(3, scale=0.3), "var": rn(3, lo=0.2, hi=1.5)},
+        batch_norm_ref(eps), inputs=["inp"], buffers=["mean", "var"])
+
+# LayerNormalization's optional Mean and InvStdDev outputs, built from primitives.
+add("layernorm_mean_invstd_outputs",
+    [node("LayerNormalization", ["x", "scale", "bias"], ["n", "mean", "inv"], axis=-1),
+     node("Mul", ["mean", "inv"], ["mi"]), node("Add", ["n", "mi"])],
+    {"x": rn(2, 3, 4), "scale": rn(4, lo=0.5, hi=1.5), "bias": rn(4)},
+    lambda t: layer_norm_ref(-1, 1e-5, True)(t)
+    + t["x"].mean(-1, keepdim=True) / torch.sqrt(t["x"].var(-1, unbiased=False, keepdim=True)
+                                                 + 1e-5))
+
+# ---- Reductions ----------------------------------------------------------------------------
+
+for op in ("ReduceSum", "ReduceMean"):
+    for axes, keep in (([1], 1), ([0, 2], 0), ([-1], 1), ([-1], 0), (None, 0), (None, 1)):
+        tensors = {"x": rn(2, 3, 4)}
+        attrs = {} if keep == 1 else {"keepdims": 0}
+        if axes is not None:
+            if op == "ReduceSum":  # axes is an input from opset 13
+                tensors["axes"] = i64(axes)
+            else:
+                attrs["axes"] = axes
+        dims = tuple(axes) if axes is not None else (0, 1, 2)
+        fn = torch.sum if op == "ReduceSum" else torch.mean
+        add(f"{op.lower()}_axes{'all' if axes is None else '_'.join(map(str, axes))}"
+            f"_keep{keep}", node(op, list(tensors), **attrs), tensors,
+            lambda t, fn=fn, dims=dims, keep=keep: fn(t["x"], dims, keepdim=bool(keep)))
+add("reducesum_noop_empty_axes", node("ReduceSum", ["x"], noop_with_empty_axes=1),
+    {"x": rn(3, 4)}, lambda t: t["x"])
+
+# ---- Data movement -------------------------------------------------------------------------
+
+add("transpose_perm201", node("Transpose", ["x"], perm=[2, 0, 1]), {"x": rn(2, 3, 4)},
+    lambda t: t["x"].permute(2, 0, 1))
+add("transpose_default", node("Transpose", ["x"]), {"x": rn(2, 3, 4)},
+    lambda t: t["x"].permute(2, 1, 0))
+add("reshape_infer", node("Reshape", ["x", "shape"]), {"x": rn(2, 3, 4), "shape": i64([4, -1])},
+    lambda t: t["x"].reshape(4, 6))
+add("reshape_copy_dim", node("Reshape", ["x", "shape"]),
+    {"x": rn(2, 3, 4), "shape": i64([0, 4, 3])}, lambda t: t["x"].reshape(2, 4, 3))
+for axis in (0, 1, 2, -1):
+    outer = int(np.prod((2, 3, 4)[:axis % 3 if axis < 0 else axis]))
+    add(f"flatten_axis{axis}", node("Flatten", ["x"], axis=axis), {"x": rn(2, 3, 4)},
+        lambda t, outer=outer: t["x"].reshape(outer, -1))
+add("squeeze_axes", node("Squeeze", ["x", "axes"]), {"x": rn(2, 1, 3, 1), "axes": i64([1])},
+    lambda t: t["x"].squeeze(1))
+add("squeeze_all", node("Squeeze", ["x"]), {"x": rn(2, 1, 3, 1)},
+    lambda t: t["x"].reshape(2, 3))
+add("unsqueeze", node("Unsqueeze", ["x", "axes"]), {"x": rn(2, 3), "axes": i64([0, -1])},
+    lambda t: t["x"].reshape(1, 2, 3, 1))
+
+# Gather: repeated and negative indices, 2-D and scalar indices, both axes.
+add("gather_axis0_repeat_negative", node("Gather", ["x", "idx"]),
+    {"x": rn(5, 3), "idx": i64([[0, 2], [2, -1], [-5, 2]])},
+    lambda t: t["x"][torch.tensor([[0, 2], [2, 4], [0, 2]])])
+add("gather_axis1_repeat_negative", node("Gather", ["x", "idx"], axis=1),
+    {"x": rn(2, 4, 3), "idx": i64([3, -4, 3, -1])},
+    lambda t: t["x"][:, torch.tensor([3, 0, 3, 3])])
+add("gather_axis1_2d_indices_rank3", node("Gather", ["x", "idx"], axis=1),
+    {"x": rn(2, 3, 2), "idx": i64([[2, -3], [-1, 2]])},
+    lambda t: t["x"][:, torch.tensor([[2, 0], [2, 2]])])
+add("gather_axis-1_scalar_index", node("Gather", ["x", "idx"], axis=-1),
+    {"x": rn(3, 4), "idx": np.array(-2, np.int64)}, lambda t: t["x"][:, 2])
+add("gather_axis0_input_indices", node("Gather", ["x", "idx"]),
+    {"x": rn(6, 4), "idx": i64([5, 1, 5, 0, 1])},
+    lambda t: t["x"][torch.tensor([5, 1, 5, 0, 1])], inputs=["idx"])
+
+add("concat_axis0", node("Concat", ["a", "b", "c"], axis=0),
+    {"a": rn(2, 3), "b": rn(1, 3), "c": rn(3, 3)},
+    lambda t: torch.cat([t["a"], t["b"], t["c"]], 0))
+add("concat_axis1", node("Concat", ["a", "b"], axis=1), {"a": rn(2, 3, 2), "b": rn(2, 1, 2)},
+    lambda t: torch.cat([t["a"], t["b"]], 1))
+add("concat_axis-1_repeated_operand", node("Concat", ["a", "b", "a"], axis=-1),
+    {"a": rn(3, 2), "b": rn(3, 3)}, lambda t: torch.cat([t["a"], t["b"], t["a"]], -1))
+
+
+def slice_case(name, shape, starts, ends, axes, steps, index):
+    tensors = {"x": rn(*shape), "starts": i64(starts), "ends": i64(ends)}
+    if axes is not None:
+        tensors["axes"] = i64(axes)
+    if steps is not None:
+        tensors["steps"] = i64(steps)
+    add(name, node("Slice", list(tensors)), tensors, lambda t: index(t["x"]))
+
+
+slice_case("slice_step1", (4, 6), [1], [3], [0], None, lambda x: x[1:3])
+slice_case("slice_step1_negative_bounds", (4, 6), [-3, 1], [-1, 100], [1, 0], [1, 1],
+           lambda x: x[1:, 3:5])
+slice_case("slice_step2", (4, 6), [0], [6], [1], [2], lambda x: x[:, 0:6:2])
+slice_case("slice_step2_two_axes", (5, 6), [1, 1], [5, 6], [0, 1], [3, 2],
+           lambda x: x[1:5:3, 1:6:2])
+slice_case("slice_step-1_reverse", (4, 6), [-1], [-100], [1], [-1], lambda x: x.flip(1))
+slice_case("slice_step-1_partial", (4, 6), [2], [0], [0], [-1], lambda x: x[[2, 1]])
+slice_case("slice_step-2", (4, 6), [5], [0], [1], [-2], lambda x: x[:, [5, 3, 1]])
+
+# Split: uneven sizes re-concatenated in another order; and only the middle part used.
+add("split_uneven_reordered",
+    [node("Split", ["x", "split"], ["p0", "p1", "p2"], axis=0),
+     node("Concat", ["p2", "p0", "p1"], axis=0)],
+    {"x": rn(6, 4), "split": i64([1, 2, 3])},
+    lambda t: torch.cat([t["x"][3:], t["x"][:1], t["x"][1:3]], 0))
+add("split_equal_axis1_middle_only",
+    [node("Split", ["x"], ["p0", "y", "p2"], axis=1)], {"x": rn(2, 6)},
+    lambda t: t["x"][:, 2:4])
+add("split_axis-1_scaled_parts",
+    [node("Split", ["x"], ["p0", "p1"], axis=-1), node("Mul", ["p0", "s"], ["q"]),
+     node("Sub", ["q", "p1"])], {"x": rn(3, 4), "s": np.array(-1.5, np.float32)},
+    lambda t: t["x"][:, :2] * -1.5 - t["x"][:, 2:])
+
+# Where: both branches trainable, a constant bool condition (same shape, broadcast).
+cond = _RNG.random((3, 4)) < 0.5
+add("where_both_branches", node("Where", ["c", "a", "b"]),
+    {"c": cond, "a": rn(3, 4), "b": rn(3, 4)},
+    lambda t: torch.where(t["c"], t["a"], t["b"]))
+add("where_broadcast", node("Where", ["c", "a", "b"]),
+    {"c": np.array([[True], [False], [True]]), "a": rn(3, 4), "b": rn(4)},
+    lambda t: torch.where(t["c"], t["a"], t["b"]))
+
+add("expand_rank_and_ones", node("Expand", ["x", "shape"]),
+    {"x": rn(3, 1), "shape": i64([2, 3, 4])}, lambda t: t["x"].expand(2, 3, 4))
+add("expand_bidirectional", node("Expand", ["x", "shape"]),
+    {"x": rn(4,), "shape": i64([3, 1])}, lambda t: t["x"].expand(3, 4))
+
+add("cast_float_to_float", node("Cast", ["x"], to=TensorProto.FLOAT), {"x": rn(3, 4)},
+    lambda t: t["x"])
+add("cast_f16_roundtrip",
+    [node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16), node("Cast", ["h"], to=TensorProto.FLOAT)],
+    {"x": rn(3, 4)}, lambda t: t["x"].half().float())
+add("identity", node("Identity", ["x"]), {"x": rn(3, 4)}, lambda t: t["x"])
+add("dropout_inference", node("Dropout", ["x"]), {"x": rn(3, 4)}, lambda t: t["x"])
+add("dropout_inference_ratio_mask",
+    [node("Dropout", ["x", "ratio"], ["d", "mask"]), node("Mul", ["d", "x"])],
+    {"x": rn(3, 4), "ratio": np.array(0.5, np.float32)}, lambda t: t["x"] * t["x"])
+
+# ---- Convolution and pooling ---------------------------------------------------------------
+
+
+def onnx_pad(x, pads, value=0.0):
+    """ONNX pads [top, left, bottom, right] on NCHW."""
+    top, left, bottom, right = pads
+    return F.pad(x, (left, right, top, bottom), value=value)
+
+
+CONVS = [
+    # (suffix, x shape, w shape, bias, attrs)
+    ("basic_bias", (2, 2, 5, 5), (3, 2, 3, 3), True, {}),
+    ("stride2_pad1_nobias", (1, 2, 6, 6), (3, 2, 3, 3), False, {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("stride2_unreached_edge", (1, 2, 6, 6), (2, 2, 3, 3), True, {"strides": [2, 2]}),
+    ("dilation2_pad1", (1, 2, 6, 6), (2, 2, 3, 3), True, {"dilations": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("groups2_bias", (1, 4, 5, 5), (4, 2, 3, 3), True, {"group": 2}),
+    ("depthwise", (1, 3, 5, 5), (3, 1, 3, 3), False, {"group": 3, "pads": [1, 1, 1, 1]}),
+    ("asymmetric_pads", (1, 2, 4, 5), (2, 2, 3, 3), True, {"pads": [0, 1, 2, 0]}),
+    ("rect_kernel_stride12", (1, 2, 5, 6), (3, 2, 2, 3), False, {"strides": [1, 2]}),
+    ("all_attrs", (2, 4, 7, 7), (2, 2, 3, 2), True,
+     {"strides": [2, 1], "pads": [1, 0, 2, 1], "dilations": [1, 2], "group": 2}),
+    ("1x1", (2, 3, 3, 3), (2, 3, 1, 1), True, {}),
+    ("auto_pad_same_upper", (1, 2, 5, 5), (2, 2, 2, 2), False, {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+]
+
+
+def conv_ref(attrs, has_bias, in_hw, k_hw):
+    strides = attrs.get("strides", [1, 1])
+    dil = attrs.get("dilations", [1, 1])
+    pads = attrs.get("pads", [0, 0, 0, 0])
+    if attrs.get("auto_pad") == "SAME_UPPER":
+        pads = [0, 0, 0, 0]
+        for i in range(2):
+            out = -(-in_hw[i] // strides[i])
+            total = max(0, (out - 1) * strides[i] + (k_hw[i] - 1) * dil[i] + 1 - in_hw[i])
+            pads[i], pads[i + 2] = total // 2, total - total // 2
+
+    def ref(t):
+        return F.conv2d(onnx_pad(t["x"], pads), t["w"], t["b"] if has_bias else None,
+                        stride=strides, dilation=dil, groups=attrs.get("group", 1))
+    return ref
+
+
+for suffix, xs, ws, has_bias, attrs in CONVS:
+    tensors = {"x": rn(*xs), "w": rn(*ws, scale=0.5)}
+    if has_bias:
+        tensors["b"] = rn(ws[0])
+    add(f"conv_{suffix}", node("Conv", list(tensors), **attrs), tensors,
+        conv_ref(attrs, has_bias, xs[2:], ws[2:]))
+
+MAXPOOLS = [
+    # (suffix, x shape, attrs)
+    ("k3_s2_pad1", (1, 2, 5, 5), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("k3_s1_overlap", (1, 2, 5, 5), {"kernel_shape": [3, 3]}),
+    ("k2_s2_ceil", (1, 2, 5, 5), {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
+    ("k3_s2_pad1_ceil", (1, 2, 6, 6), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
+                                       "ceil_mode": 1}),
+    ("k2_dilation2", (1, 2, 5, 5), {"kernel_shape": [2, 2], "dilations": [2, 2]}),
+    ("asymmetric_pads_rect", (2, 1, 5, 6), {"kernel_shape": [2, 3], "strides": [1, 2],
+                                            "pads": [1, 0, 0, 1]}),
+]
+
+
+def pool_args(attrs):
+    return (attrs["kernel_shape"], attrs.get("strides", [1, 1]), attrs.get("pads", [0, 0, 0, 0]),
+            attrs.get("dilations", [1, 1]), bool(attrs.get("ceil_mode", 0)))
+
+
+def maxpool_ref(attrs):
+    kernel, strides, pads, dil, ceil = pool_args(attrs)
+
+    def ref(t):
+        x = onnx_pad(t["x"], pads, value=-math.inf)
+        return F.max_pool2d(x, kernel, strides, 0, dil, ceil_mode=ceil)
+    return ref
+
+
+# Tied maxima (values from {-1, 0, 1}): the gradient goes to the window's first maximum in
+# row-major order, as in PyTorch.
+add("maxpool_k3_s1_pad1_ties", node("MaxPool", ["x"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+    {"x": _RNG.integers(-1, 2, (1, 2, 4, 4)).astype(np.float32)},
+    maxpool_ref({"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}))
+for suffix, xs, attrs in MAXPOOLS:
+    add(f"maxpool_{suffix}", node("MaxPool", ["x"], **attrs), {"x": rn(*xs)}, maxpool_ref(attrs))
+
+AVGPOOLS = [
+    ("k3_s2_pad1_excl", (1, 2, 5, 5), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("k3_s2_pad1_incl", (1, 2, 5, 5), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
+                                       "count_include_pad": 1}),
+    ("k3_s1_overlap", (1, 2, 5, 5), {"kernel_shape": [3, 3]}),
+    ("k2_s2_ceil", (1, 2, 5, 5), {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
+    ("k3_s2_pad1_ceil_excl", (1, 2, 6, 6), {"kernel_shape": [3, 3], "strides": [2, 2],
+                                            "pads": [1, 1, 1, 1], "ceil_mode": 1}),
+    ("k3_s2_pad1_ceil_incl", (1, 2, 6, 6), {"kernel_shape": [3, 3], "strides": [2, 2],
+                                            "pads": [1, 1, 1, 1], "ceil_mode": 1,
+                                            "count_include_pad": 1}),
+    ("asymmetric_pads_incl", (2, 1, 5, 6), {"kernel_shape": [2, 3], "strides": [1, 2],
+                                            "pads": [1, 0, 0, 1], "count_include_pad": 1}),
+    ("asymmetric_pads_excl", (2, 1, 5, 6), {"kernel_shape": [2, 3], "strides": [1, 2],
+                                            "pads": [1, 0, 0, 1]}),
+]
+
+
+def avgpool_ref(attrs):
+    """Window sum over the zero-padded input divided by the window's count: its real input
+    positions, or with count_include_pad its positions inside the padded input (positions
+    past the end padding in ceil mode never count) -- PyTorch's and ONNX Runtime's rule."""
+    kernel, strides, pads, _, ceil = pool_args(attrs)
+    include = bool(attrs.get("count_include_pad", 0))
+
+    def window_sum(v):
+        return F.avg_pool2d(v, kernel, strides, 0, ceil_mode=ceil, count_include_pad=True,
+                            divisor_override=1)
+
+    def ref(t):
+        x = t["x"]
+        total = window_sum(onnx_pad(x, pads))
+        ones = torch.ones_like(x[:1, :1])
+        count = window_sum(torch.ones_like(onnx_pad(ones, pads)) if include else onnx_pad(ones, pads))
+        return total / count
+    return ref
+
+
+for suffix, xs, attrs in AVGPOOLS:
+    add(f"averagepool_{suffix}", node("AveragePool", ["x"], **attrs), {"x": rn(*xs)},
+        avgpool_ref(attrs))
+add("globalaveragepool", node("GlobalAveragePool", ["x"]), {"x": rn(2, 3, 2, 3)},
+    lambda t: t["x"].mean((2, 3), keepdim=True))
+
+# ---- Losses --------------------------------------------------------------------------------
+
+add("mse_loss_rank3", node("Identity", ["x"]), {"x": rn(2, 3, 4)}, lambda t: t["x"])
+add("cross_entropy_2d", node("Identity", ["x"]), {"x": rn(4, 5, scale=2.0)}, lambda t: t["x"],
+    loss="cross_entropy", labels=i64([1, 4, 0, 1]))
+add("cross_entropy_3d_ignored", node("Mul", ["x", "s"]),
+    {"x": rn(2, 3, 5), "s": np.array(1.7, np.float32)}, lambda t: t["x"] * 1.7,
+    loss="cross_entropy", labels=i64([[2, -100, 0], [4, 4, -100]]))
+
+# --------------------------------------------------------------------------------------------
+# Running one case
+# --------------------------------------------------------------------------------------------
+
+
+class CaseFailed(Exception):
+    pass
+
+
+def run(cmd, timeout=120):
+    try:
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise CaseFailed(f"timed out after {timeout} s: {' '.join(cmd)}")
+    if result.returncode != 0:
+        tail = (result.stdout + result.stderr).strip().splitlines()[-8:]
+        raise CaseFailed(f"exit {result.returncode}: {' '.join(os.path.basename(c) for c in cmd[:2])}"
+                         + "".join("\n      " + line for line in tail))
+    return result.stdout
+
+
+def relative_error(actual, expected):
+    actual = np.asarray(actual, np.float64)
+    expected = np.asarray(expected, np.float64)
+    if actual.shape != expected.shape:
+        return math.inf
+    if actual.size == 0:
+        return 0.0
+    if not np.all(np.isfinite(actual)):
+        return math.inf
+    return float(np.max(np.abs(actual - expected)) / max(float(np.max(np.abs(expected))), TINY))
+
+
+def onnx_elem_type(array):
+    return helper.np_dtype_to_tensor_dtype(array.dtype) if hasattr(helper, "np_dtype_to_tensor_dtype") \
+        else onnx.mapping.NP_TYPE_TO_TENSOR_TYPE[array.dtype]
+
+
+def reference(case):
+    """PyTorch: (y, loss, {param: grad}, labels)."""
+    params = set(case.params())
+    t = {}
+    for name, a in case.tensors.items():
+        t[name] = torch.tensor(a, requires_grad=name in params)
+    y = case.ref(t)
+    rng = np.random.default_rng(zlib.crc32(case.name.encode()))
+    if case.loss == "mse":
+        labels = rng.standard_normal(tuple(y.shape)).astype(np.float32)
+        loss = ((y - torch.tensor(labels)) ** 2).mean()
+    else:
+        labels = case.labels
+        classes = y.shape[-1]
+        loss = F.cross_entropy(y.reshape(-1, classes), torch.tensor(labels).reshape(-1),
+                               ignore_index=case.ignore_index)
+    loss.backward()
+    grads = {n: (t[n].grad.numpy() if t[n].grad is not None else np.zeros_like(case.tensors[n]))
+             for n in params}
+    return y.detach().numpy(), float(loss), grads, labels
+
+
+def build_model(case, y_shape):
+    inputs, inits = [], []
+    for name, a in case.tensors.items():
+        if name in case.inputs:
+            inputs.append(helper.make_tensor_value_info(name, onnx_elem_type(a), list(a.shape)))
+        else:
+            inits.append(numpy_helper.from_array(a, name))
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y_shape))
+    graph = helper.make_graph(case.nodes, case.name.replace("-", "_"), inputs, [out], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="gradient_rules.py")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def printed_half_unit(text):
+    mantissa, _, exponent = text.lower().partition("e")
+    decimals = len(mantissa.partition(".")[2])
+    return 0.5 * 10.0 ** -decimals * (10.0 ** int(exponent) if exponent else 1.0)
+
+
+def forward_error(args, case, work, y_ref):
+    """Diagnostics on a mismatch: the inference plan's output against PyTorch's."""
+    try:
+        plan = os.path.join(work, "forward.plan")
+        run([args.loom, "compile", os.path.join(work, "case.onnx"), "-o", plan])
+        out = os.path.join(work, "forward_out")
+        cmd = [args.loom, "run", plan, "--outputs", out]
+        feeds = [f"{n}={os.path.join(work, n + '.npy')}" for n in sorted(case.inputs)]
+        if feeds:
+            cmd += ["--inputs", ",".join(feeds)]
+        run(cmd)
+        return relative_error(np.load(os.path.join(out, "y.npy")), y_ref)
+    except (CaseFailed, OSError, ValueError) as e:
+        return f"unavailable ({str(e).splitlines()[0]})"
+
+
+def run_case(args, case, work):
+    """Returns (ok, worst error, detail lines)."""
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    y_ref, loss_ref, grads_ref, labels = reference(case)
+    model = build_model(case, y_ref.shape)
+    onnx_path = os.path.join(work, "case.onnx")
+    onnx.save(model, onnx_path)
+    np.save(os.path.join(work, "labels.npy"), labels)
+    for name in case.inputs:
+        np.save(os.path.join(work, name + ".npy"), case.tensors[name])
+
+    plan = os.path.join(work, "case.plan")
+    compile_cmd = [args.loom, "compile", onnx_path, "--train", "--loss", case.loss,
+                   "--optimizer", "sgd", "--lr", "1", "-o", plan]
+    if case.loss == "cross_entropy":
+        compile_cmd += ["--ignore-index", str(case.ignore_index)]
+    run(compile_cmd)
+    ckpt, metrics = os.path.join(work, "ckpt"), os.path.join(work, "metrics.jsonl")
+    feeds = [f"labels={os.path.join(work, 'labels.npy')}"]
+    feeds += [f"{n}={os.path.join(work, n + '.npy')}" for n in sorted(case.inputs)]
+    stdout = run([args.loom, "run", plan, "--steps", "1", "--data", ",".join(feeds),
+                  "--metrics", metrics, "--save", ckpt, "--threads", str(args.threads)])
+
+    problems, details, notes = [], [], []
+    # The loss: --metrics (9 digits) and the printed step line (6 digits).
+    with open(metrics) as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    loss_loom = float(records[0]["loss"]) if records else math.nan
+    loss_err = abs(loss_loom - loss_ref) / max(abs(loss_ref), TINY)
+    if not loss_err <= TOLERANCE:
+        problems.append(f"loss: loom {loss_loom!r}, torch {loss_ref!r} (relative {loss_err:.3e})")
+    lines = [STEP_LINE.match(l.strip()) for l in stdout.splitlines()]
+    lines = [m for m in lines if m]
+    if len(lines) != 1:
+        problems.append(f"expected one `loom: step 1 loss L lr R` line, got {len(lines)}")
+    else:
+        printed = lines[0].group(2)
+        if not abs(float(printed) - loss_ref) <= (TOLERANCE * abs(loss_ref)
+                                                  + printed_half_unit(printed)):
+            problems.append(f"printed loss {printed}, torch {loss_ref!r}")
+
+    # The checkpoint: exactly the expected parameters; the buffers unchanged.
+    with open(os.path.join(ckpt, "manifest.json")) as f:
+        manifest = json.load(f)
+    entries = {e["name"]: e for e in manifest.get("tensors", [])}
+    expected_params = case.params()
+    saved_params = {n for n, e in entries.items() if e.get("kind") == "parameter"}
+    for name in sorted(saved_params - set(expected_params) - case.buffers):
+        problems.append(f"checkpoint has unexpected parameter {name}")
+    for name in case.buffers:
+        e = entries.get(name)
+        if e is None:
+            notes.append(f"buffer {name} not in the checkpoint")
+            continue
+        if e.get("kind") != "buffer":
+            problems.append(f"{name}: kind {e.get('kind')!r}, expected 'buffer'")
+        if relative_error(np.load(os.path.join(ckpt, e["file"])), case.tensors[name]) != 0:
+            problems.append(f"buffer {name} changed")
+
+    worst = loss_err
+    for name in expected_params:
+        want = grads_ref[name]
+        e = entries.get(name)
+        if e is None or e.get("kind") != "parameter":
+            if np.any(want != 0):
+                problems.append(f"parameter {name} is not in the checkpoint as a parameter")
+            else:
+                notes.append(f"{name} (zero gradient) not in the checkpoint")
+            continue
+        before = case.tensors[name].astype(np.float64)
+        after = np.load(os.path.join(ckpt, e["file"])).astype(np.float64)
+        if after.shape != before.shape:
+            problems.append(f"{name}: checkpoint shape {list(after.shape)}, "
+                            f"expected {list(before.shape)}")
+            worst = math.inf
+            continue
+        got = before - after
+        err = relative_error(got, want)
+        worst = max(worst, err)
+        scale = float(np.max(np.abs(want))) if want.size else 0.0
+        resolution = float(np.max(np.spacing(np.abs(case.tensors[name])))) / 2 / max(scale, TINY)
+        if scale > 0 and resolution > RESOLUTION_WARN:
+            notes.append(f"{name}: float32 update resolution {resolution:.1e} of the gradient")
+        if not err <= TOLERANCE:
+            diff = np.abs(got - want)
+            at = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.ndim else ()
+            problems.append(
+                f"d{name}: relative error {err:.3e}; max|torch| {scale:.4g}; worst at "
+                f"{tuple(int(i) for i in at)}: loom {float(got[at]):.6g}, "
+                f"torch {float(want[at]):.6g}")
+            details.append(f"      torch d{name} = {np.array2string(want.ravel()[:12], precision=5, max_line_width=1000)}"
+                           + (" ..." if want.size > 12 else ""))
+            details.append(f"      loom  d{name} = {np.array2string(got.ravel()[:12], precision=5, max_line_width=1000)}"
+                           + (" ..." if got.size > 12 else ""))
+    if problems:
+        ferr = forward_error(args, case, work, y_ref)
+        notes.append("forward output vs torch: " + (f"relative {ferr:.3e}" if isinstance(ferr, float)
+                                                    else ferr))
+    return not problems, worst, problems + details, notes
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--loom", help="path to the loom binary")
+    parser.add_argument("--source", help="Loom's source tree (unused; for symmetry with the "
+                        "other e2e tests)")
+    parser.add_argument("--only", help="comma-separated case names or fnmatch patterns")
+    parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep its files")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="loom run --threads (default: %(default)s)")
+    args = parser.parse_args()
+
+    cases = CASES
+    if args.only:
+        patterns = [p.strip() for p in args.only.split(",") if p.strip()]
+        cases = [c for c in CASES if any(fnmatch.fnmatchcase(c.name, p) for p in patterns)]
+        if not cases:
+            parser.error(f"no case matches {args.only!r}; --list shows them")
+    if args.list:
+        for c in cases:
+            print(f"{c.name:40s} {' -> '.join(n.op_type for n in c.nodes)}  "
+                  f"params: {', '.join(c.params()) or '-'}")
+        return 0
+    if not args.loom:
+        parser.error("--loom is required")
+
+    root = os.path.abspath(args.keep) if args.keep else tempfile.mkdtemp(prefix="loom-grad-")
+    width = max(len(c.name) for c in cases)
+    passed = failed = 0
+    try:
+        for case in cases:
+            work = os.path.join(root, case.name) if args.keep else os.path.join(root, "case")
+            try:
+                ok, worst, lines, notes = run_case(args, case, work)
+            except (CaseFailed, OSError, ValueError, KeyError, RuntimeError,
+                    onnx.checker.ValidationError) as e:
+                failed += 1
+                print(f"{case.name:{width}s}  FAILED  {type(e).__name__}: {e}", flush=True)
+                continue
+            passed += ok
+            failed += not ok
+            print(f"{case.name:{width}s}  {worst:.2e}  {'ok' if ok else 'MISMATCH'}"
+                  + "".join(f"\n    {l}" for l in lines)
+                  + "".join(f"\n    note: {n}" for n in notes), flush=True)
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+// Proves loom-build-training-graph adds the loss, a reverse-mode backward
+// built from each op's gradient rule, and one in-place update per parameter
+// (with optimizer state arguments), and rejects what it cannot train.
+// RUN: loom-opt %s -split-input-file -verify-diagnostics \
+// RUN:   -loom-build-training-graph="optimizer=sgd" | FileCheck %s --check-prefix=SGD
+// RUN: loom-opt %s -split-input-file -verify-diagnostics \
+// RUN:   -loom-build-training-graph="optimizer=adamw weight-decay=0.01" | FileCheck %s --check-prefix=ADAMW
+// RUN: loom-opt %s -split-input-file -verify-diagnostics \
+// RUN:   -loom-build-training-graph="optimizer=momentum loss=mse" | FileCheck %s --check-prefix=MSE
+
+// SGD-LABEL: func.func @main
+// SGD-SAME: %[[X:.*]]: tensor<4x8xf32> {loom.input = "x"}
+// SGD-SAME: %[[W:.*]]: tensor<3x8xf32> {loom.param = "w"}
+// SGD-SAME: %[[B:.*]]: tensor<3xf32> {loom.param = "b"}
+// SGD-SAME: %[[LABELS:.*]]: tensor<4xi64> {loom.input = "labels"}
+// SGD-SAME: %[[LR:.*]]: tensor<f32> {loom.hyper = "lr"}
+// SGD-SAME: %[[STEP:.*]]: tensor<f32> {loom.hyper = "step"}
+// SGD-SAME: -> (tensor<f32> {loom.output = "loss"}, tensor<3x8xf32> {loom.updates = 1 : i64}, tensor<3xf32> {loom.updates = 2 : i64})
+// SGD: %[[Y:.*]] = loom.matmul %[[X]], %[[W]] {transpose_rhs}
+// SGD: %[[LOGITS:.*]] = loom.add %[[Y]], %[[B]]
+// SGD: %[[LOSS:.*]] = loom.softmax_cross_entropy %[[LOGITS]], %[[LABELS]] {ignore_index = -100 : i64}
+// SGD: %[[ONE:.*]] = loom.constant dense<1.000000e+00> : tensor<f32>
+// SGD: %[[DY:.*]] = loom.softmax_cross_entropy_grad %[[LOGITS]], %[[LABELS]], %[[ONE]]
+// The bias gradient sums the broadcast batch dimension away.
+// SGD: %[[DBSUM:.*]] = loom.reduce_sum %[[DY]] {axes = array<i64: 0>, keep_dims}
+// SGD: %[[DB:.*]] = loom.reshape %[[DBSUM]] : tensor<1x3xf32> -> tensor<3xf32>
+// y = x w^T, so dw = dy^T x.
+// SGD: %[[DW:.*]] = loom.matmul %[[DY]], %[[X]] {transpose_lhs}
+// SGD-NOT: loom.matmul %[[DY]], %[[W]]
+// SGD: %[[W2:.*]] = loom.sgd_update %[[W]], %[[DW]], %[[LR]] {weight_decay = 0.000000e+00 : f32}
+// SGD: %[[B2:.*]] = loom.sgd_update %[[B]], %[[DB]], %[[LR]]
+// SGD: return %[[LOSS]], %[[W2]], %[[B2]]
+
+// ADAMW-LABEL: func.func @main
+// ADAMW-SAME: {loom.state = "w::m"}
+// ADAMW-SAME: {loom.state = "w::v"}
+// ADAMW-SAME: {loom.state = "b::m"}
+// ADAMW-SAME: {loom.state = "b::v"}
+// ADAMW-SAME: tensor<3x8xf32> {loom.updates = 1 : i64}, tensor<3x8xf32> {loom.updates = 6 : i64}, tensor<3x8xf32> {loom.updates = 7 : i64}
+// ADAMW: loom.adam_update {{.*}} {beta1 = 0.899999976 : f32, beta2 = 9.990000e-01 : f32, decoupled_weight_decay, epsilon = 9.99999993E-9 : f32, weight_decay = 0.00999999977 : f32}
+
+// MSE-LABEL: func.func @main
+// MSE-SAME: %{{.*}}: tensor<4x3xf32> {loom.input = "labels"}
+// MSE: loom.mse_loss
+// MSE: loom.momentum_update {{.*}} {momentum = 0.899999976 : f32, weight_decay = 0.000000e+00 : f32}
+func.func @main(%x: tensor<4x8xf32> {loom.input = "x"},
+                %w: tensor<3x8xf32> {loom.param = "w"},
+                %b: tensor<3xf32> {loom.param = "b"}) -> tensor<4x3xf32> {
+  %y = loom.matmul %x, %w {transpose_rhs} : (tensor<4x8xf32>, tensor<3x8xf32>) -> tensor<4x3xf32>
+  %z = loom.add %y, %b : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  return %z : tensor<4x3xf32>
+}
+
+// -----
+
+// An op without a gradient rule on the path to a parameter is an error.
+func.func @main(%x: tensor<4x8xf32> {loom.input = "x"},
+                %w: tensor<4x8xf32> {loom.param = "w"}) -> tensor<4x1xf32> {
+  %y = loom.mul %x, %w : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  // expected-error @+1 {{'loom.reduce_max' op is not differentiable yet}}
+  %m = loom.reduce_max %y {axes = array<i64: 1>, keep_dims} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  return %m : tensor<4x1xf32>
+}

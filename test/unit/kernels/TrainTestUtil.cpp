@@ -1,0 +1,83 @@
+//===- TrainTestUtil.cpp - Runners and finite differences for training ops ===//
+
+#include "test/unit/kernels/TrainTestUtil.h"
+
+#include <cmath>
+
+namespace loom::rt::test {
+
+MultiResult runKernel(Backend &backend, const std::string &op,
+                      const Attrs &attrs, std::vector<HostBuffer> inputs,
+                      const std::vector<OutSpec> &outs) {
+  MultiResult result;
+  std::vector<TensorView> in, out;
+  for (HostBuffer &b : inputs)
+    in.push_back(b.view());
+  for (const OutSpec &spec : outs) {
+    result.outs.push_back(makeTensor(
+        spec.dtype, spec.shape,
+        std::vector<double>(static_cast<size_t>(numElements(spec.shape)))));
+  }
+  for (HostBuffer &b : result.outs)
+    out.push_back(b.view());
+  result.error = runViews(backend, op, attrs, std::move(in), std::move(out));
+  return result;
+}
+
+std::string runViews(Backend &backend, const std::string &op,
+                     const Attrs &attrs, std::vector<TensorView> inputs,
+                     std::vector<TensorView> outputs) {
+  const KernelFn *kernel = backend.findKernel(op);
+  if (!kernel)
+    return "no kernel for " + op;
+  KernelArgs args{op, attrs, std::move(inputs), std::move(outputs)};
+  return (*kernel)(args);
+}
+
+std::vector<double>
+centralDifferences(const std::function<double(const std::vector<double> &)> &f,
+                   std::vector<double> x, double h) {
+  std::vector<double> grad(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    double saved = x[i];
+    x[i] = saved + h;
+    double up = f(x);
+    x[i] = saved - h;
+    double down = f(x);
+    x[i] = saved;
+    grad[i] = (up - down) / (2 * h);
+  }
+  return grad;
+}
+
+void expectMatchesDifferences(const std::vector<double> &analytic,
+                              const std::vector<double> &numeric, double tol) {
+  ASSERT_EQ(analytic.size(), numeric.size());
+  int failures = 0;
+  for (size_t i = 0; i < analytic.size() && failures < 5; ++i) {
+    double bound = tol * std::max(std::abs(numeric[i]), 1.0);
+    if (!(std::abs(analytic[i] - numeric[i]) <= bound)) {
+      ++failures;
+      ADD_FAILURE() << "coordinate " << i << ": reference gradient "
+                    << analytic[i] << ", central difference " << numeric[i];
+    }
+  }
+}
+
+double dot(const std::vector<double> &a, const std::vector<double> &b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    s += a[i] * b[i];
+  return s;
+}
+
+std::vector<double> randomValues(size_t n, std::mt19937 &rng, double lo,
+                                 double hi) {
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v(n);
+  for (double &x : v)
+    x = dist(rng);
+  return v;
+}
+
+} // namespace loom::rt::test
