@@ -3,6 +3,8 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Debug.h"
 
@@ -49,6 +51,95 @@ struct BuildTrainingGraphPass
     return func.getArgument(index);
   }
 
+  /// The loss of `prediction` against `labels` (see the pass description);
+  /// appends the ops it creates to `ops`, which backward() walks.
+  Value buildLoss(OpBuilder &b, Location loc, Value prediction, Value labels,
+                  SmallVectorImpl<Operation *> &ops) {
+    Value result = buildLossOps(b, loc, prediction, labels);
+    SmallVector<Operation *> created;
+    for (Operation *op = result.getDefiningOp();
+         op && op != prediction.getDefiningOp() && !llvm::is_contained(ops, op);
+         op = op->getPrevNode())
+      created.push_back(op);
+    ops.append(created.rbegin(), created.rend());
+    return result;
+  }
+
+  Value buildLossOps(OpBuilder &b, Location loc, Value prediction,
+                     Value labels) {
+    RankedTensorType predType = typeOf(prediction);
+    Type element = predType.getElementType();
+    if (loss != "cross_entropy")
+      return MseLossOp::create(b, loc, prediction, labels, UnitAttr());
+    int64_t classes = predType.getShape().back();
+    int64_t rows = predType.getNumElements() / std::max<int64_t>(classes, 1);
+    Value logits = prediction;
+    if (predType.getRank() != 2)
+      logits = ReshapeOp::create(
+          b, loc, RankedTensorType::get({rows, classes}, element), prediction);
+    Value flatLabels = labels;
+    if (typeOf(labels).getRank() != 1)
+      flatLabels = ReshapeOp::create(
+          b, loc,
+          RankedTensorType::get({rows}, IntegerType::get(b.getContext(), 64)),
+          labels);
+    return SoftmaxCrossEntropyOp::create(b, loc, logits, flatLabels,
+                                         b.getI64IntegerAttr(ignoreIndex),
+                                         UnitAttr());
+  }
+
+  /// Reverse mode over `ops` (in program order) from d(loss) = seed, adding
+  /// the parameters' gradients into `grads`.
+  LogicalResult backward(OpBuilder &b, ArrayRef<Operation *> ops,
+                         ArrayRef<BlockArgument> params, Value lossValue,
+                         double seed, llvm::DenseMap<Value, Value> &grads) {
+    llvm::DenseSet<Value> requiresGrad(params.begin(), params.end());
+    for (Operation *op : ops)
+      if (llvm::any_of(op->getOperands(),
+                       [&](Value v) { return requiresGrad.contains(v); }))
+        for (Value r : op->getResults())
+          requiresGrad.insert(r);
+    // Gradients of this pass's values; parameters accumulate into `grads`.
+    llvm::DenseMap<Value, Value> local;
+    auto type = cast<RankedTensorType>(lossValue.getType());
+    local[lossValue] = ConstantOp::create(
+        b, lossValue.getLoc(),
+        DenseElementsAttr::get(type,
+                               b.getFloatAttr(type.getElementType(), seed)));
+    for (Operation *op : llvm::reverse(ops)) {
+      SmallVector<Value> resultGrads;
+      bool any = false;
+      for (Value r : op->getResults()) {
+        resultGrads.push_back(local.lookup(r));
+        any |= bool(resultGrads.back());
+      }
+      SmallVector<bool> needed;
+      for (Value v : op->getOperands())
+        needed.push_back(requiresGrad.contains(v));
+      if (!any || llvm::none_of(needed, [](bool n) { return n; }))
+        continue;
+      auto differentiable = dyn_cast<GradientOpInterface>(op);
+      if (!differentiable)
+        return op->emitOpError("is not differentiable");
+      SmallVector<Value> operandGrads;
+      if (failed(differentiable.emitGradient(b, resultGrads, needed,
+                                             operandGrads)))
+        return failure();
+      for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads)) {
+        if (!g || !requiresGrad.contains(operand))
+          continue;
+        Value &slot = local[operand];
+        slot = slot ? Value(AddOp::create(b, op->getLoc(), slot, g)) : g;
+      }
+    }
+    for (BlockArgument p : params)
+      if (Value g = local.lookup(p)) {
+        Value &slot = grads[p];
+        slot = slot ? Value(AddOp::create(b, p.getLoc(), slot, g)) : g;
+      }
+    return success();
+  }
+
   LogicalResult build(func::FuncOp func) {
     MLIRContext *ctx = &getContext();
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
@@ -88,78 +179,84 @@ struct BuildTrainingGraphPass
 
     OpBuilder b(ret);
     Location loc = ret.getLoc();
-    // The loss.
-    Value lossValue;
-    if (loss == "cross_entropy") {
-      int64_t classes = predType.getShape().back();
-      int64_t rows = predType.getNumElements() / std::max<int64_t>(classes, 1);
-      Value logits = prediction;
-      if (predType.getRank() != 2)
-        logits = ReshapeOp::create(
-            b, loc, RankedTensorType::get({rows, classes}, element),
-            prediction);
-      Value flatLabels = labels;
-      if (typeOf(labels).getRank() != 1)
-        flatLabels = ReshapeOp::create(
-            b, loc, RankedTensorType::get({rows}, IntegerType::get(ctx, 64)),
-            labels);
-      lossValue = SoftmaxCrossEntropyOp::create(
-          b, loc, logits, flatLabels, b.getI64IntegerAttr(ignoreIndex),
-          UnitAttr());
-    } else {
-      lossValue = MseLossOp::create(b, loc, prediction, labels, UnitAttr());
-    }
-
-    // Which values depend on a parameter.
-    llvm::DenseSet<Value> requiresGrad;
     SmallVector<BlockArgument> params;
     for (BlockArgument arg : func.getArguments())
-      if (func.getArgAttr(arg.getArgNumber(), LoomDialect::kParamAttrName)) {
-        requiresGrad.insert(arg);
+      if (func.getArgAttr(arg.getArgNumber(), LoomDialect::kParamAttrName))
         params.push_back(arg);
-      }
-    SmallVector<Operation *> forward;
-    for (Operation &op : func.getBody().front()) {
-      if (&op == ret.getOperation())
-        break;
-      forward.push_back(&op);
-      if (llvm::any_of(op.getOperands(),
-                       [&](Value v) { return requiresGrad.contains(v); }))
-        for (Value r : op.getResults())
-          requiresGrad.insert(r);
-    }
+    SmallVector<Operation *> templateOps;
+    for (Operation &op : func.getBody().front())
+      if (&op != ret.getOperation())
+        templateOps.push_back(&op);
 
-    // Reverse mode: seed d(loss)/d(loss) = 1 and walk back.
     llvm::DenseMap<Value, Value> grads;
-    grads[lossValue] = ConstantOp::create(
-        b, loc,
-        DenseElementsAttr::get(scalarType, b.getFloatAttr(element, 1.0)));
-    for (Operation *op : llvm::reverse(forward)) {
-      SmallVector<Value> resultGrads;
-      bool any = false;
-      for (Value r : op->getResults()) {
-        resultGrads.push_back(grads.lookup(r));
-        any |= bool(resultGrads.back());
-      }
-      SmallVector<bool> needed;
-      for (Value v : op->getOperands())
-        needed.push_back(requiresGrad.contains(v));
-      if (!any || llvm::none_of(needed, [](bool n) { return n; }))
-        continue;
-      auto differentiable = dyn_cast<GradientOpInterface>(op);
-      if (!differentiable)
-        return op->emitOpError("is not differentiable");
-      SmallVector<Value> operandGrads;
-      b.setInsertionPoint(ret);
-      if (failed(differentiable.emitGradient(b, resultGrads, needed,
-                                             operandGrads)))
+    Value lossValue;
+    if (microBatches <= 1) {
+      SmallVector<Operation *> ops(templateOps);
+      lossValue = buildLoss(b, loc, prediction, labels, ops);
+      if (failed(backward(b, ops, params, lossValue, 1.0, grads)))
         return failure();
-      for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads)) {
-        if (!g || !requiresGrad.contains(operand))
-          continue;
-        Value &slot = grads[operand];
-        slot = slot ? Value(AddOp::create(b, op->getLoc(), slot, g)) : g;
+    } else {
+      // Gradient accumulation: the graph holds one micro-batch; the step
+      // takes M of them, slices each out of the full-batch inputs, and runs
+      // forward, loss and backward per micro-batch before the next, so only
+      // one micro-batch's activations are live at a time. Gradients add up;
+      // each micro-batch's loss counts 1/M.
+      SmallVector<BlockArgument> oldInputs;
+      for (BlockArgument arg : func.getArguments())
+        if (func.getArgAttr(arg.getArgNumber(), LoomDialect::kInputAttrName))
+          oldInputs.push_back(arg);
+      llvm::DenseMap<Value, Value> fullBatch;
+      for (BlockArgument arg : oldInputs) {
+        RankedTensorType t = typeOf(arg);
+        if (t.getRank() < 1)
+          return func.emitError("input #")
+                 << arg.getArgNumber()
+                 << " has no batch dimension to split into micro-batches";
+        SmallVector<int64_t> shape(t.getShape());
+        shape[0] *= microBatches;
+        fullBatch[arg] =
+            addArgument(func, RankedTensorType::get(shape, t.getElementType()),
+                        LoomDialect::kInputAttrName,
+                        func.getArgAttrOfType<StringAttr>(
+                                arg.getArgNumber(), LoomDialect::kInputAttrName)
+                            .getValue());
       }
+      Value scale = ConstantOp::create(
+          b, loc,
+          DenseElementsAttr::get(scalarType,
+                                 b.getFloatAttr(element, 1.0 / microBatches)));
+      for (int64_t k = 0; k < microBatches; ++k) {
+        IRMapping mapping;
+        for (BlockArgument arg : oldInputs) {
+          RankedTensorType t = typeOf(arg);
+          SmallVector<int64_t> starts(t.getRank(), 0), strides(t.getRank(), 1);
+          starts[0] = k * t.getDimSize(0);
+          mapping.map(arg, SliceOp::create(b, loc, fullBatch[arg],
+                                           b.getDenseI64ArrayAttr(starts),
+                                           b.getDenseI64ArrayAttr(t.getShape()),
+                                           b.getDenseI64ArrayAttr(strides)));
+        }
+        SmallVector<Operation *> ops;
+        for (Operation *op : templateOps)
+          ops.push_back(b.clone(*op, mapping));
+        Value microLoss = buildLoss(b, loc, mapping.lookup(prediction),
+                                    mapping.lookup(labels), ops);
+        if (failed(
+                backward(b, ops, params, microLoss, 1.0 / microBatches, grads)))
+          return failure();
+        Value weighted = MulOp::create(b, loc, microLoss, scale);
+        lossValue = lossValue
+                        ? Value(AddOp::create(b, loc, lossValue, weighted))
+                        : weighted;
+      }
+      // The template and the micro-batch-sized inputs are no longer used.
+      for (Operation *op : llvm::reverse(templateOps))
+        op->erase();
+      llvm::BitVector erase(func.getNumArguments());
+      for (BlockArgument arg : oldInputs)
+        erase.set(arg.getArgNumber());
+      if (failed(func.eraseArguments(erase)))
+        return func.emitError("cannot remove the micro-batch inputs");
     }
 
     // One update per parameter, in argument order.

@@ -61,6 +61,12 @@ def BuildTrainingGraph : Pass<"loom-build-training-graph", "mlir::ModuleOp"> {
     - Optimizer state (`loom.state`, starting at zero): `<param>::velocity`
       for momentum, and `<param>::m` and `<param>::v` for Adam and AdamW.
 
+    With `micro-batches=M`, @main is taken to hold one micro-batch: the step's
+    inputs are M times larger in dimension 0, and each micro-batch's forward,
+    loss and backward run before the next (so only one micro-batch's
+    activations are live), the gradients adding up; the loss is the mean of
+    the micro-batch losses.
+
     Before:
     ```mlir
     func.func @main(%x: tensor<4x8xf32> {loom.input = "x"},
@@ -98,6 +104,9 @@ def BuildTrainingGraph : Pass<"loom-build-training-graph", "mlir::ModuleOp"> {
            "Weight decay (decoupled for adamw, L2 otherwise)">,
     Option<"ignoreIndex", "ignore-index", "int64_t", "-100",
            "Labels that do not count in cross_entropy">,
+    Option<"microBatches", "micro-batches", "int64_t", "1",
+           "Micro-batches per step: @main holds one; the step takes this many "
+           "times its batch and accumulates their gradients">,
   ];
   let dependentDialects = ["loom::LoomDialect"];
 }

@@ -2,6 +2,7 @@
 
 #include "runtime/Executor.h"
 
+#include "runtime/Initializer.h"
 #include "runtime/ShapeCheck.h"
 #include "runtime/io/Trace.h"
 
@@ -190,7 +191,10 @@ std::string Executor::Impl::validate() {
         return where(v) + " is not a valid in-place update of value #" +
                std::to_string(t);
     }
-    if (isPersistent(v.kind()) && v.kind() != plan::Value::OPTIMIZER_STATE) {
+    bool seeded =
+        v.kind() == plan::Value::PARAMETER && v.data().empty() && v.has_init();
+    if (isPersistent(v.kind()) && v.kind() != plan::Value::OPTIMIZER_STATE &&
+        !seeded) {
       if (v.data().empty())
         return where(v) + " has no initial data (was the model compiled "
                           "without weights?)";
@@ -328,6 +332,12 @@ std::unique_ptr<Executor> Executor::create(plan::Plan plan, Backend &backend,
     impl.views[v.id()].data = base + v.offset();
     if (isPersistent(v.kind()))
       std::memcpy(impl.views[v.id()].data, v.data().data(), v.data().size());
+    if (v.kind() == plan::Value::PARAMETER && v.data().empty() &&
+        v.has_init() &&
+        !fillFromInitializer(v.init(), v.name(), impl.views[v.id()], error)) {
+      error = "invalid plan: " + error;
+      return nullptr;
+    }
     if (isPersistent(v.kind()) && v.kind() != plan::Value::CONSTANT)
       exec->stateInfo.push_back({v.name(), v.kind(), v.id()});
     if (v.kind() == plan::Value::HYPERPARAMETER)

@@ -21,6 +21,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
 #include <map>
 
 using namespace llvm;
@@ -113,6 +114,21 @@ cl::opt<int64_t> ignoreIndexFlag("ignore-index",
                                  cl::desc("Labels cross_entropy ignores"),
                                  cl::init(-100), cl::sub(compileCmd),
                                  cl::cat(trainCategory()));
+cl::opt<std::string> initFlag(
+    "init",
+    cl::desc("Initial parameter values: onnx (the model's initializers) or "
+             "seeded (uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) for tensors of "
+             "rank >= 2, zeros for biases, ones for other vectors; computed "
+             "by the runtime from --seed)"),
+    cl::init("onnx"), cl::sub(compileCmd), cl::cat(trainCategory()));
+cl::opt<uint64_t> seedFlag("seed", cl::desc("Seed of --init seeded"),
+                           cl::init(0), cl::sub(compileCmd),
+                           cl::cat(trainCategory()));
+cl::opt<int64_t> microBatchesFlag(
+    "micro-batches",
+    cl::desc("Split each step's batch into M micro-batches run one after "
+             "another, accumulating gradients (--batch must divide by M)"),
+    cl::init(1), cl::sub(compileCmd), cl::cat(trainCategory()));
 cl::opt<std::string> scheduleFlag("lr-schedule",
                                   cl::desc("constant, or cosine (linear "
                                            "warm-up, then cosine decay)"),
@@ -251,6 +267,16 @@ int runCompile() {
   registerLoomDialects(registry);
   MLIRContext context(registry);
   int exitCode = 0;
+  if (microBatchesFlag != 1) {
+    // The graph is imported for one micro-batch.
+    if (!train)
+      return reportError("--micro-batches needs --train");
+    if (microBatchesFlag < 1 || !batchFlag.getNumOccurrences() ||
+        batchFlag % microBatchesFlag != 0)
+      return reportError("--micro-batches M needs --batch N with N divisible "
+                         "by M");
+    batchFlag = batchFlag / microBatchesFlag;
+  }
   OwningOpRef<ModuleOp> module = importModel(context, true, exitCode);
   if (!module)
     return exitCode;
@@ -271,6 +297,7 @@ int runCompile() {
     options.epsilon = epsFlag;
     options.weightDecay = weightDecayFlag;
     options.ignoreIndex = ignoreIndexFlag;
+    options.microBatches = microBatchesFlag;
     PassManager pm(&context);
     pm.addPass(createBuildTrainingGraph(options));
     pm.addPass(createCSEPass());
@@ -287,6 +314,35 @@ int runCompile() {
   std::optional<plan::Plan> plan = emitPlan(*module, error);
   if (!plan)
     return reportError(modelPath + ": " + error);
+  if (initFlag == "seeded") {
+    // Replace the initializers' data by a seeded rule on the global tensor.
+    for (plan::Value &v :
+         *plan->mutable_stages(0)->mutable_program()->mutable_values()) {
+      if (v.kind() != plan::Value::PARAMETER)
+        continue;
+      const auto &shape = v.global_type().shape();
+      StringRef name = v.name();
+      double bound = 0, low = 0;
+      if (shape.size() >= 2) {
+        int64_t fanIn = 1;
+        for (int d = 1; d < shape.size(); ++d)
+          fanIn *= shape[d];
+        bound =
+            1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(fanIn, 1)));
+        low = -bound;
+      } else if (!name.ends_with("bias")) {
+        low = bound = 1.0; // scales of normalisations
+      }
+      v.clear_data();
+      plan::Initializer *init = v.mutable_init();
+      init->set_distribution("uniform");
+      init->set_low(low);
+      init->set_high(bound);
+      init->set_seed(seedFlag);
+    }
+  } else if (initFlag != "onnx") {
+    return reportError("--init must be onnx or seeded");
+  }
   if (train) {
     plan::Training *t = plan->mutable_training();
     t->set_loss(lossFlag);
@@ -296,6 +352,7 @@ int runCompile() {
     t->set_warmup_steps(warmupFlag);
     t->set_total_steps(totalStepsFlag);
     t->set_min_lr(minLrFlag);
+    plan->mutable_schedule()->set_micro_batches(microBatchesFlag);
   }
   std::string bytes;
   if (!plan->SerializeToString(&bytes))

@@ -7,7 +7,7 @@ import lit.formats
 config.name = "Loom"
 config.test_format = lit.formats.ShTest(execute_external=True)
 config.suffixes = [".mlir", ".test"]
-config.excludes = ["lit.cfg.py", "lit.site.cfg.py.in"]
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py.in", "compare_checkpoints.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.loom_obj_root, "test", "lit")
 
