@@ -377,7 +377,12 @@ LOOM_GRADIENT(ReduceMeanOp) {
 LOOM_GRADIENT(ReduceMaxOp) {
   if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
     return success();
-  return emitOpError("is not differentiable yet");
+  if (!isa<FloatType>(typeOf(getInput()).getElementType()))
+    return emitOpError("is differentiable on floating-point inputs only");
+  operandGrads[0] =
+      ReduceMaxGradOp::create(b, getLoc(), getInput(), getResult(),
+                              resultGrads[0], getAxesAttr(), getKeepDimsAttr());
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

@@ -69,6 +69,24 @@ LayerNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
   return success();
 }
 
+LogicalResult
+ReduceMaxGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                  Adaptor adaptor,
+                                  SmallVectorImpl<Type> &results) {
+  SmallVector<Type> reduced;
+  if (failed(inferReduceResult(loc, adaptor.getInput(), adaptor.getAxes(),
+                               adaptor.getKeepDims(), reduced)))
+    return failure();
+  if (adaptor.getResult().getType() != reduced[0] ||
+      adaptor.getGrad().getType() != reduced[0])
+    return emitOptionalError(loc,
+                             "'result' and 'grad' must have the reduction's "
+                             "type ",
+                             reduced[0]);
+  results.push_back(adaptor.getInput().getType());
+  return success();
+}
+
 LogicalResult SoftmaxCrossEntropyGradOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &results) {

@@ -45,6 +45,20 @@ def Loom_LayerNormGradOp : Loom_InferredOp<"layer_norm_grad"> {
                       Loom_FloatTensor:$bias_grad);
 }
 
+def Loom_ReduceMaxGradOp : Loom_InferredOp<"reduce_max_grad"> {
+  let summary = "gradient of reduce_max: grad shared by the maxima";
+  let description = [{
+    For `result = reduce_max(input)` with the same `axes` and `keep_dims`
+    and its gradient `grad` (the result's type): each reduced position's
+    gradient is divided evenly among the input elements equal to its
+    maximum. The result has the input's type; the input is floating point.
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$result,
+                       Loom_FloatTensor:$grad, DenseI64ArrayAttr:$axes,
+                       UnitAttr:$keep_dims);
+  let results = (outs Loom_FloatTensor:$input_grad);
+}
+
 def Loom_GatherGradOp : Loom_TypedOp<"gather_grad"> {
   let summary = "gradient of gather: scatter-add of grad into zeros";
   let description = [{

@@ -451,6 +451,19 @@ std::string expectGrad(const TypeRef &grad, DType dtype, const Shape &forward,
 }
 
 /// relu_grad, gelu_grad: input and grad of one float type, the result's.
+/// reduce_max_grad(input, max, grad): max and grad are the reduction of
+/// input; the result has input's type.
+std::string reduceMaxGrad(const Attrs &a, const std::vector<TypeRef> &ops,
+                          const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 3, 3); !e.empty())
+    return e;
+  if (auto e = reduce(a, {ops[0]}, {ops[1]}); !e.empty())
+    return "the maximum " + e;
+  if (ops[2].dtype != ops[1].dtype || *ops[2].shape != *ops[1].shape)
+    return "grad must have the maximum's type";
+  return expectResult(res[0], ops[0].dtype, *ops[0].shape);
+}
+
 std::string activationGrad(const Attrs &, const std::vector<TypeRef> &ops,
                            const std::vector<TypeRef> &res) {
   if (auto e = expectCounts(ops, res, 2, 2); !e.empty())
@@ -664,6 +677,7 @@ const std::map<std::string, Check> &rules() {
       {"softmax_cross_entropy", crossEntropy},
       {"mse_loss", mse},
       {"relu_grad", activationGrad},
+      {"reduce_max_grad", reduceMaxGrad},
       {"gelu_grad", activationGrad},
       {"layer_norm_grad", layerNormGrad},
       {"gather_grad", gatherGrad},

@@ -37,6 +37,7 @@ public:
     cpu::registerGradKernels(table, results);
     cpu::registerConvPoolGradKernels(table, results);
     cpu::registerOptimizerKernels(table, results);
+    cpu::registerReduceGradKernels(table, results);
     for (auto &[op, entry] : table) {
       auto count = results.find(op);
       kernels.emplace(op, wrap(op, std::move(entry),

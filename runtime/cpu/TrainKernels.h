@@ -30,6 +30,7 @@ void registerGradKernels(KernelTable &table, ResultCounts &results);
 void registerConvPoolGradKernels(KernelTable &table, ResultCounts &results);
 /// sgd_update, momentum_update and adam_update (OptimizerKernels.cpp).
 void registerOptimizerKernels(KernelTable &table, ResultCounts &results);
+void registerReduceGradKernels(KernelTable &table, ResultCounts &results);
 
 } // namespace loom::rt::cpu
 

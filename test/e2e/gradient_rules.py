@@ -300,6 +300,20 @@ for op in ("ReduceSum", "ReduceMean"):
         add(f"{op.lower()}_axes{'all' if axes is None else '_'.join(map(str, axes))}"
             f"_keep{keep}", node(op, list(tensors), **attrs), tensors,
             lambda t, fn=fn, dims=dims, keep=keep: fn(t["x"], dims, keepdim=bool(keep)))
+# ReduceMax: the gradient is shared evenly by tied maxima, as torch.amax.
+for axes, keep in (([1], 1), ([0, 2], 0), ([-1], 0), (None, 1)):
+    attrs = {} if keep == 1 else {"keepdims": 0}
+    if axes is not None:
+        attrs["axes"] = axes
+    dims = tuple(axes) if axes is not None else (0, 1, 2)
+    add(f"reducemax_axes{'all' if axes is None else '_'.join(map(str, axes))}_keep{keep}",
+        node("ReduceMax", ["x"], **attrs), {"x": rn(2, 3, 4)},
+        lambda t, dims=dims, keep=keep: torch.amax(t["x"], dims, keepdim=bool(keep)))
+# Exact ties (repeated values) split the gradient.
+add("reducemax_ties", node("ReduceMax", ["x"], axes=[1]),
+    {"x": np.array([[1, 3, 3, 2], [5, 5, 5, 0], [0, 1, 2, 3]], np.float32)},
+    lambda t: torch.amax(t["x"], (1,), keepdim=True))
+
 add("reducesum_noop_empty_axes", node("ReduceSum", ["x"], noop_with_empty_axes=1),
     {"x": rn(3, 4)}, lambda t: t["x"])
 

@@ -17,6 +17,8 @@
 // CHECK-NEXT: %10 = loom.avg_pool2d_grad %arg12 {ceil_mode, count_include_pad, dilations = array<i64: 1, 1>, kernel = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<1x2x3x3xf32>) -> tensor<1x2x6x6xf32>
 // CHECK-NEXT: %11 = loom.sgd_update %arg13, %arg2, %arg14 {weight_decay = 0.000000e+00 : f32} : (tensor<8xf32>, tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
 // CHECK-NEXT: %new_param, %new_velocity = loom.momentum_update %arg13, %arg2, %arg2, %arg14 {momentum = 0.899999976 : f32, nesterov, weight_decay = 0.000000e+00 : f32} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>) -> (tensor<8xf32>, tensor<8xf32>)
+// CHECK-NEXT: %12 = loom.reduce_max %arg0 {axes = array<i64: 1>, keep_dims} : (tensor<2x8xf32>) -> tensor<2x1xf32>
+// CHECK-NEXT: %13 = loom.reduce_max_grad %arg0, %12, %12 {axes = array<i64: 1>, keep_dims} : (tensor<2x8xf32>, tensor<2x1xf32>, tensor<2x1xf32>) -> tensor<2x8xf32>
 // CHECK-NEXT: %new_param_0, %new_m, %new_v = loom.adam_update %arg13, %arg2, %arg2, %arg2, %arg14, %arg15 {beta1 = 0.899999976 : f32, beta2 = 9.990000e-01 : f32, decoupled_weight_decay, epsilon = 9.99999993E-9 : f32, weight_decay = 0.00999999977 : f32} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>, tensor<f32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
 // CHECK-NEXT: return
 
@@ -39,6 +41,8 @@ func.func @train_ops(%x: tensor<2x8xf32>, %g: tensor<2x8xf32>, %s: tensor<8xf32>
   %11 = loom.avg_pool2d_grad %gp {ceil_mode, count_include_pad, dilations = array<i64: 1, 1>, kernel = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<1x2x3x3xf32>) -> tensor<1x2x6x6xf32>
   %12 = loom.sgd_update %p, %s, %lr {weight_decay = 0.0 : f32} : (tensor<8xf32>, tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
   %13:2 = loom.momentum_update %p, %s, %s, %lr {momentum = 0.9 : f32, nesterov, weight_decay = 0.0 : f32} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>) -> (tensor<8xf32>, tensor<8xf32>)
+  %m = loom.reduce_max %x {axes = array<i64: 1>, keep_dims} : (tensor<2x8xf32>) -> tensor<2x1xf32>
+  %dm = loom.reduce_max_grad %x, %m, %m {axes = array<i64: 1>, keep_dims} : (tensor<2x8xf32>, tensor<2x1xf32>, tensor<2x1xf32>) -> tensor<2x8xf32>
   %14:3 = loom.adam_update %p, %s, %s, %s, %lr, %step {beta1 = 0.9 : f32, beta2 = 0.999 : f32, decoupled_weight_decay, epsilon = 1.0e-8 : f32, weight_decay = 0.01 : f32} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>, tensor<f32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
   return
 }

@@ -53,11 +53,12 @@ func.func @main(%x: tensor<4x8xf32> {loom.input = "x"},
 
 // -----
 
-// An op without a gradient rule on the path to a parameter is an error.
+// A non-differentiable op on the path to a parameter is an error.
 func.func @main(%x: tensor<4x8xf32> {loom.input = "x"},
-                %w: tensor<4x8xf32> {loom.param = "w"}) -> tensor<4x1xf32> {
+                %w: tensor<4x8xf32> {loom.param = "w"}) -> tensor<4x8xf32> {
   %y = loom.mul %x, %w : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
-  // expected-error @+1 {{'loom.reduce_max' op is not differentiable yet}}
-  %m = loom.reduce_max %y {axes = array<i64: 1>, keep_dims} : (tensor<4x8xf32>) -> tensor<4x1xf32>
-  return %m : tensor<4x1xf32>
+  %i = loom.cast %y : tensor<4x8xf32> -> tensor<4x8xi32>
+  // expected-error @+1 {{'loom.cast' op only casts between float types are differentiable}}
+  %f = loom.cast %i : tensor<4x8xi32> -> tensor<4x8xf32>
+  return %f : tensor<4x8xf32>
 }

@@ -58,13 +58,42 @@ std::set<std::string> trainOps() {
 // CPU kernel.
 TEST(TrainShapeCheckTest, EveryTrainingOpHasARuleAndAKernel) {
   std::set<std::string> ops = trainOps();
-  EXPECT_EQ(ops.size(), 13u) << "could not parse LoomTrainOps.td";
+  EXPECT_EQ(ops.size(), 14u) << "could not parse LoomTrainOps.td";
   auto backend = createCpuBackend();
   for (const std::string &op : ops) {
     EXPECT_EQ(check(op, Attrs(), {}, {}).find("unknown op"), std::string::npos)
         << op;
     EXPECT_NE(backend->findKernel(op), nullptr) << op;
   }
+}
+
+// Proves reduce_max_grad needs the maximum and grad shaped like the
+// reduction of its input, and gives the input's type.
+TEST(TrainShapeCheckTest, ReduceMaxGrad) {
+  Attrs keep;
+  keep.set("axes", std::vector<int64_t>{1});
+  keep.set("keep_dims", true);
+  EXPECT_EQ(check("reduce_max_grad", keep,
+                  {{F32, {2, 3}}, {F32, {2, 1}}, {F32, {2, 1}}},
+                  {{F32, {2, 3}}}),
+            "");
+  // Without keep_dims the maximum is [2].
+  Attrs drop;
+  drop.set("axes", std::vector<int64_t>{1});
+  EXPECT_EQ(check("reduce_max_grad", drop,
+                  {{F32, {2, 3}}, {F32, {2}}, {F32, {2}}}, {{F32, {2, 3}}}),
+            "");
+  EXPECT_NE(check("reduce_max_grad", keep,
+                  {{F32, {2, 3}}, {F32, {2}}, {F32, {2, 1}}}, {{F32, {2, 3}}}),
+            "");
+  EXPECT_NE(check("reduce_max_grad", keep,
+                  {{F32, {2, 3}}, {F32, {2, 1}}, {F32, {1, 1}}},
+                  {{F32, {2, 3}}}),
+            "");
+  EXPECT_NE(check("reduce_max_grad", keep,
+                  {{F32, {2, 3}}, {F32, {2, 1}}, {F32, {2, 1}}},
+                  {{F32, {3, 2}}}),
+            "");
 }
 
 // Proves relu_grad/gelu_grad need input and grad of one float type, the
