@@ -111,6 +111,67 @@ bool binaryPlain(BinaryKind kind, const TensorView &lhs, const TensorView &rhs,
   return false;
 }
 
+/// f32 `lhs op rhs` where lhs has the result's shape and rhs broadcasts as a
+/// per-row scalar ([rows, 1...]) or a per-column vector ([1..., cols]): the
+/// shapes of softmax gradients and bias adds, which oneDNN 2.6 may run in
+/// its slow reference kernel. False for any other pattern.
+bool binaryRowColumnF32(BinaryKind kind, const TensorView &lhs,
+                        const TensorView &rhs, const TensorView &out) {
+  if (kind == BinaryKind::Pow || out.dtype != DType::F32 ||
+      lhs.dtype != DType::F32 || rhs.dtype != DType::F32 ||
+      lhs.shape != out.shape || out.rank() == 0)
+    return false;
+  Shape r = padLeft(rhs.shape, out.shape.size());
+  const Shape &o = out.shape;
+  int64_t rank = out.rank();
+  // Split point k: rhs equals out before k and is 1 from k on (rows), or
+  // is 1 before k and equals out from k on (columns).
+  int rowsSplit = -1, colsSplit = -1;
+  for (int64_t k = 0; k <= rank; ++k) {
+    bool prefixEqual = true, suffixOnes = true, prefixOnes = true,
+         suffixEqual = true;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d < k) {
+        prefixEqual &= r[d] == o[d];
+        prefixOnes &= r[d] == 1;
+      } else {
+        suffixOnes &= r[d] == 1;
+        suffixEqual &= r[d] == o[d];
+      }
+    }
+    if (rowsSplit < 0 && prefixEqual && suffixOnes)
+      rowsSplit = k;
+    if (colsSplit < 0 && prefixOnes && suffixEqual)
+      colsSplit = k;
+  }
+  if (rowsSplit < 0 && colsSplit < 0)
+    return false;
+  int split = rowsSplit >= 0 ? rowsSplit : colsSplit;
+  int64_t rows = 1, cols = 1;
+  for (int64_t d = 0; d < rank; ++d)
+    (d < split ? rows : cols) *= o[d];
+  const float *a = lhs.as<float>(), *b = rhs.as<float>();
+  float *c = out.as<float>();
+  bool perRow = rowsSplit >= 0;
+  auto apply = [kind](float x, float y) {
+    switch (kind) {
+    case BinaryKind::Add:
+      return x + y;
+    case BinaryKind::Sub:
+      return x - y;
+    case BinaryKind::Mul:
+      return x * y;
+    default:
+      return x / y;
+    }
+  };
+#pragma omp parallel for schedule(static) if (rows * cols > 32768)
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      c[i * cols + j] = apply(a[i * cols + j], perRow ? b[i] : b[j]);
+  return true;
+}
+
 /// oneDNN binary needs src0 to have the result's shape; src1 may broadcast.
 /// Commutative ops swap their operands to get there.
 bool binaryOneDnn(CpuContext &ctx, BinaryKind kind, const TensorView &lhs,
@@ -163,6 +224,8 @@ std::string binaryKernel(CpuContext &ctx, const KernelArgs &args,
       return std::string(a.op) + ": operands " + formatShape(lhs.shape) +
              " and " + formatShape(rhs.shape) + " do not broadcast to " +
              formatShape(out.shape);
+    if (ctx.useOneDnn && binaryRowColumnF32(kind, lhs, rhs, out))
+      return {};
     if (out.dtype == DType::F32 && binaryOneDnn(ctx, kind, lhs, rhs, out))
       return {};
     return dispatchNumeric(out.dtype, a.op, [&](auto tag) -> std::string {

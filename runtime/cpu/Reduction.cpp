@@ -105,6 +105,58 @@ void reducePlain(ReduceKind kind, const ReducePlan &plan, const T *in, T *out) {
   });
 }
 
+/// Sum or mean of f32 over one contiguous block of axes, seen as
+/// [outer, reduced, inner]: the shapes a training graph reduces most (bias
+/// gradients over leading axes, softmax gradients over the last). oneDNN
+/// 2.6 runs some of these in its slow reference kernel; this path is
+/// direct. Accumulates in double, in a fixed order (deterministic for any
+/// thread count). False if the axes are not one contiguous block.
+bool reduceContiguousF32(ReduceKind kind, const TensorView &in,
+                         const std::vector<int64_t> &axes,
+                         const TensorView &out) {
+  if (kind == ReduceKind::Max || in.dtype != DType::F32 || axes.empty() ||
+      axes.back() - axes.front() + 1 != static_cast<int64_t>(axes.size()))
+    return false;
+  int64_t outer = 1, reduced = 1, inner = 1;
+  for (int64_t d = 0; d < in.rank(); ++d)
+    (d < axes.front()  ? outer
+     : d > axes.back() ? inner
+                       : reduced) *= in.shape[d];
+  const float *src = in.as<float>();
+  float *dst = out.as<float>();
+  double scale = kind == ReduceKind::Mean ? 1.0 / reduced : 1.0;
+  if (inner == 1) {
+#pragma omp parallel for schedule(static) if (outer * reduced > 32768)
+    for (int64_t o = 0; o < outer; ++o) {
+      const float *row = src + o * reduced;
+      double sum = 0;
+      for (int64_t r = 0; r < reduced; ++r)
+        sum += row[r];
+      dst[o] = static_cast<float>(sum * scale);
+    }
+    return true;
+  }
+  // Columns of an [outer][reduced][inner] block: parallel over outer and
+  // chunks of inner, each accumulating a strip of columns row by row.
+  constexpr int64_t kChunk = 256;
+  int64_t chunks = (inner + kChunk - 1) / kChunk;
+#pragma omp parallel for collapse(2)                                           \
+    schedule(static) if (outer * reduced * inner > 32768)
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < chunks; ++c) {
+      int64_t begin = c * kChunk, end = std::min(inner, begin + kChunk);
+      double acc[kChunk] = {};
+      for (int64_t r = 0; r < reduced; ++r) {
+        const float *row = src + (o * reduced + r) * inner;
+        for (int64_t i = begin; i < end; ++i)
+          acc[i - begin] += row[i];
+      }
+      for (int64_t i = begin; i < end; ++i)
+        dst[o * inner + i] = static_cast<float>(acc[i - begin] * scale);
+    }
+  return true;
+}
+
 bool reduceOneDnn(CpuContext &ctx, ReduceKind kind, const TensorView &in,
                   const Shape &keptDims, const TensorView &out) {
   if (!ctx.useOneDnn || in.rank() == 0 || in.rank() > DNNL_MAX_NDIMS ||
@@ -163,6 +215,8 @@ std::string reduceKernel(CpuContext &ctx, const KernelArgs &args,
       return {};
     }
     if (out.numElements() == 0)
+      return {};
+    if (reduceContiguousF32(kind, in, axes, out))
       return {};
     if (in.dtype == DType::F32 && reduceOneDnn(ctx, kind, in, keptDims, out))
       return {};
