@@ -25,6 +25,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/cpu/PoolGeometry.h"
 #include "runtime/cpu/TrainKernels.h"
 
 #include <cmath>
@@ -302,24 +303,6 @@ std::string convGradWeightKernel(CpuContext &ctx, const KernelArgs &args) {
 // max_pool2d_grad / avg_pool2d_grad
 //===----------------------------------------------------------------------===//
 
-/// One spatial dimension of a pooling window (as in Pooling.cpp).
-struct PoolAxis {
-  int64_t in, out, kernel, stride, padBegin, padEnd, dilation;
-
-  int64_t extent() const { return dilation * (kernel - 1) + 1; }
-  /// End padding that makes oneDNN's floor formula give `out`.
-  int64_t oneDnnPadEnd() const {
-    if ((in + padBegin + padEnd - extent()) / stride + 1 == out)
-      return padEnd;
-    return (out - 1) * stride + extent() - in - padBegin;
-  }
-};
-
-struct PoolGeometry {
-  int64_t batch, channels;
-  PoolAxis h, w;
-};
-
 /// Geometry of a pooling from its input and output shapes; checks what the
 /// kernels index with.
 std::string poolGeometry(const KernelArgs &args, const Shape &x, const Shape &y,
@@ -404,21 +387,9 @@ void avgPoolGradPlain(const PoolGeometry &g, bool includePad, const float *dy,
       for (int64_t ow = 0; ow < W.out; ++ow) {
         int64_t h0 = oh * H.stride - H.padBegin,
                 w0 = ow * W.stride - W.padBegin;
-        // The forward's divisor: real positions, or (count_include_pad)
-        // positions inside the padded input.
-        int64_t real = 0, padded = 0;
-        for (int64_t kh = 0; kh < H.kernel; ++kh) {
-          int64_t ih = h0 + kh * H.dilation;
-          bool hIn = ih >= 0 && ih < H.in;
-          bool hPadded = ih >= -H.padBegin && ih < H.in + H.padEnd;
-          for (int64_t kw = 0; kw < W.kernel; ++kw) {
-            int64_t iw = w0 + kw * W.dilation;
-            if (hPadded && iw >= -W.padBegin && iw < W.in + W.padEnd)
-              ++padded;
-            if (hIn && iw >= 0 && iw < W.in)
-              ++real;
-          }
-        }
+        // The forward's divisor (PoolGeometry.h).
+        int64_t real, padded;
+        windowCounts(g, oh, ow, real, padded);
         int64_t divisor = includePad ? padded : real;
         if (divisor == 0 || real == 0)
           continue;

@@ -15,6 +15,7 @@
 
 #include "runtime/cpu/CpuContext.h"
 #include "runtime/cpu/KernelUtil.h"
+#include "runtime/cpu/PoolGeometry.h"
 
 #include <cmath>
 
@@ -22,24 +23,6 @@ namespace loom::rt::cpu {
 namespace {
 
 enum class PoolKind { Max, AvgExcludePad, AvgIncludePad };
-
-/// One spatial dimension of a pooling window.
-struct PoolAxis {
-  int64_t in, out, kernel, stride, padBegin, padEnd, dilation;
-
-  int64_t extent() const { return dilation * (kernel - 1) + 1; }
-  /// End padding that makes oneDNN's floor formula give `out`.
-  int64_t oneDnnPadEnd() const {
-    if ((in + padBegin + padEnd - extent()) / stride + 1 == out)
-      return padEnd;
-    return (out - 1) * stride + extent() - in - padBegin;
-  }
-};
-
-struct PoolGeometry {
-  int64_t batch, channels;
-  PoolAxis h, w;
-};
 
 void poolPlain(PoolKind kind, const PoolGeometry &g, const float *x, float *y) {
   int64_t planes = g.batch * g.channels;
@@ -54,19 +37,17 @@ void poolPlain(PoolKind kind, const PoolGeometry &g, const float *x, float *y) {
                 w0 = ow * W.stride - W.padBegin;
         float best = -INFINITY;
         double sum = 0;
-        int64_t real = 0, padded = 0;
+        int64_t real, padded;
+        windowCounts(g, oh, ow, real, padded);
         for (int64_t kh = 0; kh < H.kernel; ++kh) {
           int64_t ih = h0 + kh * H.dilation;
-          bool hIn = ih >= 0 && ih < H.in;
-          bool hPadded = ih >= -H.padBegin && ih < H.in + H.padEnd;
+          if (ih < 0 || ih >= H.in)
+            continue;
           for (int64_t kw = 0; kw < W.kernel; ++kw) {
             int64_t iw = w0 + kw * W.dilation;
-            if (hPadded && iw >= -W.padBegin && iw < W.in + W.padEnd)
-              ++padded;
-            if (!hIn || iw < 0 || iw >= W.in)
+            if (iw < 0 || iw >= W.in)
               continue;
             float v = in[ih * W.in + iw];
-            ++real;
             sum += v;
             if (std::isnan(v) || (v > best && !std::isnan(best)))
               best = v;
