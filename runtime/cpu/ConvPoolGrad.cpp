@@ -424,11 +424,8 @@ bool avgPoolGradOneDnn(CpuContext &ctx, const PoolGeometry &g, bool includePad,
   dnnl::memory::desc src = plainDesc({g.batch, g.channels, g.h.in, g.w.in});
   dnnl::memory::desc dst = plainDesc({g.batch, g.channels, g.h.out, g.w.out});
   try {
-    CacheKey key("pool2d_bwd");
-    key.add(static_cast<int64_t>(alg))
-        .add({g.batch, g.channels, g.h.in, g.w.in, g.h.out, g.w.out})
-        .add({g.h.kernel, g.w.kernel, g.h.stride, g.w.stride, g.h.dilation,
-              g.w.dilation, g.h.padBegin, g.w.padBegin, padEndH, padEndW});
+    CacheKey key = poolCacheKey("pool2d_bwd", static_cast<int64_t>(alg), g,
+                                padEndH, padEndW);
     auto prim = ctx.primitives.get(key, [&] {
       dims strides{g.h.stride, g.w.stride}, kernel{g.h.kernel, g.w.kernel},
           dilation{g.h.dilation - 1, g.w.dilation - 1},

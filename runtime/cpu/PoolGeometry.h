@@ -9,6 +9,8 @@
 #ifndef LOOM_RUNTIME_CPU_POOLGEOMETRY_H
 #define LOOM_RUNTIME_CPU_POOLGEOMETRY_H
 
+#include "runtime/cpu/OneDnnUtil.h"
+
 #include <cstdint>
 
 namespace loom::rt::cpu {
@@ -51,6 +53,18 @@ inline void windowCounts(const PoolGeometry &g, int64_t oh, int64_t ow,
         ++real;
     }
   }
+}
+
+/// The oneDNN primitive-cache key of a pooling with this geometry.
+inline CacheKey poolCacheKey(const char *name, int64_t algorithm,
+                             const PoolGeometry &g, int64_t padEndH,
+                             int64_t padEndW) {
+  CacheKey key(name);
+  key.add(algorithm)
+      .add({g.batch, g.channels, g.h.in, g.w.in, g.h.out, g.w.out})
+      .add({g.h.kernel, g.w.kernel, g.h.stride, g.w.stride, g.h.dilation,
+            g.w.dilation, g.h.padBegin, g.w.padBegin, padEndH, padEndW});
+  return key;
 }
 
 } // namespace loom::rt::cpu

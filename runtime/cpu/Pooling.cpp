@@ -81,11 +81,8 @@ bool poolOneDnn(CpuContext &ctx, PoolKind kind, const PoolGeometry &g,
   dnnl::memory::desc src = plainDesc({g.batch, g.channels, g.h.in, g.w.in});
   dnnl::memory::desc dst = plainDesc({g.batch, g.channels, g.h.out, g.w.out});
   try {
-    CacheKey key("pool2d");
-    key.add(static_cast<int64_t>(alg))
-        .add({g.batch, g.channels, g.h.in, g.w.in, g.h.out, g.w.out})
-        .add({g.h.kernel, g.w.kernel, g.h.stride, g.w.stride, g.h.dilation,
-              g.w.dilation, g.h.padBegin, g.w.padBegin, padEndH, padEndW});
+    CacheKey key =
+        poolCacheKey("pool2d", static_cast<int64_t>(alg), g, padEndH, padEndW);
     auto prim = ctx.primitives.get(key, [&] {
       dnnl::pooling_v2_forward::desc desc(
           dnnl::prop_kind::forward_inference, alg, src, dst,
