@@ -138,6 +138,38 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
              << "'" << name << "' must be a non-negative integer";
     return success();
   }
+  if (name == kSpmdAttrName) {
+    if (!isa<FunctionOpInterface>(op) || !isa<UnitAttr>(attr.getValue()))
+      return op->emitError()
+             << "'" << name << "' must be a unit attribute on a function";
+    return success();
+  }
+  if (name == kShardingAttrName) {
+    if (isFunctionOrModule)
+      return op->emitError() << "'" << name << "' belongs on an op";
+    auto factors = dyn_cast<ArrayAttr>(attr.getValue());
+    auto iface = dyn_cast<ShardingOpInterface>(op);
+    if (!factors || !iface)
+      return op->emitError() << "'" << name
+                             << "' must be an array (one entry per factor) "
+                                "on an op with a sharding rule";
+    ShardingRule rule = iface.getShardingRule();
+    size_t numFactors = rule.factors.size();
+    if (factors.size() != numFactors &&
+        !(rule.linear && factors.size() == numFactors + 1))
+      return op->emitError() << "'" << name << "' has " << factors.size()
+                             << " entries; the op's sharding rule has "
+                             << numFactors << " factors"
+                             << (rule.linear ? " (and may add partial axes)"
+                                             : "");
+    for (Attribute f : factors) {
+      auto axes = dyn_cast<ArrayAttr>(f);
+      if (!axes || !llvm::all_of(axes, llvm::IsaPred<StringAttr>))
+        return op->emitError() << "'" << name
+                               << "' entries must be arrays of axis names";
+    }
+    return success();
+  }
   if (name == kRecomputeAttrName) {
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitError() << "'" << name << "' must be a unit attribute";
@@ -162,6 +194,14 @@ static LogicalResult verifyLayoutOn(Operation *op, StringRef what,
       return op->emitError() << what << " #" << index
                              << ": the layout's mesh differs from the "
                                 "function's loom.mesh";
+  // In a partitioned (SPMD) function the types are local: only the rank
+  // can be checked.
+  if (op->hasAttr(LoomDialect::kSpmdAttrName)) {
+    if (layout.getRank() != tensor.getRank())
+      return op->emitError() << what << " #" << index
+                             << ": the layout's rank differs from the type's";
+    return success();
+  }
   return layout.verifyForShape(tensor.getShape(), [&] {
     return op->emitError() << what << " #" << index << ": ";
   });
@@ -197,10 +237,29 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
     return success();
   }
   if (name == kInitAttrName) {
+    // After partitioning, the argument is one device's shard and the
+    // initial value stays global: its shape is the local one times the
+    // split counts of the argument's layout.
     auto init = dyn_cast<ElementsAttr>(attr.getValue());
-    if (!init || init.getType() != argType)
+    auto local = dyn_cast<RankedTensorType>(argType);
+    auto fn = dyn_cast<FunctionOpInterface>(op);
+    TensorLayoutAttr layout =
+        fn ? fn.getArgAttrOfType<TensorLayoutAttr>(argIndex, kLayoutAttrName)
+           : TensorLayoutAttr();
+    bool matches = init && init.getType() == argType;
+    if (!matches && init && local && layout &&
+        layout.getRank() == local.getRank()) {
+      auto global = cast<ShapedType>(init.getType());
+      matches = global.getElementType() == local.getElementType() &&
+                global.getRank() == local.getRank();
+      for (unsigned d = 0; matches && d < layout.getRank(); ++d)
+        matches = global.getDimSize(d) ==
+                  local.getDimSize(d) * layout.getSplitCount(d);
+    }
+    if (!matches)
       return op->emitError() << "'" << name << "' of argument #" << argIndex
-                             << " must be elements of the argument's type";
+                             << " must be elements of the argument's type "
+                                "(its global type, if it has a layout)";
     return success();
   }
   return op->emitError() << "unknown loom argument attribute '" << name << "'";

@@ -19,6 +19,7 @@
 #include "dialects/LoomAttrs.h.inc"
 
 #include "dialects/ShapeInference.h"
+#include "dialects/ShardingRule.h"
 
 #include "dialects/LoomInterfaces.h.inc"
 

@@ -27,6 +27,10 @@ def Loom_Dialect : Dialect {
         their dimensions, and use no more devices than the mesh has.
       * `loom.layout` (`#loom.layout`) on a function argument: its rank must
         equal the argument's, and every split must divide the dimension.
+      * `loom.sharding` (array of arrays of axis names, one per factor of
+        the op's sharding rule) on a loom op: the mesh axes of each factor.
+      * `loom.spmd` (unit) on a function: its types are per device, and
+        argument layouts say how they relate to the global ones.
       * `loom.stage` (non-negative integer) and `loom.recompute` (unit) on an
         op that is not a function.
       * `loom.source` (string) and `loom.opset` (integer) on a module: the
@@ -49,6 +53,11 @@ def Loom_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kLayoutAttrName = "loom.layout";
     static constexpr ::llvm::StringLiteral kStageAttrName = "loom.stage";
     static constexpr ::llvm::StringLiteral kRecomputeAttrName = "loom.recompute";
+    /// Set by loom-propagate-sharding on every op: the mesh axes assigned
+    /// to each factor of its sharding rule.
+    static constexpr ::llvm::StringLiteral kShardingAttrName = "loom.sharding";
+    /// Set by loom-partition on a function whose types are per device.
+    static constexpr ::llvm::StringLiteral kSpmdAttrName = "loom.spmd";
     /// Function-argument attributes set by the ONNX importer.
     static constexpr ::llvm::StringLiteral kInputAttrName = "loom.input";
     static constexpr ::llvm::StringLiteral kParamAttrName = "loom.param";

@@ -31,4 +31,43 @@ def Loom_GradientOpInterface : OpInterface<"GradientOpInterface"> {
   ];
 }
 
+
+def Loom_ShardingOpInterface : OpInterface<"ShardingOpInterface"> {
+  let cppNamespace = "::loom";
+  let description = [{
+    An op that can be split over a device mesh. Its sharding rule names the
+    op's iteration factors (one per independent index, as in an einsum),
+    says which dimension of every operand and result each factor indexes,
+    and how each factor may be split: `parallel` (every device computes its
+    block), `reduction` (results that lack the factor become partial sums
+    over its axes) or `blocked` (never split). A strategy assigns mesh axes
+    to factors; the operand layouts it needs, the result layouts it
+    produces and the partial sums it creates all follow from the rule (see
+    `dialects/ShardingRule.h`). `loom-propagate-sharding` and
+    `loom-partition` work only through this interface, so a new op becomes
+    partitionable by implementing it.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The op's sharding rule for its current (global) operand and result
+        types.
+      }],
+      "::loom::ShardingRule", "getShardingRule", (ins)>,
+    InterfaceMethod<[{
+        Builds the op's per-device form at the builder's insertion point:
+        the same op on local operands, with results of `resultTypes` (the
+        local shapes its layouts give). Attributes that restate shapes are
+        rewritten to the local ones.
+      }],
+      "::mlir::Operation *", "buildLocalOp",
+      (ins "::mlir::OpBuilder &":$builder, "::mlir::ValueRange":$operands,
+           "::mlir::TypeRange":$resultTypes),
+      /*methodBody=*/"",
+      /*defaultImplementation=*/[{
+        return ::loom::buildLocalOpByCloning($_op, builder, operands,
+                                             resultTypes);
+      }]>
+  ];
+}
+
 #endif // LOOM_INTERFACES_TD

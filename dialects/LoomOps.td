@@ -29,7 +29,9 @@ def Loom_NumericTensor : StaticShapeTensorOf<[F32, F16, BF16, I32, I64]>;
 def Loom_Tensor : StaticShapeTensorOf<[F32, F16, BF16, I32, I64, I1]>;
 
 class Loom_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Loom_Dialect, mnemonic, !listconcat([Pure], traits)>;
+    : Op<Loom_Dialect, mnemonic,
+         !listconcat([Pure, DeclareOpInterfaceMethods<Loom_ShardingOpInterface>],
+                     traits)>;
 
 /// An op whose result type is inferred by `$cppClass::inferReturnTypes`.
 class Loom_InferredOp<string mnemonic, list<Trait> traits = []>
@@ -399,5 +401,6 @@ def Loom_MseLossOp : Loom_InferredOp<"mse_loss", [DeclareOpInterfaceMethods<Loom
 }
 
 include "dialects/LoomTrainOps.td"
+include "dialects/LoomCommOps.td"
 
 #endif // LOOM_OPS_TD

@@ -83,6 +83,19 @@ def Loom_SliceGradOp : Loom_TypedOp<"slice_grad"> {
   let results = (outs Loom_FloatTensor:$result);
 }
 
+def Loom_LabelCountOp : Loom_TypedOp<"label_count"> {
+  let summary = "number of labels not equal to ignore_index";
+  let description = [{
+    `labels` is `[N]`; the result is a float scalar: how many labels differ
+    from `ignore_index`. A mean cross-entropy is built as the summed loss
+    divided by this count, so that it splits over the batch as two partial
+    sums.
+  }];
+  let arguments = (ins Loom_IndexTensor:$labels, I64Attr:$ignore_index);
+  let results = (outs Loom_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
 def Loom_SoftmaxCrossEntropyGradOp
     : Loom_InferredOp<"softmax_cross_entropy_grad"> {
   let summary = "gradient of softmax_cross_entropy with respect to logits";

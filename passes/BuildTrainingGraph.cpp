@@ -83,9 +83,15 @@ struct BuildTrainingGraphPass
           b, loc,
           RankedTensorType::get({rows}, IntegerType::get(b.getContext(), 64)),
           labels);
-    return SoftmaxCrossEntropyOp::create(b, loc, logits, flatLabels,
-                                         b.getI64IntegerAttr(ignoreIndex),
-                                         UnitAttr());
+    // The mean over counted rows, as the summed loss over the count: both
+    // split over the batch as partial sums, so a data-parallel loss needs
+    // no special case. (Every row ignored gives 0/0 = NaN, as PyTorch.)
+    IntegerAttr ignore = b.getI64IntegerAttr(ignoreIndex);
+    Value sum = SoftmaxCrossEntropyOp::create(b, loc, logits, flatLabels,
+                                              ignore, b.getUnitAttr());
+    Value count = LabelCountOp::create(
+        b, loc, RankedTensorType::get({}, element), flatLabels, ignore);
+    return DivOp::create(b, loc, sum, count);
   }
 
   /// Reverse mode over `ops` (in program order) from d(loss) = seed, adding
@@ -178,7 +184,9 @@ struct BuildTrainingGraphPass
       return func.emitError("cannot add the training arguments");
 
     OpBuilder b(ret);
-    Location loc = ret.getLoc();
+    // The loss and its gradient are a node of their own ("loss"), so that
+    // messages and strategy files can name them.
+    Location loc = NameLoc::get(b.getStringAttr("loss"), ret.getLoc());
     SmallVector<BlockArgument> params;
     for (BlockArgument arg : func.getArguments())
       if (func.getArgAttr(arg.getArgNumber(), LoomDialect::kParamAttrName))

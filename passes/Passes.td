@@ -111,4 +111,55 @@ def BuildTrainingGraph : Pass<"loom-build-training-graph", "mlir::ModuleOp"> {
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+
+def PropagateSharding : Pass<"loom-propagate-sharding", "mlir::func::FuncOp"> {
+  let summary = "Chooses a layout for every value of a function on its mesh";
+  let description = [{
+    For a function with a `loom.mesh`, assigns mesh axes to the factors of
+    every op's sharding rule (the `loom.sharding` attribute) and a
+    `loom.layout` to every tensor argument. Ops the user fixed keep their
+    assignment: a `loom.sharding` already present, or a `loom.strategy`
+    (split counts per operand dimension, mapped to mesh axes outermost
+    first). The others are chosen in program order, op by op: the
+    candidates are the assignments each operand's layout implies, their
+    union, and full replication; the one with the fewest bytes of
+    redistribution on the op's incoming edges wins (ties: the one that
+    splits the work most, then the first). An argument takes the layout its
+    first user asks for, so parameters follow the ops that use them; an
+    optimizer update also counts the bytes of putting its result back in
+    its parameter's layout.
+
+    `mode=data` first splits dimension 0 of every model input over all
+    mesh axes and replicates every parameter, so that gradients become
+    partial sums that the updates all-reduce.
+
+    The result is deterministic. Errors name the op, its ONNX node and the
+    rule a given strategy breaks.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", "\"semi\"",
+           "data (split the batch, replicate parameters) or semi (complete "
+           "the given strategies)">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def Partition : Pass<"loom-partition", "mlir::func::FuncOp"> {
+  let summary = "Rewrites a sharded function into its per-device program";
+  let description = [{
+    After `loom-propagate-sharding`: every value gets its local type, every
+    op becomes its local form (through the sharding interface), and where a
+    value's layout differs from what its user needs, the cheapest
+    redistribution is inserted as collectives (`loom.all_reduce`,
+    `loom.reduce_scatter`, `loom.all_gather`, `loom.all_to_all`,
+    `loom.local_split`, `loom.make_partial`). Ops that compute a mean over a
+    split dimension are followed by the scaling that makes their results
+    partial sums. Returned values are made replicated, except updates,
+    which take the layout of the argument they replace. Arguments keep
+    their `loom.layout` (and global `loom.init`), and the function is
+    marked `loom.spmd`: one program for every device of the mesh.
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 #endif // LOOM_PASSES_TD

@@ -2,6 +2,7 @@
 
 #include "runtime/Checkpoint.h"
 
+#include "runtime/comm/Communicator.h"
 #include "runtime/io/Npy.h"
 #include "runtime/io/Trace.h"
 
@@ -37,21 +38,29 @@ std::string checkpointFileName(const std::string &name) {
 
 bool saveCheckpoint(const Executor &exec, const std::string &dir,
                     std::string &error) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) {
-    error = dir + ": cannot create the checkpoint directory: " + ec.message();
-    return false;
+  // Rank 0 writes; its first failure is remembered rather than returned, so
+  // that it keeps taking part in the gathers the other ranks are in.
+  bool writer = exec.rank() == 0;
+  std::string failure;
+  if (writer) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec)
+      failure =
+          dir + ": cannot create the checkpoint directory: " + ec.message();
   }
   std::string manifest =
       "{\"format\": 1, \"step\": " + std::to_string(exec.stepsTaken()) +
       ", \"tensors\": [";
   bool first = true;
   for (const StateInfo &s : exec.state()) {
-    TensorView v = exec.stateTensor(s);
-    std::string file = checkpointFileName(s.name);
-    if (!writeNpy((fs::path(dir) / file).string(), v, error))
+    HostBuffer global;
+    if (!exec.gatherState(s, global, error))
       return false;
+    std::string file = checkpointFileName(s.name);
+    if (writer && failure.empty() &&
+        !writeNpy((fs::path(dir) / file).string(), global.view(), failure))
+      failure = failure.empty() ? dir + ": cannot write " + file : failure;
     manifest += first ? "\n  " : ",\n  ";
     first = false;
     manifest += "{\"name\": ";
@@ -59,17 +68,35 @@ bool saveCheckpoint(const Executor &exec, const std::string &dir,
     manifest +=
         std::string(", \"kind\": \"") + kindName(s.kind) + "\", \"file\": ";
     appendJsonString(manifest, file);
-    manifest += std::string(", \"dtype\": \"") + dtypeName(v.dtype) +
+    manifest += std::string(", \"dtype\": \"") + dtypeName(global.dtype) +
                 "\", \"shape\": [";
-    for (size_t d = 0; d < v.shape.size(); ++d)
-      manifest += (d ? ", " : "") + std::to_string(v.shape[d]);
+    for (size_t d = 0; d < global.shape.size(); ++d)
+      manifest += (d ? ", " : "") + std::to_string(global.shape[d]);
     manifest += "]}";
   }
   manifest += "\n]}\n";
-  std::ofstream out(fs::path(dir) / "manifest.json");
-  out << manifest;
-  if (!out) {
-    error = dir + ": cannot write manifest.json";
+  if (writer && failure.empty()) {
+    std::ofstream out(fs::path(dir) / "manifest.json");
+    out << manifest;
+    if (!out)
+      failure = dir + ": cannot write manifest.json";
+  }
+  // Every rank learns whether rank 0 succeeded.
+  if (Communicator *comm = exec.communicator(); comm && exec.numRanks() > 1) {
+    RankGroup world(exec.numRanks());
+    for (int64_t r = 0; r < exec.numRanks(); ++r)
+      world[r] = r;
+    int32_t failed = failure.empty() ? 0 : 1;
+    if (std::string e = comm->allReduceSum(world, DType::I32, &failed, 1);
+        !e.empty()) {
+      error = dir + ": " + e;
+      return false;
+    }
+    if (failed && failure.empty())
+      failure = dir + ": rank 0 could not write the checkpoint";
+  }
+  if (!failure.empty()) {
+    error = failure;
     return false;
   }
   return true;
@@ -93,36 +120,29 @@ bool loadCheckpoint(Executor &exec, const std::string &dir,
     return false;
   }
   // Read everything first, so that a bad checkpoint changes nothing.
-  std::vector<std::pair<TensorView, HostBuffer>> loaded;
+  std::vector<std::pair<const StateInfo *, HostBuffer>> loaded;
   for (const StateInfo &s : exec.state()) {
-    TensorView v = exec.stateTensor(s);
     std::string path = (fs::path(dir) / checkpointFileName(s.name)).string();
     std::optional<HostBuffer> data = readNpy(path, error);
     if (!data)
       return false;
     // BF16 tensors are saved as f32 .npy files.
-    if (data->dtype != v.dtype &&
-        !(v.dtype == DType::BF16 && data->dtype == DType::F32)) {
+    if (data->dtype != s.dtype &&
+        !(s.dtype == DType::BF16 && data->dtype == DType::F32)) {
       error = path + ": element type " + dtypeName(data->dtype) +
-              " but the plan's '" + s.name + "' is " + dtypeName(v.dtype);
+              " but the plan's '" + s.name + "' is " + dtypeName(s.dtype);
       return false;
     }
-    if (data->shape != v.shape) {
+    if (data->shape != s.shape) {
       error = path + ": shape " + formatShape(data->shape) +
-              " but the plan's '" + s.name + "' is " + formatShape(v.shape);
+              " but the plan's '" + s.name + "' is " + formatShape(s.shape);
       return false;
     }
-    loaded.emplace_back(v, std::move(*data));
+    loaded.emplace_back(&s, std::move(*data));
   }
-  for (auto &[view, data] : loaded) {
-    if (view.dtype == data.dtype) {
-      std::memcpy(view.data, data.bytes.data(), view.bytes());
-    } else {
-      const float *src = reinterpret_cast<const float *>(data.bytes.data());
-      for (int64_t i = 0; i < view.numElements(); ++i)
-        view.as<uint16_t>()[i] = floatToBf16(src[i]);
-    }
-  }
+  for (auto &[s, data] : loaded)
+    if (!exec.setStateFromGlobal(*s, data.view(), error))
+      return false;
   exec.setStepsTaken(step);
   return true;
 }

@@ -5,6 +5,11 @@
 // per parameter, buffer and optimizer state. Restoring checks every tensor
 // against the plan, so a checkpoint of another model or shape is an error.
 //
+// Checkpoints hold GLOBAL tensors: a partitioned run gathers every tensor
+// from its ranks' shards, so its checkpoint has exactly the files of a
+// single-device run of the same model, and either run can resume from the
+// other's checkpoint (each rank keeps its own shard when loading).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef LOOM_RUNTIME_CHECKPOINT_H
@@ -16,8 +21,15 @@
 
 namespace loom::rt {
 
+/// Writes `exec`'s state to `dir`. With several ranks this is a collective:
+/// every rank calls it, every tensor is gathered, and rank 0 alone writes
+/// the files (to storage all ranks share, for MPI across nodes). Every
+/// rank returns false if rank 0 could not write.
 bool saveCheckpoint(const Executor &exec, const std::string &dir,
                     std::string &error);
+/// Restores `exec`'s state from `dir`: every rank reads the files and keeps
+/// its shard. Reads and checks everything first, so that a bad checkpoint
+/// changes nothing. Involves no other rank.
 bool loadCheckpoint(Executor &exec, const std::string &dir, std::string &error);
 
 /// The file name a tensor has in a checkpoint ("fc1.weight::m" ->

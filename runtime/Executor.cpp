@@ -3,7 +3,10 @@
 #include "runtime/Executor.h"
 
 #include "runtime/Initializer.h"
+#include "runtime/PlanLayout.h"
 #include "runtime/ShapeCheck.h"
+#include "runtime/comm/Collectives.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/io/Trace.h"
 
 #include <algorithm>
@@ -75,6 +78,106 @@ Attrs toAttrs(const plan::Instruction &inst) {
   return attrs;
 }
 
+/// The element count of `shape`, or -1 if a dimension is negative or the
+/// count (or its bytes) exceeds kMaxBytes.
+int64_t checkedCount(const Shape &shape, DType dtype) {
+  int64_t count = 1;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(count, d, &count) || count > kMaxBytes)
+      return -1;
+  if (count * static_cast<int64_t>(dtypeSize(dtype)) > kMaxBytes)
+    return -1;
+  return count;
+}
+
+/// `value` converted to element type `dtype` (between float types or
+/// between integer types), or false and `error` naming `what`.
+bool convertTensor(const TensorView &value, DType dtype, HostBuffer &out,
+                   const std::string &what, std::string &error) {
+  out.dtype = dtype;
+  out.shape = value.shape;
+  out.bytes.resize(value.numElements() * dtypeSize(dtype));
+  TensorView dst = out.view();
+  int64_t count = value.numElements();
+  if (value.dtype == dtype) {
+    std::memcpy(dst.data, value.data, dst.bytes());
+    return true;
+  }
+  auto readFloat = [&](int64_t i) -> float {
+    switch (value.dtype) {
+    case DType::F32:
+      return value.as<float>()[i];
+    case DType::F16:
+      return halfToFloat(value.as<uint16_t>()[i]);
+    default:
+      return bf16ToFloat(value.as<uint16_t>()[i]);
+    }
+  };
+  if (isFloat(value.dtype) && isFloat(dtype)) {
+    for (int64_t i = 0; i < count; ++i) {
+      float f = readFloat(i);
+      if (dtype == DType::F32)
+        dst.as<float>()[i] = f;
+      else if (dtype == DType::F16)
+        dst.as<uint16_t>()[i] = floatToHalf(f);
+      else
+        dst.as<uint16_t>()[i] = floatToBf16(f);
+    }
+    return true;
+  }
+  bool srcInt = value.dtype == DType::I32 || value.dtype == DType::I64;
+  bool dstInt = dtype == DType::I32 || dtype == DType::I64;
+  if (srcInt && dstInt) {
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t v = value.dtype == DType::I32 ? value.as<int32_t>()[i]
+                                            : value.as<int64_t>()[i];
+      if (dtype == DType::I32) {
+        if (v < INT32_MIN || v > INT32_MAX) {
+          error = what + " has value " + std::to_string(v) +
+                  ", which does not fit i32";
+          return false;
+        }
+        dst.as<int32_t>()[i] = static_cast<int32_t>(v);
+      } else {
+        dst.as<int64_t>()[i] = v;
+      }
+    }
+    return true;
+  }
+  error = what + " must have element type " + dtypeName(dtype) + ", got " +
+          dtypeName(value.dtype);
+  return false;
+}
+
+/// Fills `v` with seeded random data (see Executor::setRandomInputs).
+void fillRandom(const TensorView &v, int64_t limit, std::mt19937_64 &rng) {
+  std::uniform_real_distribution<float> real(-1.0f, 1.0f);
+  for (int64_t i = 0, count = v.numElements(); i < count; ++i) {
+    switch (v.dtype) {
+    case DType::F32:
+      v.as<float>()[i] = real(rng);
+      break;
+    case DType::F16:
+      v.as<uint16_t>()[i] = floatToHalf(real(rng));
+      break;
+    case DType::BF16:
+      v.as<uint16_t>()[i] = floatToBf16(real(rng));
+      break;
+    case DType::I32:
+      v.as<int32_t>()[i] =
+          static_cast<int32_t>(rng() % std::max<int64_t>(limit, 1));
+      break;
+    case DType::I64:
+      v.as<int64_t>()[i] =
+          static_cast<int64_t>(rng() % std::max<int64_t>(limit, 1));
+      break;
+    case DType::Bool:
+      v.as<uint8_t>()[i] = rng() & 1;
+      break;
+    }
+  }
+}
+
 } // namespace
 
 std::optional<plan::Plan>
@@ -113,10 +216,21 @@ struct Executor::Impl {
   plan::Plan plan;
   const plan::Program *program = nullptr;
   Backend *backend = nullptr;
+  /// The plan's mesh; unset for a plan without one (a single device).
+  std::optional<layout::Mesh> mesh;
+  int64_t rank = 0, numDevices = 1;
+  Communicator *comm = nullptr;
+  /// A one-rank communicator for a one-device mesh run without one.
+  std::unique_ptr<Communicator> ownComm;
+  std::unique_ptr<CollectiveRunner> collectives;
   std::unique_ptr<AlignedBuffer> state, arena;
-  /// Per value: its view into state or arena memory.
+  /// Per value: its view into state or arena memory (local type), its
+  /// global shape and its layout.
   std::vector<TensorView> views;
+  std::vector<Shape> globalShapes;
+  std::vector<layout::TensorLayout> layouts;
   struct Step {
+    /// The backend's kernel; nullptr for a collective.
     const KernelFn *kernel;
     Attrs attrs;
     std::vector<int32_t> operands, results;
@@ -126,14 +240,169 @@ struct Executor::Impl {
   std::map<std::string, int32_t> inputIds, outputIds, hyperIds;
   std::map<int32_t, int64_t> randomBounds;
 
+  const layout::Mesh *meshPtr() const { return mesh ? &*mesh : nullptr; }
+  /// This rank's shard of value `id`.
+  Shard shard(int32_t id) const {
+    return shardOf(layouts[id], meshPtr(), globalShapes[id], rank);
+  }
+  std::string validateMesh();
+  std::string checkRankContext(const RankContext &ctx);
+  std::string validateValue(const plan::Value &v, std::vector<bool> &defined);
+  std::string checkLocalShapes() const;
   std::string validate();
+  std::string load();
 };
 
+std::string Executor::Impl::validateMesh() {
+  std::string error;
+  if (!meshFromProto(plan.mesh(), mesh, error))
+    return error;
+  numDevices = mesh ? mesh->numDevices() : 1;
+  return "";
+}
+
+std::string Executor::Impl::checkRankContext(const RankContext &ctx) {
+  int64_t world = ctx.comm ? ctx.comm->worldSize() : 1;
+  if (numDevices > 1 && world != numDevices)
+    return "this plan is partitioned over " + std::to_string(numDevices) +
+           " devices " + mesh->toString() + "; run it with --ranks " +
+           std::to_string(numDevices) + " or under mpirun -np " +
+           std::to_string(numDevices) +
+           (ctx.comm ? " (the communicator has " + std::to_string(world) +
+                           (world == 1 ? " rank)" : " ranks)")
+                     : "");
+  if (numDevices == 1 && world != 1)
+    return "this plan runs on one device, but the communicator has " +
+           std::to_string(world) +
+           " ranks; run it with --ranks 1, or "
+           "compile it for a mesh of " +
+           std::to_string(world) + " devices";
+  if (ctx.comm && ctx.comm->rank() != ctx.rank)
+    return "rank " + std::to_string(ctx.rank) +
+           " was given a communicator of rank " +
+           std::to_string(ctx.comm->rank());
+  if (ctx.rank < 0 || ctx.rank >= numDevices)
+    return "rank " + std::to_string(ctx.rank) + " is not a rank of " +
+           (mesh ? "the mesh " + mesh->toString() : "a one-device plan");
+  rank = ctx.rank;
+  comm = ctx.comm;
+  return "";
+}
+
+/// Checks one value: kinds, local and global types, layout, storage and
+/// initial data. Records its view, global shape and layout. Whether the
+/// local shape is the layout's shard of the global one is checked later
+/// (checkLocalShapes), so that a wrong instruction result is reported by
+/// the instruction's rule, which names the op and its source.
+std::string Executor::Impl::validateValue(const plan::Value &v,
+                                          std::vector<bool> &defined) {
+  std::string where = "value #" + std::to_string(v.id()) +
+                      (v.name().empty() ? "" : " ('" + v.name() + "')");
+  int32_t i = v.id();
+  std::optional<DType> dtype = toDType(v.type().dtype());
+  if (!dtype)
+    return where + " has an unknown element type";
+  Shape shape(v.type().shape().begin(), v.type().shape().end());
+  if (checkedCount(shape, *dtype) < 0)
+    return where + " has an invalid shape";
+  int64_t bytes = numElements(shape) * static_cast<int64_t>(dtypeSize(*dtype));
+  if (v.bytes() != bytes)
+    return where + " declares " + std::to_string(v.bytes()) +
+           " bytes but its type needs " + std::to_string(bytes);
+
+  // The global type (unset: the local one) and the layout relating them.
+  Shape global = shape;
+  if (v.has_global_type()) {
+    if (v.global_type().dtype() != v.type().dtype())
+      return where + " has a global element type other than its local one";
+    global.assign(v.global_type().shape().begin(),
+                  v.global_type().shape().end());
+    if (checkedCount(global, *dtype) < 0)
+      return where + " has an invalid global shape";
+  }
+  std::string error;
+  std::optional<layout::TensorLayout> layout =
+      layoutFromProto(v.layout(), meshPtr(), global, error);
+  if (!layout)
+    return where + ": " + error;
+  int64_t globalBytes =
+      numElements(global) * static_cast<int64_t>(dtypeSize(*dtype));
+
+  bool persistent = isPersistent(v.kind()) || v.has_in_place_of();
+  if (!isPersistent(v.kind()) && v.kind() != plan::Value::INPUT &&
+      v.kind() != plan::Value::TEMPORARY &&
+      v.kind() != plan::Value::HYPERPARAMETER)
+    return where + " has an unknown kind";
+  if (v.kind() == plan::Value::HYPERPARAMETER &&
+      (v.name() != "lr" && v.name() != "step"))
+    return where + " is a hyperparameter other than lr and step";
+  if (v.kind() == plan::Value::HYPERPARAMETER &&
+      (!shape.empty() || !isFloat(*dtype)))
+    return where + " must be a floating-point scalar";
+  if ((v.kind() == plan::Value::HYPERPARAMETER ||
+       v.kind() == plan::Value::CONSTANT) &&
+      !layout->isReplicated())
+    return where + " is laid out as " + layout->toString(*mesh) +
+           ", but constants and hyperparameters must be replicated";
+  int64_t limit = persistent ? program->state_bytes() : program->arena_bytes();
+  if (v.offset() < 0 || v.offset() > limit || bytes > limit - v.offset())
+    return where + " lies outside its memory (offset " +
+           std::to_string(v.offset()) + ", " + std::to_string(bytes) +
+           " bytes)";
+  if (v.has_in_place_of()) {
+    int32_t t = v.in_place_of();
+    if (v.kind() != plan::Value::TEMPORARY || t < 0 || t >= i ||
+        !isPersistent(program->values(t).kind()) ||
+        program->values(t).kind() == plan::Value::CONSTANT ||
+        program->values(t).offset() != v.offset() ||
+        program->values(t).bytes() != bytes || views[t].dtype != *dtype ||
+        views[t].shape != shape)
+      return where + " is not a valid in-place update of value #" +
+             std::to_string(t);
+  }
+  // Initial data is the GLOBAL tensor; every rank keeps its shard.
+  bool seeded =
+      (v.kind() == plan::Value::PARAMETER || v.kind() == plan::Value::BUFFER) &&
+      v.data().empty() && v.has_init();
+  if (isPersistent(v.kind()) && v.kind() != plan::Value::OPTIMIZER_STATE &&
+      !seeded) {
+    if (v.data().empty() && globalBytes > 0)
+      return where + " has no initial data (was the model compiled "
+                     "without weights?)";
+    if (static_cast<int64_t>(v.data().size()) != globalBytes)
+      return where + " has " + std::to_string(v.data().size()) +
+             " bytes of data but needs " + std::to_string(globalBytes) +
+             (global != shape ? " (its global type)" : "");
+  }
+  if (v.kind() == plan::Value::OPTIMIZER_STATE && !v.data().empty() &&
+      static_cast<int64_t>(v.data().size()) != globalBytes)
+    return where + " has initial data of the wrong size";
+  views[i] = {*dtype, std::move(shape), nullptr};
+  globalShapes[i] = std::move(global);
+  layouts[i] = std::move(*layout);
+  defined[i] = v.kind() != plan::Value::TEMPORARY;
+  return "";
+}
+
+std::string Executor::Impl::checkLocalShapes() const {
+  for (const plan::Value &v : program->values()) {
+    int32_t i = v.id();
+    Shape expected =
+        mesh ? layouts[i].localShape(*mesh, globalShapes[i]) : globalShapes[i];
+    if (expected != views[i].shape)
+      return "value #" + std::to_string(i) +
+             (v.name().empty() ? "" : " ('" + v.name() + "')") +
+             " has local shape " + formatShape(views[i].shape) +
+             ", but its global shape " + formatShape(globalShapes[i]) +
+             (mesh ? " laid out as " + layouts[i].toString(*mesh) +
+                         " on mesh " + mesh->toString()
+                   : std::string(" in a plan without a mesh")) +
+             " gives " + formatShape(expected);
+  }
+  return "";
+}
+
 std::string Executor::Impl::validate() {
-  auto where = [](const plan::Value &v) {
-    return "value #" + std::to_string(v.id()) +
-           (v.name().empty() ? "" : " ('" + v.name() + "')");
-  };
   if (plan.stages_size() != 1)
     return "the plan has " + std::to_string(plan.stages_size()) +
            " stages; this runtime runs single-stage plans";
@@ -146,78 +415,31 @@ std::string Executor::Impl::validate() {
 
   int n = program->values_size();
   views.assign(n, {});
+  globalShapes.assign(n, {});
+  layouts.assign(n, {});
   std::vector<bool> defined(n, false);
   for (int i = 0; i < n; ++i) {
     const plan::Value &v = program->values(i);
     if (v.id() != i)
       return "value ids must be 0, 1, 2, ... in order";
-    std::optional<DType> dtype = toDType(v.type().dtype());
-    if (!dtype)
-      return where(v) + " has an unknown element type";
-    Shape shape(v.type().shape().begin(), v.type().shape().end());
-    int64_t count = 1;
-    for (int64_t d : shape)
-      if (d < 0 || __builtin_mul_overflow(count, d, &count) ||
-          count > kMaxBytes)
-        return where(v) + " has an invalid shape";
-    int64_t bytes = count * static_cast<int64_t>(dtypeSize(*dtype));
-    if (v.bytes() != bytes)
-      return where(v) + " declares " + std::to_string(v.bytes()) +
-             " bytes but its type needs " + std::to_string(bytes);
-    bool persistent = isPersistent(v.kind()) || v.has_in_place_of();
-    if (!isPersistent(v.kind()) && v.kind() != plan::Value::INPUT &&
-        v.kind() != plan::Value::TEMPORARY &&
-        v.kind() != plan::Value::HYPERPARAMETER)
-      return where(v) + " has an unknown kind";
-    if (v.kind() == plan::Value::HYPERPARAMETER &&
-        (v.name() != "lr" && v.name() != "step"))
-      return where(v) + " is a hyperparameter other than lr and step";
-    if (v.kind() == plan::Value::HYPERPARAMETER &&
-        (!shape.empty() || !isFloat(*dtype)))
-      return where(v) + " must be a floating-point scalar";
-    int64_t limit = persistent ? stateSize : arenaSize;
-    if (v.offset() < 0 || v.offset() > limit || bytes > limit - v.offset())
-      return where(v) + " lies outside its memory (offset " +
-             std::to_string(v.offset()) + ", " + std::to_string(bytes) +
-             " bytes)";
-    if (v.has_in_place_of()) {
-      int32_t t = v.in_place_of();
-      if (v.kind() != plan::Value::TEMPORARY || t < 0 || t >= i ||
-          !isPersistent(program->values(t).kind()) ||
-          program->values(t).kind() == plan::Value::CONSTANT ||
-          program->values(t).offset() != v.offset() ||
-          program->values(t).bytes() != bytes || views[t].dtype != *dtype ||
-          views[t].shape != shape)
-        return where(v) + " is not a valid in-place update of value #" +
-               std::to_string(t);
-    }
-    bool seeded =
-        v.kind() == plan::Value::PARAMETER && v.data().empty() && v.has_init();
-    if (isPersistent(v.kind()) && v.kind() != plan::Value::OPTIMIZER_STATE &&
-        !seeded) {
-      if (v.data().empty())
-        return where(v) + " has no initial data (was the model compiled "
-                          "without weights?)";
-      if (static_cast<int64_t>(v.data().size()) != bytes)
-        return where(v) + " has " + std::to_string(v.data().size()) +
-               " bytes of data but needs " + std::to_string(bytes);
-    }
-    if (v.kind() == plan::Value::OPTIMIZER_STATE && !v.data().empty() &&
-        static_cast<int64_t>(v.data().size()) != bytes)
-      return where(v) + " has initial data of the wrong size";
-    views[i] = {*dtype, std::move(shape), nullptr};
-    defined[i] = v.kind() != plan::Value::TEMPORARY;
+    if (std::string e = validateValue(v, defined); !e.empty())
+      return e;
   }
 
   // Instructions: known ops, valid ids, defined before use, shapes right.
+  std::vector<layout::MeshAxis> meshAxes;
+  if (mesh)
+    meshAxes = mesh->axes();
   std::vector<int> lastUse(n, -1), definedAt(n, -1);
   for (int i = 0; i < program->instructions_size(); ++i) {
     const plan::Instruction &inst = program->instructions(i);
     std::string at = "instruction #" + std::to_string(i) + " (" + inst.op() +
                      (inst.location().empty() ? "" : " at " + inst.location()) +
                      ")";
-    const KernelFn *kernel = backend->findKernel(inst.op());
-    if (!kernel)
+    bool collective = isCollectiveOp(inst.op());
+    const KernelFn *kernel =
+        collective ? nullptr : backend->findKernel(inst.op());
+    if (!collective && !kernel)
       return at + ": backend '" + backend->name() + "' does not support op '" +
              inst.op() + "'";
     Step step{kernel, toAttrs(inst), {}, {}, &inst};
@@ -240,9 +462,12 @@ std::string Executor::Impl::validate() {
       resultTypes.push_back({views[id].dtype, &views[id].shape});
       step.results.push_back(id);
     }
-    if (std::string e =
-            checkInstruction(inst.op(), step.attrs, operandTypes, resultTypes);
-        !e.empty())
+    std::string e = collective
+                        ? checkCollective(inst.op(), step.attrs, meshAxes,
+                                          operandTypes, resultTypes)
+                        : checkInstruction(inst.op(), step.attrs, operandTypes,
+                                           resultTypes);
+    if (!e.empty())
       return at + ": " + e;
     steps.push_back(std::move(step));
   }
@@ -262,9 +487,16 @@ std::string Executor::Impl::validate() {
   for (const auto &out : program->outputs()) {
     if (out.value() < 0 || out.value() >= n || !defined[out.value()])
       return "output '" + out.name() + "' is not a defined value";
+    if (!layouts[out.value()].isReplicated())
+      return "output '" + out.name() + "' (value #" +
+             std::to_string(out.value()) + ") is laid out as " +
+             layouts[out.value()].toString(*mesh) +
+             "; model outputs must be replicated on every rank";
     lastUse[out.value()] = program->instructions_size();
     outputIds[out.name()] = out.value();
   }
+  if (std::string e = checkLocalShapes(); !e.empty())
+    return e;
 
   // The memory plan: no two step-arena values that are live at once may
   // share bytes. Inputs live from the start, temporaries from their
@@ -306,16 +538,68 @@ std::string Executor::Impl::validate() {
   return "";
 }
 
+/// Points every value at its memory and loads this rank's shard of every
+/// persistent value; then drops the plan's copy of the data.
+std::string Executor::Impl::load() {
+  std::string error;
+  for (const plan::Value &v : program->values()) {
+    bool persistent = isPersistent(v.kind()) || v.has_in_place_of();
+    unsigned char *base = persistent ? state->data : arena->data;
+    TensorView &view = views[v.id()];
+    view.data = base + v.offset();
+    if (!isPersistent(v.kind()))
+      continue;
+    Shard mine = shard(v.id());
+    if (!v.data().empty()) {
+      TensorView global{view.dtype, globalShapes[v.id()],
+                        const_cast<char *>(v.data().data())};
+      copyShardOut(global, mine, view);
+    } else if ((v.kind() == plan::Value::PARAMETER ||
+                v.kind() == plan::Value::BUFFER) &&
+               v.has_init() && mine.holdsValue &&
+               !fillShardFromInitializer(v.init(), v.name(), mine.globalShape,
+                                         mine.offsets, view, error)) {
+      return error;
+    }
+  }
+  plan::Program *mutableProgram = plan.mutable_stages(0)->mutable_program();
+  for (plan::Value &v : *mutableProgram->mutable_values())
+    v.clear_data();
+  return "";
+}
+
 std::unique_ptr<Executor> Executor::create(plan::Plan plan, Backend &backend,
-                                           std::string &error) {
+                                           std::string &error,
+                                           RankContext ctx) {
   std::unique_ptr<Executor> exec(new Executor());
   exec->impl = std::make_unique<Impl>();
   Impl &impl = *exec->impl;
   impl.plan = std::move(plan);
   impl.backend = &backend;
+  if (std::string e = impl.validateMesh(); !e.empty()) {
+    error = "invalid plan: " + e;
+    return nullptr;
+  }
+  if (std::string e = impl.checkRankContext(ctx); !e.empty()) {
+    error = e;
+    return nullptr;
+  }
   if (std::string e = impl.validate(); !e.empty()) {
     error = "invalid plan: " + e;
     return nullptr;
+  }
+  bool hasCollectives = std::any_of(
+      impl.steps.begin(), impl.steps.end(),
+      [](const Impl::Step &step) { return step.kernel == nullptr; });
+  if (hasCollectives) {
+    // A collective's validation needs a mesh; on one device without a
+    // communicator, the groups are this rank alone.
+    if (!impl.comm) {
+      impl.ownComm = std::move(createThreadsCommunicators(1).front());
+      impl.comm = impl.ownComm.get();
+    }
+    impl.collectives =
+        std::make_unique<CollectiveRunner>(*impl.mesh, *impl.comm);
   }
   impl.state = std::make_unique<AlignedBuffer>(impl.program->state_bytes());
   impl.arena = std::make_unique<AlignedBuffer>(impl.program->arena_bytes());
@@ -326,36 +610,32 @@ std::unique_ptr<Executor> Executor::create(plan::Plan plan, Backend &backend,
             " bytes)";
     return nullptr;
   }
+  if (std::string e = impl.load(); !e.empty()) {
+    error = "invalid plan: " + e;
+    return nullptr;
+  }
   for (const plan::Value &v : impl.program->values()) {
-    bool persistent = isPersistent(v.kind()) || v.has_in_place_of();
-    unsigned char *base = persistent ? impl.state->data : impl.arena->data;
-    impl.views[v.id()].data = base + v.offset();
-    if (isPersistent(v.kind()))
-      std::memcpy(impl.views[v.id()].data, v.data().data(), v.data().size());
-    if (v.kind() == plan::Value::PARAMETER && v.data().empty() &&
-        v.has_init() &&
-        !fillFromInitializer(v.init(), v.name(), impl.views[v.id()], error)) {
-      error = "invalid plan: " + error;
-      return nullptr;
-    }
+    const TensorView &view = impl.views[v.id()];
+    const Shape &global = impl.globalShapes[v.id()];
     if (isPersistent(v.kind()) && v.kind() != plan::Value::CONSTANT)
-      exec->stateInfo.push_back({v.name(), v.kind(), v.id()});
+      exec->stateInfo.push_back(
+          {v.name(), v.kind(), v.id(), view.dtype, global});
     if (v.kind() == plan::Value::HYPERPARAMETER)
       impl.hyperIds[v.name()] = v.id();
     if (v.kind() == plan::Value::INPUT) {
       impl.inputIds[v.name()] = v.id();
-      exec->inputInfo.push_back(
-          {v.name(), impl.views[v.id()].dtype, impl.views[v.id()].shape});
+      exec->inputInfo.push_back({v.name(), view.dtype, global});
     }
   }
   for (const auto &out : impl.program->outputs())
     exec->outputInfo.push_back({out.name(), impl.views[out.value()].dtype,
                                 impl.views[out.value()].shape});
-  // Integer inputs used as gather indices get random values in range.
+  // Integer inputs used as gather indices get random values in range (of
+  // the global table: the random data is drawn globally).
   for (const Impl::Step &step : impl.steps)
     if (step.inst->op() == "gather") {
       int64_t bound =
-          impl.views[step.operands[0]].shape[step.attrs.getInt("axis")];
+          impl.globalShapes[step.operands[0]][step.attrs.getInt("axis")];
       auto [it, inserted] = impl.randomBounds.emplace(step.operands[1], bound);
       if (!inserted)
         it->second = std::min(it->second, bound);
@@ -365,6 +645,10 @@ std::unique_ptr<Executor> Executor::create(plan::Plan plan, Backend &backend,
 
 Executor::~Executor() = default;
 
+int64_t Executor::rank() const { return impl->rank; }
+int64_t Executor::numRanks() const { return impl->numDevices; }
+Communicator *Executor::communicator() const { return impl->comm; }
+
 bool Executor::setInput(const std::string &name, const TensorView &value,
                         std::string &error) {
   auto it = impl->inputIds.find(name);
@@ -373,109 +657,64 @@ bool Executor::setInput(const std::string &name, const TensorView &value,
     return false;
   }
   const TensorView &dst = impl->views[it->second];
-  if (value.shape != dst.shape) {
-    error = "input '" + name + "' must have shape " + formatShape(dst.shape) +
+  const Shape &global = impl->globalShapes[it->second];
+  if (value.shape != global) {
+    error = "input '" + name + "' must have shape " + formatShape(global) +
             ", got " + formatShape(value.shape);
     return false;
   }
-  int64_t count = dst.numElements();
+  Shard mine = impl->shard(it->second);
   if (value.dtype == dst.dtype) {
-    std::memcpy(dst.data, value.data, dst.bytes());
+    copyShardOut(value, mine, dst);
     return true;
   }
-  auto readFloat = [&](int64_t i) -> float {
-    switch (value.dtype) {
-    case DType::F32:
-      return value.as<float>()[i];
-    case DType::F16:
-      return halfToFloat(value.as<uint16_t>()[i]);
-    default:
-      return bf16ToFloat(value.as<uint16_t>()[i]);
-    }
-  };
-  if (isFloat(value.dtype) && isFloat(dst.dtype)) {
-    for (int64_t i = 0; i < count; ++i) {
-      float f = readFloat(i);
-      if (dst.dtype == DType::F32)
-        dst.as<float>()[i] = f;
-      else if (dst.dtype == DType::F16)
-        dst.as<uint16_t>()[i] = floatToHalf(f);
-      else
-        dst.as<uint16_t>()[i] = floatToBf16(f);
-    }
-    return true;
-  }
-  bool srcInt = value.dtype == DType::I32 || value.dtype == DType::I64;
-  bool dstInt = dst.dtype == DType::I32 || dst.dtype == DType::I64;
-  if (srcInt && dstInt) {
-    for (int64_t i = 0; i < count; ++i) {
-      int64_t v = value.dtype == DType::I32 ? value.as<int32_t>()[i]
-                                            : value.as<int64_t>()[i];
-      if (dst.dtype == DType::I32) {
-        if (v < INT32_MIN || v > INT32_MAX) {
-          error = "input '" + name + "' has value " + std::to_string(v) +
-                  ", which does not fit i32";
-          return false;
-        }
-        dst.as<int32_t>()[i] = static_cast<int32_t>(v);
-      } else {
-        dst.as<int64_t>()[i] = v;
-      }
-    }
-    return true;
-  }
-  error = std::string("input '") + name + "' must have element type " +
-          dtypeName(dst.dtype) + ", got " + dtypeName(value.dtype);
-  return false;
+  HostBuffer converted;
+  if (!convertTensor(value, dst.dtype, converted, "input '" + name + "'",
+                     error))
+    return false;
+  copyShardOut(converted.view(), mine, dst);
+  return true;
 }
 
 void Executor::setRandomInputs(uint64_t seed) {
   std::mt19937_64 rng(seed);
   for (const auto &[name, id] : impl->inputIds) {
-    TensorView &v = impl->views[id];
-    int64_t count = v.numElements();
+    const TensorView &v = impl->views[id];
     auto bound = impl->randomBounds.find(id);
     int64_t limit = bound != impl->randomBounds.end() ? bound->second : 16;
-    std::uniform_real_distribution<float> real(-1.0f, 1.0f);
-    for (int64_t i = 0; i < count; ++i) {
-      switch (v.dtype) {
-      case DType::F32:
-        v.as<float>()[i] = real(rng);
-        break;
-      case DType::F16:
-        v.as<uint16_t>()[i] = floatToHalf(real(rng));
-        break;
-      case DType::BF16:
-        v.as<uint16_t>()[i] = floatToBf16(real(rng));
-        break;
-      case DType::I32:
-        v.as<int32_t>()[i] =
-            static_cast<int32_t>(rng() % std::max<int64_t>(limit, 1));
-        break;
-      case DType::I64:
-        v.as<int64_t>()[i] =
-            static_cast<int64_t>(rng() % std::max<int64_t>(limit, 1));
-        break;
-      case DType::Bool:
-        v.as<uint8_t>()[i] = rng() & 1;
-        break;
-      }
+    Shard mine = impl->shard(id);
+    if (mine.globalShape == mine.localShape && mine.holdsValue) {
+      fillRandom(v, limit, rng);
+      continue;
     }
+    // Draw the whole global tensor, so that the stream stays in step with a
+    // single-device run, and keep this rank's block.
+    HostBuffer global{v.dtype, mine.globalShape, {}};
+    global.bytes.resize(numElements(global.shape) * dtypeSize(v.dtype));
+    fillRandom(global.view(), limit, rng);
+    copyShardOut(global.view(), mine, v);
   }
 }
 
 bool Executor::run(std::string &error, TraceWriter *trace) {
   using Clock = std::chrono::steady_clock;
-  auto origin = Clock::now();
   for (size_t i = 0; i < impl->steps.size(); ++i) {
     const Impl::Step &step = impl->steps[i];
-    KernelArgs args{step.inst->op(), step.attrs, {}, {}};
-    for (int32_t id : step.operands)
-      args.inputs.push_back(impl->views[id]);
-    for (int32_t id : step.results)
-      args.outputs.push_back(impl->views[id]);
-    auto start = Clock::now();
-    std::string e = (*step.kernel)(args);
+    double start = trace ? trace->elapsedMicros() : 0;
+    auto began = Clock::now();
+    std::string e;
+    if (step.kernel) {
+      KernelArgs args{step.inst->op(), step.attrs, {}, {}};
+      for (int32_t id : step.operands)
+        args.inputs.push_back(impl->views[id]);
+      for (int32_t id : step.results)
+        args.outputs.push_back(impl->views[id]);
+      e = (*step.kernel)(args);
+    } else {
+      e = impl->collectives->run(step.inst->op(), step.attrs,
+                                 impl->views[step.operands[0]],
+                                 impl->views[step.results[0]]);
+    }
     if (!e.empty()) {
       error = "instruction #" + std::to_string(i) + " (" + step.inst->op() +
               (step.inst->location().empty() ? ""
@@ -484,10 +723,10 @@ bool Executor::run(std::string &error, TraceWriter *trace) {
       return false;
     }
     if (trace) {
-      auto end = Clock::now();
       using us = std::chrono::duration<double, std::micro>;
-      trace->addSpan(0, step.inst->op(), "kernel", us(start - origin).count(),
-                     us(end - start).count(),
+      trace->addSpan(static_cast<int>(impl->rank), step.inst->op(),
+                     step.kernel ? "kernel" : "collective", start,
+                     us(Clock::now() - began).count(),
                      {{"location", step.inst->location()}});
     }
   }
@@ -505,6 +744,71 @@ bool Executor::isTraining() const { return impl->plan.has_training(); }
 
 TensorView Executor::stateTensor(const StateInfo &s) const {
   return impl->views[s.value];
+}
+
+bool Executor::gatherState(const StateInfo &s, HostBuffer &global,
+                           std::string &error) const {
+  const TensorView &local = impl->views[s.value];
+  const layout::TensorLayout &layout = impl->layouts[s.value];
+  global.dtype = local.dtype;
+  global.shape = impl->globalShapes[s.value];
+  global.bytes.assign(numElements(global.shape) * dtypeSize(local.dtype), 0);
+  // Every rank takes the same branch: it depends on the plan alone.
+  if (impl->numDevices == 1 || layout.isReplicated()) {
+    std::memcpy(global.bytes.data(), local.data, local.bytes());
+    return true;
+  }
+  int64_t n = impl->numDevices;
+  size_t bytes = local.bytes();
+  if (bytes == 0)
+    return true;
+  std::vector<unsigned char> all(bytes * n);
+  RankGroup world(n);
+  for (int64_t r = 0; r < n; ++r)
+    world[r] = r;
+  if (std::string e = impl->comm->allGather(world, local.data, all.data(),
+                                            static_cast<int64_t>(bytes));
+      !e.empty()) {
+    error = "gathering '" + s.name + "' from every rank: " + e;
+    return false;
+  }
+  // One replica of every block; partial sums added in rank order, so that
+  // every rank computes bitwise the same result.
+  bool partial = !layout.partialAxes().empty();
+  for (int64_t r = 0; r < n; ++r) {
+    Shard theirs = shardOf(layout, impl->meshPtr(), global.shape, r);
+    if (!theirs.firstReplica)
+      continue;
+    TensorView block{local.dtype, local.shape, all.data() + r * bytes};
+    copyShardIn(block, theirs, global.view(), partial);
+  }
+  return true;
+}
+
+bool Executor::setStateFromGlobal(const StateInfo &s, const TensorView &global,
+                                  std::string &error) {
+  const TensorView &local = impl->views[s.value];
+  const Shape &shape = impl->globalShapes[s.value];
+  if (global.shape != shape) {
+    error = "'" + s.name + "' has shape " + formatShape(shape) + ", got " +
+            formatShape(global.shape);
+    return false;
+  }
+  Shard mine = impl->shard(s.value);
+  if (global.dtype == local.dtype) {
+    copyShardOut(global, mine, local);
+    return true;
+  }
+  HostBuffer converted;
+  if (!isFloat(global.dtype) || !isFloat(local.dtype) ||
+      !convertTensor(global, local.dtype, converted, "'" + s.name + "'",
+                     error)) {
+    error = "'" + s.name + "' has element type " + dtypeName(local.dtype) +
+            ", got " + dtypeName(global.dtype);
+    return false;
+  }
+  copyShardOut(converted.view(), mine, local);
+  return true;
 }
 
 double Executor::learningRate(int64_t t) const {

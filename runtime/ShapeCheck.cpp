@@ -540,6 +540,18 @@ std::string crossEntropyGrad(const Attrs &, const std::vector<TypeRef> &ops,
   return expectResult(res[0], ops[0].dtype, l);
 }
 
+/// label_count(labels [N] integers) -> a float scalar.
+std::string labelCount(const Attrs &, const std::vector<TypeRef> &ops,
+                       const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 1, 1); !e.empty())
+    return e;
+  if (ops[0].shape->size() != 1 || !isIndex(ops[0].dtype))
+    return "labels must be [N] integers";
+  if (auto e = expectFloat("result", res[0]); !e.empty())
+    return e;
+  return expectResult(res[0], res[0].dtype, {});
+}
+
 /// conv2d_grad_input(grad, weight) -> input-shaped result.
 std::string convGradInput(const Attrs &a, const std::vector<TypeRef> &ops,
                           const std::vector<TypeRef> &res) {
@@ -683,6 +695,7 @@ const std::map<std::string, Check> &rules() {
       {"gather_grad", gatherGrad},
       {"slice_grad", sliceGrad},
       {"softmax_cross_entropy_grad", crossEntropyGrad},
+      {"label_count", labelCount},
       {"conv2d_grad_input", convGradInput},
       {"conv2d_grad_weight", convGradWeight},
       {"max_pool2d_grad", maxPoolGrad},
@@ -694,7 +707,147 @@ const std::map<std::string, Check> &rules() {
   return table;
 }
 
+//===----------------------------------------------------------------------===//
+// Collectives (runtime/comm/Collectives.h)
+//===----------------------------------------------------------------------===//
+
+/// Reads the integer attribute `name` into `out`, or says why it cannot.
+std::string intAttr(const Attrs &a, const char *name, int64_t &out) {
+  auto it = a.all().find(name);
+  if (it == a.all().end())
+    return std::string("needs the integer attribute '") + name + "'";
+  const int64_t *value = std::get_if<int64_t>(&it->second);
+  if (!value)
+    return std::string("attribute '") + name + "' must be an integer";
+  out = *value;
+  return "";
+}
+
+/// "" if `axis` is an index into `mesh`, else why not.
+std::string meshAxisInRange(int64_t axis,
+                            const std::vector<layout::MeshAxis> &mesh) {
+  if (mesh.empty())
+    return "a collective needs a mesh, and the plan has none";
+  if (axis < 0 || axis >= static_cast<int64_t>(mesh.size()))
+    return "mesh axis " + std::to_string(axis) +
+           " is out of range (the mesh "
+           "has " +
+           std::to_string(mesh.size()) + " axes)";
+  return "";
+}
+
+std::string meshAxisName(int64_t axis,
+                         const std::vector<layout::MeshAxis> &mesh) {
+  return "'" + mesh[axis].name + "' (size " + std::to_string(mesh[axis].size) +
+         ")";
+}
+
+bool isSummable(DType dtype) { return dtype != DType::Bool; }
+
+std::string collective(const std::string &op, const Attrs &a,
+                       const std::vector<layout::MeshAxis> &mesh,
+                       const std::vector<TypeRef> &ops,
+                       const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 1, 1); !e.empty())
+    return e;
+  const Shape &in = *ops[0].shape, &out = *res[0].shape;
+  if (res[0].dtype != ops[0].dtype)
+    return std::string("result element type ") + dtypeName(res[0].dtype) +
+           " differs from the operand's " + dtypeName(ops[0].dtype);
+  // The ops that produce or consume partial sums need summable elements.
+  bool sums =
+      op == "all_reduce" || op == "reduce_scatter" || op == "make_partial";
+  if (sums && !isSummable(ops[0].dtype))
+    return std::string("cannot sum elements of type ") +
+           dtypeName(ops[0].dtype);
+  if (op == "all_reduce") {
+    auto it = a.all().find("axes");
+    const auto *axes = it == a.all().end()
+                           ? nullptr
+                           : std::get_if<std::vector<int64_t>>(&it->second);
+    if (!axes || axes->empty())
+      return "needs a non-empty integer list attribute 'axes'";
+    for (size_t i = 0; i < axes->size(); ++i) {
+      if (auto e = meshAxisInRange((*axes)[i], mesh); !e.empty())
+        return e;
+      for (size_t j = 0; j < i; ++j)
+        if ((*axes)[j] == (*axes)[i])
+          return "mesh axis " + meshAxisName((*axes)[i], mesh) +
+                 " is listed twice";
+    }
+    return expectResult(res[0], ops[0].dtype, in);
+  }
+  int64_t axis = 0;
+  if (auto e = intAttr(a, "axis", axis); !e.empty())
+    return e;
+  if (auto e = meshAxisInRange(axis, mesh); !e.empty())
+    return e;
+  if (op == "make_partial")
+    return expectResult(res[0], ops[0].dtype, in);
+  int64_t n = mesh[axis].size, dim = 0;
+  if (auto e = intAttr(a, "dim", dim); !e.empty())
+    return e;
+  if (!inRange(dim, in.size()))
+    return "dim " + std::to_string(dim) +
+           " is out of range for an operand "
+           "of rank " +
+           std::to_string(in.size());
+  if (out.size() != in.size())
+    return "result rank " + std::to_string(out.size()) +
+           " differs from the operand's " + std::to_string(in.size());
+  Shape expected = in;
+  auto divide = [&](int64_t d) -> std::string {
+    if (in[d] % n != 0)
+      return "dimension " + std::to_string(d) + " of size " +
+             std::to_string(in[d]) +
+             " is not divisible by the size of mesh "
+             "axis " +
+             meshAxisName(axis, mesh);
+    expected[d] = in[d] / n;
+    return "";
+  };
+  auto multiply = [&](int64_t d) -> std::string {
+    if (__builtin_mul_overflow(in[d], n, &expected[d]))
+      return "dimension " + std::to_string(d) + " overflows";
+    return "";
+  };
+  std::string e;
+  if (op == "reduce_scatter" || op == "local_split") {
+    e = divide(dim);
+  } else if (op == "all_gather") {
+    e = multiply(dim);
+  } else if (op == "all_to_all") {
+    int64_t toDim = 0;
+    if (auto e2 = intAttr(a, "to_dim", toDim); !e2.empty())
+      return e2;
+    if (!inRange(toDim, in.size()) || toDim == dim)
+      return "to_dim " + std::to_string(toDim) +
+             " must be a dimension of "
+             "the operand other than dim " +
+             std::to_string(dim);
+    e = divide(toDim);
+    if (e.empty())
+      e = multiply(dim);
+  } else {
+    return "unknown collective '" + op + "'";
+  }
+  if (!e.empty())
+    return e;
+  if (out != expected)
+    return "result is " + typeName(res[0].dtype, out) + " but " + op +
+           " over mesh axis " + meshAxisName(axis, mesh) + " gives " +
+           typeName(ops[0].dtype, expected);
+  return "";
+}
+
 } // namespace
+
+std::string checkCollective(const std::string &op, const Attrs &attrs,
+                            const std::vector<layout::MeshAxis> &meshAxes,
+                            const std::vector<TypeRef> &operands,
+                            const std::vector<TypeRef> &results) {
+  return collective(op, attrs, meshAxes, operands, results);
+}
 
 std::string checkInstruction(const std::string &op, const Attrs &attrs,
                              const std::vector<TypeRef> &operands,

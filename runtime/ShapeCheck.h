@@ -10,6 +10,7 @@
 #ifndef LOOM_RUNTIME_SHAPECHECK_H
 #define LOOM_RUNTIME_SHAPECHECK_H
 
+#include "compiler/layout/Mesh.h"
 #include "runtime/Kernel.h"
 #include "runtime/Tensor.h"
 
@@ -28,6 +29,20 @@ struct TypeRef {
 std::string checkInstruction(const std::string &op, const Attrs &attrs,
                              const std::vector<TypeRef> &operands,
                              const std::vector<TypeRef> &results);
+
+/// Returns "" if the collective `op` (all_reduce, reduce_scatter, all_gather,
+/// all_to_all, local_split, make_partial; runtime/comm/Collectives.h) with
+/// these attributes maps `operands` to `results` on a mesh with `meshAxes`
+/// (empty: the plan has no mesh), else what is wrong: the mesh axis indices
+/// are in range and distinct, `dim` and `to_dim` are dimensions of the
+/// operand, the split dimension divides by the group size, the result's
+/// dimension is the operand's times or divided by it, every other dimension
+/// and the element type are the operand's, and sums are over summable types.
+/// Takes the axes rather than a layout::Mesh so that it needs no library.
+std::string checkCollective(const std::string &op, const Attrs &attrs,
+                            const std::vector<layout::MeshAxis> &meshAxes,
+                            const std::vector<TypeRef> &operands,
+                            const std::vector<TypeRef> &results);
 
 /// The numpy broadcast of two shapes; false if they do not broadcast.
 bool broadcastShapes(const Shape &a, const Shape &b, Shape &out);

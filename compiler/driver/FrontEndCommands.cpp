@@ -18,6 +18,8 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/Passes.h"
 #include "passes/Passes.h"
+#include "passes/StrategyFile.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -145,6 +147,37 @@ cl::opt<double> minLrFlag("min-lr", cl::desc("Final learning rate (cosine)"),
                           cl::init(0.0), cl::sub(compileCmd),
                           cl::cat(trainCategory()));
 
+cl::OptionCategory &parallelCategory() {
+  static cl::OptionCategory category("Parallelism (loom compile --mesh)");
+  return category;
+}
+cl::opt<std::string> meshFlag(
+    "mesh",
+    cl::desc("The device mesh as named axes, outermost first, e.g. "
+             "dp=2,tp=4 (ranks are row-major: put tensor parallelism last)"),
+    cl::value_desc("AXIS=N,..."), cl::sub(compileCmd),
+    cl::cat(parallelCategory()));
+cl::opt<std::string> modeFlag(
+    "mode",
+    cl::desc("data (split the batch over every device, replicate "
+             "parameters) or semi (the --strategy file and loom.strategy "
+             "attributes, completed by propagation). Default: semi with "
+             "--strategy, else data"),
+    cl::value_desc("data|semi"), cl::sub(compileCmd),
+    cl::cat(parallelCategory()));
+cl::opt<std::string> strategyFlag(
+    "strategy", cl::desc("A JSON strategy file (see docs/partitioning.md)"),
+    cl::value_desc("FILE"), cl::sub(compileCmd), cl::cat(parallelCategory()));
+cl::opt<std::string> saveStrategyFlag(
+    "save-strategy",
+    cl::desc("Write every op's final strategy to FILE, in the --strategy "
+             "format"),
+    cl::value_desc("FILE"), cl::sub(compileCmd), cl::cat(parallelCategory()));
+cl::opt<std::string> emitMlirFlag(
+    "emit-mlir",
+    cl::desc("Also write the compiled (per-device) program as MLIR"),
+    cl::value_desc("FILE"), cl::sub(compileCmd), cl::cat(parallelCategory()));
+
 /// Parses "NAME=VALUE" into its two halves.
 bool splitAssignment(StringRef text, StringRef &name, StringRef &value) {
   std::tie(name, value) = text.split('=');
@@ -262,6 +295,105 @@ int runImport() {
   return 0;
 }
 
+/// Parses --mesh into the dialect's mesh attribute.
+std::optional<MeshAttr> parseMesh(MLIRContext &context, std::string &error) {
+  SmallVector<StringRef> parts;
+  StringRef(meshFlag).split(parts, ',');
+  SmallVector<StringAttr> names;
+  SmallVector<int64_t> sizes;
+  for (StringRef part : parts) {
+    StringRef name, value;
+    int64_t size = 0;
+    if (!splitAssignment(part.trim(), name, value) || name.empty() ||
+        value.getAsInteger(10, size) || size < 1) {
+      error = "--mesh expects named axes like dp=2,tp=4, got '" + meshFlag +
+              "'";
+      return std::nullopt;
+    }
+    for (StringAttr n : names)
+      if (n.getValue() == name) {
+        error = "--mesh names axis '" + name.str() + "' twice";
+        return std::nullopt;
+      }
+    names.push_back(StringAttr::get(&context, name));
+    sizes.push_back(size);
+  }
+  return MeshAttr::get(&context, names, sizes);
+}
+
+/// Sharding (from --mode and --strategy) and partitioning of @main.
+int partition(ModuleOp module) {
+  MLIRContext &context = *module->getContext();
+  std::string error;
+  std::optional<MeshAttr> meshAttr = parseMesh(context, error);
+  if (!meshAttr)
+    return reportError(error);
+  std::optional<layout::Mesh> mesh = sharding::toMesh(*meshAttr, error);
+  if (!mesh)
+    return reportError("--mesh: " + error);
+  std::string mode = modeFlag.empty()
+                         ? (strategyFlag.empty() ? "data" : "semi")
+                         : modeFlag.getValue();
+  if (mode == "auto")
+    return reportError("--mode auto (the cost-model search) is not "
+                       "implemented yet; use --mode data or --mode semi "
+                       "with --strategy");
+  if (mode != "data" && mode != "semi")
+    return reportError("--mode must be data or semi, got '" + mode + "'");
+  if (microBatchesFlag != 1)
+    return reportError("--micro-batches cannot be combined with --mesh yet");
+  func::FuncOp func;
+  for (auto f : module.getOps<func::FuncOp>())
+    if (f.getSymName() == "main")
+      func = f;
+  if (!func)
+    return reportError(modelPath + ": no function @main");
+  func->setAttr(LoomDialect::kMeshAttrName, *meshAttr);
+
+  if (!strategyFlag.empty()) {
+    auto buffer = llvm::MemoryBuffer::getFile(strategyFlag);
+    if (!buffer)
+      return reportError(strategyFlag + ": " + buffer.getError().message());
+    std::optional<sharding::StrategyFile> file = sharding::parseStrategyFile(
+        (*buffer)->getBuffer(), strategyFlag, error);
+    if (!file)
+      return reportError(error);
+    if (!sharding::applyStrategies(func, *file, strategyFlag, *meshAttr,
+                                   *mesh, error))
+      return reportError(error);
+  }
+
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
+    std::string where;
+    if (auto name = dyn_cast<NameLoc>(d.getLocation()))
+      where = "ONNX node '" + name.getName().str() + "': ";
+    diagnostics += where + d.str() + "\n";
+    return success();
+  });
+  PassManager propagate(&context);
+  PropagateShardingOptions options;
+  options.mode = mode;
+  propagate.addNestedPass<func::FuncOp>(createPropagateSharding(options));
+  if (failed(propagate.run(module)))
+    return reportError(modelPath + ": cannot shard the model on " +
+                       mesh->toString() + ": " + diagnostics);
+  if (!saveStrategyFlag.empty()) {
+    auto output = mlir::openOutputFile(saveStrategyFlag, &error);
+    if (!output)
+      return reportError(error);
+    output->os() << sharding::writeStrategyFile(func, *meshAttr, *mesh);
+    output->keep();
+  }
+  PassManager lower(&context);
+  lower.addNestedPass<func::FuncOp>(createPartition());
+  lower.addPass(createCSEPass());
+  if (failed(lower.run(module)))
+    return reportError(modelPath + ": cannot partition the model on " +
+                       mesh->toString() + ": " + diagnostics);
+  return 0;
+}
+
 int runCompile() {
   DialectRegistry registry;
   registerLoomDialects(registry);
@@ -310,7 +442,22 @@ int runCompile() {
       return reportError(modelPath +
                          ": cannot build the training step: " + diagnostics);
   }
+  if (!meshFlag.empty()) {
+    if (int code = partition(*module))
+      return code;
+  } else if (!modeFlag.empty() || !strategyFlag.empty() ||
+             !saveStrategyFlag.empty()) {
+    return reportError("--mode, --strategy and --save-strategy need --mesh");
+  }
   std::string error;
+  if (!emitMlirFlag.empty()) {
+    auto output = mlir::openOutputFile(emitMlirFlag, &error);
+    if (!output)
+      return reportError(error);
+    module->print(output->os());
+    output->os() << "\n";
+    output->keep();
+  }
   std::optional<plan::Plan> plan = emitPlan(*module, error);
   if (!plan)
     return reportError(modelPath + ": " + error);

@@ -1,10 +1,29 @@
 //===- RunCommand.cpp - `loom run`: execute a plan ------------------------===//
+//
+// Runs a plan on one device, or a partitioned plan on N ranks: as N threads
+// of this process (`--comm threads`, the default; one CPU backend and
+// executor per thread, the --threads budget divided between them) or as one
+// rank per process under mpirun (`--comm mpi`). Files are read once and
+// given to every rank; rank 0 alone prints and writes outputs, metrics and
+// checkpoints, and one trace holds a track per rank.
+//
+// Failures. Setting a rank up (loading the plan, inputs, a checkpoint) talks
+// to no other rank, so every rank finishes it and a failure is reported
+// (with its rank) before any rank starts running. A failure while running
+// may leave other ranks waiting in a collective forever: the failing rank
+// prints its error and ends the whole process at once with exit status 1
+// (std::_Exit: no destructors, no MPI_Finalize, which would wait too);
+// under mpirun the launcher then stops the other processes.
+//
+//===----------------------------------------------------------------------===//
 
 #include "compiler/driver/Commands.h"
 
 #include "runtime/Backend.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/Executor.h"
+#include "runtime/PlanLayout.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/io/Npy.h"
 #include "runtime/io/TensorFile.h"
 #include "runtime/io/Trace.h"
@@ -13,10 +32,16 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <mutex>
+#include <thread>
 
 using namespace llvm;
 
@@ -46,7 +71,8 @@ cl::opt<std::string> backendName("backend", cl::desc("cpu (default) or cuda"),
                                  cl::cat(loomCategory()));
 cl::opt<int> threads("threads",
                      cl::desc("Threads for the CPU kernels (default: all "
-                              "cores)"),
+                              "cores), shared evenly by the ranks of a "
+                              "--comm threads run; per process under mpirun"),
                      cl::init(0), cl::sub(runCmd), cl::cat(loomCategory()));
 cl::opt<uint64_t> seed("seed", cl::desc("Seed of the random inputs"),
                        cl::init(0), cl::sub(runCmd), cl::cat(loomCategory()));
@@ -76,6 +102,21 @@ cl::opt<std::string> tokensFile(
 cl::opt<int> repeat("repeat",
                     cl::desc("Run the step N times and report the mean time"),
                     cl::init(1), cl::sub(runCmd), cl::cat(loomCategory()));
+cl::opt<int> ranksFlag(
+    "ranks",
+    cl::desc("Ranks to run the plan on (default: the plan's device count); "
+             "with --comm threads each rank is a thread of this process"),
+    cl::init(0), cl::sub(runCmd), cl::cat(loomCategory()));
+cl::opt<std::string>
+    commFlag("comm",
+             cl::desc("How ranks communicate: threads (ranks are threads of "
+                      "this process) or mpi (one process per rank, under "
+                      "mpirun). Default: mpi under mpirun, else threads"),
+             cl::value_desc("threads|mpi"), cl::sub(runCmd),
+             cl::cat(loomCategory()));
+
+/// The most ranks `--comm threads` runs in one process.
+constexpr int64_t kMaxThreadRanks = 1024;
 
 /// A file name for an output: ONNX names may contain '/' and ':'.
 std::string fileNameFor(StringRef name) {
@@ -106,17 +147,13 @@ std::string summarize(const rt::TensorView &v) {
 }
 
 /// Feeds language-model batches from a byte file: windows of the sequence
-/// length at consecutive offsets, the labels shifted by one token.
+/// length at consecutive offsets, the labels shifted by one token. The
+/// file's bytes are read once and shared by every rank.
 class TokenFeeder {
 public:
-  bool open(const std::string &path, const rt::Executor &exec,
-            std::string &error) {
-    auto buffer = MemoryBuffer::getFile(path, /*IsText=*/false);
-    if (!buffer) {
-      error = path + ": cannot read the token file";
-      return false;
-    }
-    bytes = (*buffer)->getBuffer().str();
+  bool open(const std::string &path, const std::string &contents,
+            const rt::Executor &exec, std::string &error) {
+    bytes = &contents;
     for (const rt::IOInfo &in : exec.inputs()) {
       bool integer = in.dtype == rt::DType::I32 || in.dtype == rt::DType::I64;
       if (in.name == "labels")
@@ -130,7 +167,7 @@ public:
       return false;
     }
     int64_t window = input.shape[1];
-    if (static_cast<int64_t>(bytes.size()) < window + 2) {
+    if (static_cast<int64_t>(bytes->size()) < window + 2) {
       error = path + ": too short for windows of " + std::to_string(window) +
               " tokens";
       return false;
@@ -138,16 +175,17 @@ public:
     return true;
   }
 
-  /// Sets the inputs of training step `step` (0-based).
+  /// Sets the inputs of training step `step` (0-based): the global batch,
+  /// of which each rank keeps its shard.
   bool feed(rt::Executor &exec, int64_t step, std::string &error) {
     int64_t batch = input.shape[0], window = input.shape[1];
-    int64_t positions = static_cast<int64_t>(bytes.size()) - window - 1;
+    int64_t positions = static_cast<int64_t>(bytes->size()) - window - 1;
     std::vector<int64_t> x(batch * window), y(batch * window);
     for (int64_t b = 0; b < batch; ++b) {
       int64_t start = ((step * batch + b) * window) % positions;
       for (int64_t t = 0; t < window; ++t) {
-        x[b * window + t] = static_cast<unsigned char>(bytes[start + t]);
-        y[b * window + t] = static_cast<unsigned char>(bytes[start + t + 1]);
+        x[b * window + t] = static_cast<unsigned char>((*bytes)[start + t]);
+        y[b * window + t] = static_cast<unsigned char>((*bytes)[start + t + 1]);
       }
     }
     rt::TensorView xv{rt::DType::I64, input.shape, x.data()};
@@ -157,62 +195,305 @@ public:
   }
 
 private:
-  std::string bytes;
+  const std::string *bytes = nullptr;
   rt::IOInfo input, labels;
 };
 
-int trainPlan(rt::Executor &exec, rt::TraceWriter &trace) {
-  std::string error;
-  if (steps < 1)
-    return reportError("--steps must be at least 1");
-  if (!resumeDir.empty() && !rt::loadCheckpoint(exec, resumeDir, error))
-    return reportError(error);
+/// What the ranks of one run share: read once, before any rank starts.
+struct Shared {
+  struct Input {
+    std::string name, file;
+    rt::HostBuffer value;
+  };
+  std::vector<Input> inputs;
+  std::string tokens;
+  rt::TraceWriter trace;
+  /// Whether the ranks are threads of this process (the trace is then
+  /// written once they have all finished).
+  bool threaded = false;
+};
+
+/// One rank: its communicator (none on one device), backend and executor.
+struct Rank {
+  int64_t index = 0;
+  rt::Communicator *comm = nullptr;
+  std::unique_ptr<rt::Backend> backend;
+  std::unique_ptr<rt::Executor> exec;
   std::optional<TokenFeeder> tokens;
-  if (!tokensFile.empty()) {
-    tokens.emplace();
-    if (!tokens->open(tokensFile, exec, error))
-      return reportError(error);
-  }
   std::unique_ptr<raw_fd_ostream> metrics;
-  if (!metricsFile.empty()) {
-    std::error_code ec;
-    metrics = std::make_unique<raw_fd_ostream>(metricsFile, ec);
-    if (ec)
-      return reportError("cannot write '" + metricsFile + "': " + ec.message());
+  bool leader() const { return index == 0; }
+};
+
+/// Rank 0's printing and any rank's fatal error, one at a time.
+std::mutex printMutex;
+
+/// Reports a failure while ranks run and ends the process (see the file
+/// comment for why it cannot wait for the other ranks).
+[[noreturn]] void abortRun(int64_t rank, const std::string &message) {
+  printMutex.lock(); // never released: nothing else prints from here on
+  outs().flush();
+  WithColor::error(errs(), "loom")
+      << "rank " << rank << ": " << message << "\n";
+  errs().flush();
+  std::_Exit(1);
+}
+
+/// Loads the plan for `rank` and everything that needs no other rank:
+/// inputs, the checkpoint to resume from, the token file, the metrics file.
+std::string setUpRank(Rank &rank, plan::Plan plan, Shared &shared,
+                      int backendThreads) {
+  std::string error;
+  rank.backend = rt::createCpuBackend();
+  if (backendThreads > 0)
+    rank.backend->setNumThreads(backendThreads);
+  rank.exec = rt::Executor::create(std::move(plan), *rank.backend, error,
+                                   {rank.index, rank.comm});
+  if (!rank.exec)
+    return planPath + ": " + error;
+  rt::Executor &exec = *rank.exec;
+  exec.setRandomInputs(seed);
+  for (Shared::Input &in : shared.inputs)
+    if (!exec.setInput(in.name, in.value.view(), error))
+      return in.file + ": " + error;
+  if (!exec.isTraining()) {
+    if (!resumeDir.empty() || !saveDir.empty() || steps != 1)
+      return "--steps, --save and --resume need a training plan (loom "
+             "compile --train)";
+    return "";
   }
+  if (steps < 1)
+    return "--steps must be at least 1";
+  if (!resumeDir.empty() && !rt::loadCheckpoint(exec, resumeDir, error))
+    return error;
+  if (!tokensFile.empty()) {
+    rank.tokens.emplace();
+    if (!rank.tokens->open(tokensFile, shared.tokens, exec, error))
+      return error;
+  }
+  if (!metricsFile.empty() && rank.leader()) {
+    std::error_code ec;
+    rank.metrics = std::make_unique<raw_fd_ostream>(metricsFile, ec);
+    if (ec)
+      return "cannot write '" + metricsFile + "': " + ec.message();
+  }
+  return "";
+}
+
+/// Writes the trace. Under MPI every rank sends its spans to rank 0 (a
+/// collective), which writes them all.
+std::string writeTrace(Rank &rank, Shared &shared) {
+  std::string error;
+  rt::Communicator *comm = rank.comm;
+  if (!shared.threaded && comm && comm->worldSize() > 1) {
+    int64_t n = comm->worldSize();
+    rt::RankGroup world(n);
+    for (int64_t r = 0; r < n; ++r)
+      world[r] = r;
+    std::string mine = shared.trace.serialize();
+    std::vector<int64_t> sizes(n);
+    int64_t size = static_cast<int64_t>(mine.size());
+    if (std::string e =
+            comm->allGather(world, &size, sizes.data(), sizeof(int64_t));
+        !e.empty())
+      return "gathering the trace: " + e;
+    int64_t longest = *std::max_element(sizes.begin(), sizes.end());
+    mine.resize(longest);
+    std::string all(longest * n, '\0');
+    if (std::string e =
+            comm->allGather(world, mine.data(), all.data(), longest);
+        !e.empty())
+      return "gathering the trace: " + e;
+    if (!rank.leader())
+      return "";
+    rt::TraceWriter merged;
+    for (int64_t r = 0; r < n; ++r)
+      if (!merged.merge(std::string_view(all).substr(r * longest, sizes[r]),
+                        error))
+        return "rank " + std::to_string(r) + "'s trace: " + error;
+    return merged.write(traceFile, error) ? "" : error;
+  }
+  if (!rank.leader())
+    return "";
+  return shared.trace.write(traceFile, error) ? "" : error;
+}
+
+/// Training steps, then the trace and the checkpoint.
+std::string trainRank(Rank &rank, Shared &shared) {
+  rt::Executor &exec = *rank.exec;
+  rt::TraceWriter *trace = traceFile.empty() ? nullptr : &shared.trace;
+  std::string error;
   for (int i = 0; i < steps; ++i) {
     double loss = 0, lr = 0;
-    if (tokens && !tokens->feed(exec, exec.stepsTaken(), error))
-      return reportError(error);
+    if (rank.tokens && !rank.tokens->feed(exec, exec.stepsTaken(), error))
+      return error;
     auto start = std::chrono::steady_clock::now();
-    if (!exec.trainStep(error, traceFile.empty() ? nullptr : &trace, loss, lr))
-      return reportError(planPath + ": step " +
-                         std::to_string(exec.stepsTaken() + 1) + ": " + error);
+    if (!exec.trainStep(error, trace, loss, lr))
+      return planPath + ": step " + std::to_string(exec.stepsTaken() + 1) +
+             ": " + error;
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - start)
                     .count();
-    outs() << "loom: step " << exec.stepsTaken() << " loss "
-           << format("%.6g", loss) << " lr " << format("%.6g", lr) << " ("
-           << format("%.1f", ms) << " ms)\n";
-    outs().flush();
-    if (metrics)
-      *metrics << "{\"step\": " << exec.stepsTaken()
-               << ", \"loss\": " << format("%.9g", loss)
-               << ", \"lr\": " << format("%.9g", lr)
-               << ", \"step_time_ms\": " << format("%.3f", ms) << "}\n";
+    if (rank.leader()) {
+      std::lock_guard<std::mutex> lock(printMutex);
+      outs() << "loom: step " << exec.stepsTaken() << " loss "
+             << format("%.6g", loss) << " lr " << format("%.6g", lr) << " ("
+             << format("%.1f", ms) << " ms)\n";
+      outs().flush();
+      if (rank.metrics)
+        *rank.metrics << "{\"step\": " << exec.stepsTaken()
+                      << ", \"loss\": " << format("%.9g", loss)
+                      << ", \"lr\": " << format("%.9g", lr)
+                      << ", \"step_time_ms\": " << format("%.3f", ms) << "}\n";
+    }
+    // The loss is replicated: every rank stops at the same step.
     if (!std::isfinite(loss))
-      return reportError("the loss is not finite at step " +
-                         std::to_string(exec.stepsTaken()) +
-                         "; lower --lr or check the data");
+      return "the loss is not finite at step " +
+             std::to_string(exec.stepsTaken()) +
+             "; lower --lr or check the data";
   }
-  if (!traceFile.empty() && !trace.write(traceFile, error))
-    return reportError(error);
+  if (rank.metrics)
+    rank.metrics->flush();
+  if (!traceFile.empty() && !shared.threaded)
+    if (std::string e = writeTrace(rank, shared); !e.empty())
+      return e;
   if (!saveDir.empty()) {
     if (!rt::saveCheckpoint(exec, saveDir, error))
-      return reportError(error);
-    outs() << "loom: saved a checkpoint of step " << exec.stepsTaken() << " to "
-           << saveDir << "\n";
+      return error;
+    if (rank.leader()) {
+      std::lock_guard<std::mutex> lock(printMutex);
+      outs() << "loom: saved a checkpoint of step " << exec.stepsTaken()
+             << " to " << saveDir << "\n";
+    }
   }
+  return "";
+}
+
+/// Inference: --repeat steps, the trace, then rank 0 reports the outputs.
+std::string inferRank(Rank &rank, Shared &shared) {
+  rt::Executor &exec = *rank.exec;
+  std::string error;
+  double totalMs = 0;
+  for (int i = 0; i < repeat; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    if (!exec.run(error, traceFile.empty() ? nullptr : &shared.trace))
+      return planPath + ": " + error;
+    totalMs += std::chrono::duration<double, std::milli>(
+                   std::chrono::steady_clock::now() - start)
+                   .count();
+  }
+  if (!traceFile.empty() && !shared.threaded)
+    if (std::string e = writeTrace(rank, shared); !e.empty())
+      return e;
+  if (!rank.leader())
+    return "";
+  if (!outputsDir.empty())
+    if (std::error_code ec = sys::fs::create_directories(outputsDir))
+      return "cannot create '" + outputsDir + "': " + ec.message();
+  std::lock_guard<std::mutex> lock(printMutex);
+  for (const rt::IOInfo &out : exec.outputs()) {
+    rt::TensorView v = exec.output(out.name);
+    outs() << "loom: output '" << out.name << "' " << rt::dtypeName(v.dtype)
+           << rt::formatShape(v.shape) << summarize(v) << "\n";
+    if (!outputsDir.empty()) {
+      SmallString<256> path(outputsDir);
+      sys::path::append(path, fileNameFor(out.name) + ".npy");
+      if (!rt::writeNpy(path.str().str(), v, error))
+        return error;
+    }
+  }
+  outs() << "loom: " << repeat << (repeat == 1 ? " step" : " steps") << " in "
+         << format("%.3f", totalMs / repeat) << " ms each on "
+         << rank.backend->name()
+         << (exec.numRanks() > 1
+                 ? " (" + std::to_string(exec.numRanks()) + " ranks)"
+                 : std::string())
+         << "\n";
+  outs().flush();
+  return "";
+}
+
+std::string runRank(Rank &rank, Shared &shared) {
+  return rank.exec->isTraining() ? trainRank(rank, shared)
+                                 : inferRank(rank, shared);
+}
+
+/// `n` ranks as threads of this process (n = 1: no thread, no
+/// communicator, exactly a single-device run).
+int runThreadRanks(plan::Plan plan, int64_t n, Shared &shared) {
+  if (n == 1) {
+    Rank rank;
+    if (std::string e = setUpRank(rank, std::move(plan), shared, threads);
+        !e.empty())
+      return reportError(e);
+    if (std::string e = runRank(rank, shared); !e.empty())
+      return reportError(e);
+    return 0;
+  }
+  shared.threaded = true;
+  int total = threads > 0
+                  ? threads
+                  : static_cast<int>(std::thread::hardware_concurrency());
+  int perRank = std::max(1, total / static_cast<int>(n));
+  std::vector<std::unique_ptr<rt::Communicator>> comms =
+      rt::createThreadsCommunicators(n);
+  std::vector<Rank> ranks(n);
+  std::vector<std::string> errors(n);
+  auto onEveryRank = [&](const std::function<void(Rank &)> &fn) {
+    std::vector<std::thread> workers;
+    for (int64_t r = 0; r < n; ++r)
+      workers.emplace_back([&, r] { fn(ranks[r]); });
+    for (std::thread &t : workers)
+      t.join();
+  };
+  for (int64_t r = 0; r < n; ++r) {
+    ranks[r].index = r;
+    ranks[r].comm = comms[r].get();
+  }
+  onEveryRank([&](Rank &rank) {
+    errors[rank.index] = setUpRank(rank, plan, shared, perRank);
+  });
+  for (int64_t r = 0; r < n; ++r)
+    if (!errors[r].empty())
+      return reportError("rank " + std::to_string(r) + ": " + errors[r]);
+  onEveryRank([&](Rank &rank) {
+    if (std::string e = runRank(rank, shared); !e.empty())
+      abortRun(rank.index, e);
+  });
+  if (!traceFile.empty())
+    if (std::string e = writeTrace(ranks[0], shared); !e.empty())
+      return reportError(e);
+  return 0;
+}
+
+/// This process's rank of an MPI run.
+int runMpiRank(plan::Plan plan, rt::Communicator &comm, Shared &shared) {
+  int64_t n = comm.worldSize();
+  Rank rank;
+  rank.index = comm.rank();
+  rank.comm = &comm;
+  std::string e = setUpRank(rank, std::move(plan), shared, threads);
+  if (n == 1) {
+    if (e.empty())
+      e = runRank(rank, shared);
+    return e.empty() ? 0 : reportError(e);
+  }
+  // Agree on whether every rank is set up, so that all stop together.
+  rt::RankGroup world(n);
+  for (int64_t r = 0; r < n; ++r)
+    world[r] = r;
+  int32_t failed = e.empty() ? 0 : 1;
+  if (std::string agree = comm.allReduceSum(world, rt::DType::I32, &failed, 1);
+      !agree.empty())
+    abortRun(rank.index, e.empty() ? agree : e);
+  if (!e.empty())
+    return reportError("rank " + std::to_string(rank.index) + ": " + e);
+  if (failed)
+    return rank.leader()
+               ? reportError("rank 0: stopping: " + std::to_string(failed) +
+                             " other rank(s) failed to start")
+               : 1;
+  if (std::string run = runRank(rank, shared); !run.empty())
+    abortRun(rank.index, run);
   return 0;
 }
 
@@ -222,19 +503,25 @@ int runPlan() {
                        "' is not built yet; this Loom runs plans on 'cpu'");
   if (repeat < 1)
     return reportError("--repeat must be at least 1");
+  if (ranksFlag < 0)
+    return reportError("--ranks must be at least 1");
+  std::string comm = commFlag;
+  if (comm.empty())
+    comm = rt::launchedByMpirun() ? "mpi" : "threads";
+  if (comm != "threads" && comm != "mpi")
+    return reportError("--comm must be 'threads' or 'mpi', not '" + comm + "'");
   std::string error;
   std::optional<plan::Plan> plan = rt::readPlanFile(planPath, error);
   if (!plan)
     return reportError(error);
-  std::unique_ptr<rt::Backend> backend = rt::createCpuBackend();
-  if (threads > 0)
-    backend->setNumThreads(threads);
-  std::unique_ptr<rt::Executor> exec =
-      rt::Executor::create(std::move(*plan), *backend, error);
-  if (!exec)
-    return reportError(planPath + ": " + error);
+  // The plan's device count; an invalid mesh is left to the executor to
+  // report.
+  std::optional<layout::Mesh> mesh;
+  int64_t devices = 1;
+  if (rt::meshFromProto(plan->mesh(), mesh, error) && mesh)
+    devices = mesh->numDevices();
 
-  exec->setRandomInputs(seed);
+  Shared shared;
   // --data (an alias) does not split on commas by itself.
   SmallVector<StringRef> assignments;
   for (const std::string &flags : inputFlags)
@@ -246,47 +533,35 @@ int runPlan() {
     std::optional<rt::HostBuffer> value = rt::readTensorFile(file.str(), error);
     if (!value)
       return reportError(error);
-    if (!exec->setInput(name.str(), value->view(), error))
-      return reportError(file + ": " + error);
+    shared.inputs.push_back({name.str(), file.str(), std::move(*value)});
+  }
+  if (!tokensFile.empty()) {
+    auto buffer = MemoryBuffer::getFile(tokensFile, /*IsText=*/false);
+    if (!buffer)
+      return reportError(tokensFile + ": cannot read the token file");
+    shared.tokens = (*buffer)->getBuffer().str();
   }
 
-  rt::TraceWriter trace;
-  trace.setRankName(0, "rank 0");
-  if (exec->isTraining())
-    return trainPlan(*exec, trace);
-  if (!resumeDir.empty() || !saveDir.empty() || steps != 1)
-    return reportError("--steps, --save and --resume need a training plan "
-                       "(loom compile --train)");
-  double totalMs = 0;
-  for (int i = 0; i < repeat; ++i) {
-    auto start = std::chrono::steady_clock::now();
-    if (!exec->run(error, traceFile.empty() ? nullptr : &trace))
-      return reportError(planPath + ": " + error);
-    totalMs += std::chrono::duration<double, std::milli>(
-                   std::chrono::steady_clock::now() - start)
-                   .count();
+  if (comm == "mpi") {
+    std::unique_ptr<rt::Communicator> mpi = rt::createMpiCommunicator(error);
+    if (!mpi)
+      return reportError(error);
+    if (ranksFlag > 0 && ranksFlag != mpi->worldSize())
+      return reportError("--ranks " + std::to_string(ranksFlag) +
+                         " differs from the " +
+                         std::to_string(mpi->worldSize()) +
+                         " processes mpirun started; leave --ranks out "
+                         "under mpirun");
+    return runMpiRank(std::move(*plan), *mpi, shared);
   }
-  if (!traceFile.empty() && !trace.write(traceFile, error))
-    return reportError(error);
-
-  if (!outputsDir.empty())
-    if (std::error_code ec = sys::fs::create_directories(outputsDir))
-      return reportError("cannot create '" + outputsDir + "': " + ec.message());
-  for (const rt::IOInfo &out : exec->outputs()) {
-    rt::TensorView v = exec->output(out.name);
-    outs() << "loom: output '" << out.name << "' " << rt::dtypeName(v.dtype)
-           << rt::formatShape(v.shape) << summarize(v) << "\n";
-    if (!outputsDir.empty()) {
-      SmallString<256> path(outputsDir);
-      sys::path::append(path, fileNameFor(out.name) + ".npy");
-      if (!rt::writeNpy(path.str().str(), v, error))
-        return reportError(error);
-    }
-  }
-  outs() << "loom: " << repeat << (repeat == 1 ? " step" : " steps") << " in "
-         << format("%.3f", totalMs / repeat) << " ms each on "
-         << backend->name() << "\n";
-  return 0;
+  int64_t n = ranksFlag > 0 ? ranksFlag : devices;
+  if (n > kMaxThreadRanks)
+    return reportError("this run needs " + std::to_string(n) +
+                       " ranks, more than the " +
+                       std::to_string(kMaxThreadRanks) +
+                       " that --comm threads runs in one process; run it "
+                       "under mpirun");
+  return runThreadRanks(std::move(*plan), n, shared);
 }
 
 } // namespace

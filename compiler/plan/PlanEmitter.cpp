@@ -214,6 +214,29 @@ plan::Value *Emitter::addValue(Value v, plan::Value::Kind kind,
   return pv;
 }
 
+/// Records `layout` (of a value whose type is local) in `pv`: the axes of
+/// every dimension, the partial axes, and the global type they imply.
+void setLayout(plan::Value *pv, TensorLayoutAttr layout) {
+  plan::Layout *out = pv->mutable_layout();
+  out->clear_dims();
+  for (unsigned d = 0; d < layout.getRank(); ++d) {
+    plan::Layout::DimAxes *dim = out->add_dims();
+    for (StringRef axis : layout.getDimAxes(d))
+      dim->add_axes(axis.str());
+    pv->mutable_global_type()->set_shape(
+        d, pv->type().shape(d) * layout.getSplitCount(d));
+  }
+  for (StringRef axis : layout.getPartialAxes())
+    out->add_partial(axis.str());
+}
+
+int64_t globalBytes(const plan::Value &v) {
+  int64_t n = elementBytes(v.type().dtype());
+  for (int64_t d : v.global_type().shape())
+    n *= d;
+  return n;
+}
+
 std::optional<plan::Plan> Emitter::run(ModuleOp module) {
   auto funcs = module.getOps<func::FuncOp>();
   auto mainIt = llvm::find_if(funcs, [](func::FuncOp f) {
@@ -239,7 +262,23 @@ std::optional<plan::Plan> Emitter::run(ModuleOp module) {
   plan.mutable_schedule()->set_micro_batches(1);
   plan::Stage *stage = plan.add_stages();
   stage->set_index(0);
-  stage->add_ranks(0);
+  int64_t devices = 1;
+  if (auto mesh = func->getAttrOfType<MeshAttr>(LoomDialect::kMeshAttrName)) {
+    if (!func->hasAttr(LoomDialect::kSpmdAttrName)) {
+      fail(func, "@main has a mesh but is not partitioned; run "
+                 "loom-propagate-sharding and loom-partition first");
+      return std::nullopt;
+    }
+    for (auto [name, size] :
+         llvm::zip(mesh.getAxisNames(), mesh.getAxisSizes())) {
+      plan::Mesh::Axis *axis = plan.mutable_mesh()->add_axes();
+      axis->set_name(name.str());
+      axis->set_size(size);
+    }
+    devices = mesh.getNumDevices();
+  }
+  for (int64_t r = 0; r < devices; ++r)
+    stage->add_ranks(r);
   program = stage->mutable_program();
 
   // Arguments: inputs, parameters and buffers.
@@ -269,10 +308,14 @@ std::optional<plan::Plan> Emitter::run(ModuleOp module) {
     if (!pv)
       return std::nullopt;
     pv->set_name(name ? name.str() : "arg" + std::to_string(i));
+    if (auto layout = func.getArgAttrOfType<TensorLayoutAttr>(
+            i, LoomDialect::kLayoutAttrName))
+      setLayout(pv, layout);
+    // Initial values are global: each rank takes its slice at load time.
     if (auto init = func.getArgAttrOfType<ElementsAttr>(
             i, LoomDialect::kInitAttrName)) {
       std::optional<std::string> bytes = elementsBytes(init);
-      if (!bytes || static_cast<int64_t>(bytes->size()) != pv->bytes()) {
+      if (!bytes || static_cast<int64_t>(bytes->size()) != globalBytes(*pv)) {
         fail(func, "the initial value of '" + pv->name() +
                        "' is unreadable or of the wrong size");
         return std::nullopt;
@@ -309,6 +352,8 @@ std::optional<plan::Plan> Emitter::run(ModuleOp module) {
             return std::nullopt;
           }
           pv->set_in_place_of(target);
+          *pv->mutable_layout() = program->values(target).layout();
+          *pv->mutable_global_type() = program->values(target).global_type();
           continue;
         }
         plan::Program::Output *out = program->add_outputs();

@@ -1,6 +1,7 @@
 //===- Loss.cpp - softmax_cross_entropy and mse_loss ----------------------===//
 //
-// Both reduce to a scalar, accumulating in double. The mean over nothing
+// Both reduce to a scalar, accumulating in double; label_count counts the
+// labels a mean cross-entropy divides by. The mean over nothing
 // (every row ignored, or an empty tensor) is defined as 0 rather than NaN,
 // so that a batch made only of padding does not poison training.
 //
@@ -93,11 +94,52 @@ std::string mseKernel(CpuContext &, const KernelArgs &args) {
   });
 }
 
+template <typename Label>
+int64_t countLabels(const Label *labels, int64_t n, int64_t ignoreIndex) {
+  int64_t counted = 0;
+  for (int64_t i = 0; i < n; ++i)
+    counted += labels[i] != ignoreIndex;
+  return counted;
+}
+
+/// The number of labels that are not `ignore_index`, as a float scalar.
+std::string labelCountKernel(CpuContext &, const KernelArgs &a) {
+  const TensorView &labels = a.inputs[0];
+  const TensorView &out = a.outputs[0];
+  if (labels.rank() != 1 || out.numElements() != 1)
+    return "label_count needs labels [N] and a scalar result, got " +
+           formatShape(labels.shape) + " -> " + formatShape(out.shape);
+  int64_t ignore = a.attrs.getInt("ignore_index", -100);
+  int64_t counted = 0;
+  if (labels.dtype == DType::I32)
+    counted = countLabels(labels.as<int32_t>(), labels.shape[0], ignore);
+  else if (labels.dtype == DType::I64)
+    counted = countLabels(labels.as<int64_t>(), labels.shape[0], ignore);
+  else
+    return "label_count labels must be i32 or i64, got " +
+           std::string(dtypeName(labels.dtype));
+  float value = static_cast<float>(counted);
+  switch (out.dtype) {
+  case DType::F32:
+    *out.as<float>() = value;
+    return {};
+  case DType::F16:
+    *out.as<uint16_t>() = floatToHalf(value);
+    return {};
+  case DType::BF16:
+    *out.as<uint16_t>() = floatToBf16(value);
+    return {};
+  default:
+    return "label_count result must be a float scalar";
+  }
+}
+
 } // namespace
 
 void registerLossKernels(KernelTable &table) {
   table["softmax_cross_entropy"] = {crossEntropyKernel, 2, 2};
   table["mse_loss"] = {mseKernel, 2, 2};
+  table["label_count"] = {labelCountKernel, 1, 1};
 }
 
 } // namespace loom::rt::cpu

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <set>
 
 namespace loom::rt {
@@ -113,6 +114,109 @@ void TraceWriter::addSpan(int rank, std::string name, std::string category,
 size_t TraceWriter::numSpans() const {
   std::lock_guard<std::mutex> lock(mutex);
   return spans.size();
+}
+
+double TraceWriter::elapsedMicros() const {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now() - created)
+      .count();
+}
+
+namespace {
+/// Little helpers for serialize/merge: fixed-width integers and doubles in
+/// host byte order (both ends are one build of Loom), strings with a
+/// length.
+template <typename T> void put(std::string &out, T value) {
+  out.append(reinterpret_cast<const char *>(&value), sizeof value);
+}
+void putString(std::string &out, const std::string &text) {
+  put<uint64_t>(out, text.size());
+  out += text;
+}
+
+struct Reader {
+  std::string_view bytes;
+  size_t at = 0;
+  template <typename T> bool get(T &value) {
+    if (bytes.size() - at < sizeof value)
+      return false;
+    std::memcpy(&value, bytes.data() + at, sizeof value);
+    at += sizeof value;
+    return true;
+  }
+  bool getString(std::string &text) {
+    uint64_t size;
+    if (!get(size) || bytes.size() - at < size)
+      return false;
+    text.assign(bytes.data() + at, size);
+    at += size;
+    return true;
+  }
+};
+} // namespace
+
+std::string TraceWriter::serialize() const {
+  std::lock_guard<std::mutex> lock(mutex);
+  std::string out;
+  put<uint64_t>(out, rankNames.size());
+  for (const auto &[rank, name] : rankNames) {
+    put<int32_t>(out, rank);
+    putString(out, name);
+  }
+  put<uint64_t>(out, spans.size());
+  for (const Span &span : spans) {
+    put<int32_t>(out, span.rank);
+    putString(out, span.name);
+    putString(out, span.category);
+    put<double>(out, span.start);
+    put<double>(out, span.duration);
+    put<uint64_t>(out, span.args.size());
+    for (const auto &[key, value] : span.args) {
+      putString(out, key);
+      putString(out, value);
+    }
+  }
+  return out;
+}
+
+bool TraceWriter::merge(std::string_view bytes, std::string &error) {
+  Reader in{bytes};
+  std::map<int, std::string> names;
+  std::vector<Span> added;
+  uint64_t count = 0;
+  bool ok = in.get(count);
+  for (uint64_t i = 0; ok && i < count; ++i) {
+    int32_t rank = 0;
+    std::string name;
+    ok = in.get(rank) && in.getString(name);
+    names[rank] = std::move(name);
+  }
+  ok = ok && in.get(count);
+  for (uint64_t i = 0; ok && i < count; ++i) {
+    Span span;
+    int32_t rank = 0;
+    uint64_t args = 0;
+    ok = in.get(rank) && in.getString(span.name) &&
+         in.getString(span.category) && in.get(span.start) &&
+         in.get(span.duration) && in.get(args);
+    span.rank = rank;
+    for (uint64_t a = 0; ok && a < args; ++a) {
+      std::pair<std::string, std::string> arg;
+      ok = in.getString(arg.first) && in.getString(arg.second);
+      span.args.push_back(std::move(arg));
+    }
+    added.push_back(std::move(span));
+  }
+  if (!ok || in.at != bytes.size()) {
+    error = "malformed serialized trace";
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  for (auto &[rank, name] : names)
+    rankNames[rank] = std::move(name);
+  for (Span &span : added)
+    spans.push_back(std::move(span));
+  return true;
 }
 
 std::optional<std::string> TraceWriter::toJson(std::string &error) const {

@@ -9,6 +9,7 @@
 #ifndef LOOM_RUNTIME_IO_TRACE_H
 #define LOOM_RUNTIME_IO_TRACE_H
 
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -39,6 +40,18 @@ public:
   /// The number of spans recorded so far.
   size_t numSpans() const;
 
+  /// Microseconds since this writer was created: a time origin that every
+  /// rank recording into one writer shares, so that their tracks line up.
+  double elapsedMicros() const;
+
+  /// The rank names and spans recorded so far, in a compact binary form to
+  /// send to another process (the ranks of an MPI run send theirs to rank
+  /// 0, which merges them into one trace).
+  std::string serialize() const;
+  /// Adds the rank names and spans of serialize()'s output. Returns false
+  /// and sets `error` (adding nothing) when `bytes` is malformed.
+  bool merge(std::string_view bytes, std::string &error);
+
   /// Renders the trace as JSON:
   /// {"traceEvents":[...], "displayTimeUnit":"ms"}, the metadata events
   /// first, then the spans ordered by rank and start time. Strings are
@@ -61,6 +74,8 @@ private:
     Args args;
   };
 
+  const std::chrono::steady_clock::time_point created =
+      std::chrono::steady_clock::now();
   mutable std::mutex mutex;
   std::map<int, std::string> rankNames;
   std::vector<Span> spans;

@@ -18,9 +18,14 @@
 // SGD-SAME: -> (tensor<f32> {loom.output = "loss"}, tensor<3x8xf32> {loom.updates = 1 : i64}, tensor<3xf32> {loom.updates = 2 : i64})
 // SGD: %[[Y:.*]] = loom.matmul %[[X]], %[[W]] {transpose_rhs}
 // SGD: %[[LOGITS:.*]] = loom.add %[[Y]], %[[B]]
-// SGD: %[[LOSS:.*]] = loom.softmax_cross_entropy %[[LOGITS]], %[[LABELS]] {ignore_index = -100 : i64}
+// The mean loss is the summed loss over the count of labels, so that both
+// split over the batch as partial sums.
+// SGD: %[[SUM:.*]] = loom.softmax_cross_entropy %[[LOGITS]], %[[LABELS]] {ignore_index = -100 : i64, sum}
+// SGD: %[[COUNT:.*]] = loom.label_count %[[LABELS]] {ignore_index = -100 : i64} : (tensor<4xi64>) -> tensor<f32>
+// SGD: %[[LOSS:.*]] = loom.div %[[SUM]], %[[COUNT]]
 // SGD: %[[ONE:.*]] = loom.constant dense<1.000000e+00> : tensor<f32>
-// SGD: %[[DY:.*]] = loom.softmax_cross_entropy_grad %[[LOGITS]], %[[LABELS]], %[[ONE]]
+// SGD: %[[SEED:.*]] = loom.div %[[ONE]], %[[COUNT]]
+// SGD: %[[DY:.*]] = loom.softmax_cross_entropy_grad %[[LOGITS]], %[[LABELS]], %[[SEED]] {ignore_index = -100 : i64, sum}
 // The bias gradient sums the broadcast batch dimension away.
 // SGD: %[[DBSUM:.*]] = loom.reduce_sum %[[DY]] {axes = array<i64: 0>, keep_dims}
 // SGD: %[[DB:.*]] = loom.reshape %[[DBSUM]] : tensor<1x3xf32> -> tensor<3xf32>

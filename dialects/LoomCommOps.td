@@ -1,0 +1,79 @@
+//===- LoomCommOps.td - Collectives of per-device programs --*- tablegen -*-===//
+//
+// The redistribution steps `loom-partition` inserts into a per-device (SPMD)
+// program. Operands and results have LOCAL types. Axes are indices into the
+// enclosing function's `loom.mesh`; a step's group is the set of devices that
+// differ from this one only along its axes, member i being the device at
+// coordinate i. Included by LoomOps.td.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_COMM_OPS_TD
+#define LOOM_COMM_OPS_TD
+
+class Loom_CollectiveOp<string mnemonic, string what>
+    : Loom_Op<mnemonic> {
+  let summary = what;
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Loom_AllReduceOp : Loom_CollectiveOp<"all_reduce",
+    "sum over the devices of a group"> {
+  let description = [{
+    Every device of the group over `axes` (strictly increasing, at least
+    one) receives the sum of the group's inputs; the type is kept.
+  }];
+  let arguments = (ins Loom_NumericTensor:$input, DenseI64ArrayAttr:$axes);
+}
+
+def Loom_ReduceScatterOp : Loom_CollectiveOp<"reduce_scatter",
+    "sum over a group, scattered along a dimension"> {
+  let description = [{
+    The group over `axis` sums its inputs; the device at coordinate c keeps
+    chunk c of `dim`, whose size is divided by the axis size.
+  }];
+  let arguments = (ins Loom_NumericTensor:$input, I64Attr:$axis, I64Attr:$dim);
+}
+
+def Loom_AllGatherOp : Loom_CollectiveOp<"all_gather",
+    "concatenation over a group along a dimension"> {
+  let description = [{
+    Every device of the group over `axis` receives the group's inputs
+    concatenated along `dim` in coordinate order.
+  }];
+  let arguments = (ins Loom_Tensor:$input, I64Attr:$axis, I64Attr:$dim);
+}
+
+def Loom_AllToAllOp : Loom_CollectiveOp<"all_to_all",
+    "moves a split from one dimension to another"> {
+  let description = [{
+    The input is cut into as many chunks along `to_dim` as the group over
+    `axis` has devices; chunk j goes to the device at coordinate j, and the
+    received chunks are concatenated along `dim`. So `dim` grows and
+    `to_dim` shrinks by the axis size.
+  }];
+  let arguments = (ins Loom_Tensor:$input, I64Attr:$axis, I64Attr:$dim,
+                       I64Attr:$to_dim);
+}
+
+def Loom_LocalSplitOp : Loom_CollectiveOp<"local_split",
+    "keeps this device's chunk of a dimension (no communication)"> {
+  let description = [{
+    The device at coordinate c of `axis` keeps chunk c of `dim`, whose size
+    is divided by the axis size.
+  }];
+  let arguments = (ins Loom_Tensor:$input, I64Attr:$axis, I64Attr:$dim);
+}
+
+def Loom_MakePartialOp : Loom_CollectiveOp<"make_partial",
+    "turns a replica into a partial sum (no communication)"> {
+  let description = [{
+    The device at coordinate 0 of `axis` keeps its input, the others
+    produce zeros, so the group's sum is the input. The type is kept.
+  }];
+  let arguments = (ins Loom_NumericTensor:$input, I64Attr:$axis);
+}
+
+#endif // LOOM_COMM_OPS_TD

@@ -1,0 +1,593 @@
+//===- Sharding.cpp - Sharding rules of the loom ops ----------------------===//
+//
+// Every op's factor description (see ShardingRule.h). Factors are numbered
+// in the order they are added; a dimension of size 1 that broadcasts has no
+// factor, so it is never split.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/LoomDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// A factor per dimension of `type`, all of `kind`.
+SmallVector<int> factorsFor(ShardingRule &rule, RankedTensorType type,
+                            FactorKind kind = FactorKind::Parallel) {
+  SmallVector<int> f;
+  for (int64_t size : type.getShape())
+    f.push_back(rule.addFactor(size, kind));
+  return f;
+}
+
+/// Dimensions indexed by `factors` one to one.
+DimFactors dimsOf(ArrayRef<int> factors) {
+  DimFactors dims;
+  for (int f : factors)
+    dims.push_back({f});
+  return dims;
+}
+
+/// An operand broadcast (numpy style, aligned at the last dimension) to a
+/// tensor whose dimensions are `factors`: equal-sized dimensions share the
+/// factor, broadcast ones (size 1) have none.
+DimFactors broadcastDims(const ShardingRule &rule, RankedTensorType operand,
+                         ArrayRef<int> factors) {
+  DimFactors dims;
+  int64_t offset = static_cast<int64_t>(factors.size()) - operand.getRank();
+  for (int64_t i = 0; i < operand.getRank(); ++i) {
+    int f = factors[offset + i];
+    if (operand.getDimSize(i) == rule.factors[f].size)
+      dims.push_back({f});
+    else
+      dims.push_back({});
+  }
+  return dims;
+}
+
+/// Elementwise ops with numpy broadcasting: one factor per dimension of the
+/// (first) result; every result has that shape.
+ShardingRule elementwise(Operation *op) {
+  ShardingRule rule;
+  SmallVector<int> f = factorsFor(rule, typeOf(op->getResult(0)));
+  for (Value operand : op->getOperands())
+    rule.operands.push_back(broadcastDims(rule, typeOf(operand), f));
+  for (Value result : op->getResults())
+    rule.results.push_back(broadcastDims(rule, typeOf(result), f));
+  return rule;
+}
+
+/// Ops along one axis (softmax): elementwise, with that axis blocked.
+ShardingRule elementwiseBlockedAxis(Operation *op, int64_t axis) {
+  ShardingRule rule = elementwise(op);
+  if (axis >= 0 && axis < static_cast<int64_t>(rule.factors.size()))
+    rule.factors[axis].kind = FactorKind::Blocked;
+  return rule;
+}
+
+/// Reductions over `axes` of the first operand: the result keeps the other
+/// factors (and size-1 dimensions with `keepDims`).
+ShardingRule reduction(Operation *op, Value input, ArrayRef<int64_t> axes,
+                       bool keepDims, FactorKind reducedKind, bool mean) {
+  ShardingRule rule;
+  SmallVector<int> f = factorsFor(rule, typeOf(input));
+  DimFactors reduced;
+  for (int64_t d = 0; d < static_cast<int64_t>(f.size()); ++d) {
+    if (llvm::is_contained(axes, d)) {
+      rule.factors[f[d]].kind = reducedKind;
+      rule.factors[f[d]].meanScaled = mean;
+      if (keepDims)
+        reduced.push_back({});
+    } else {
+      reduced.push_back({f[d]});
+    }
+  }
+  rule.operands.push_back(dimsOf(f));
+  rule.results.push_back(reduced);
+  return rule;
+}
+
+/// Window ops on NCHW (pooling and its gradients): N and C split, the
+/// spatial dimensions never.
+DimFactors nchw(int n, int c) { return {{n}, {c}, {}, {}}; }
+
+} // namespace
+
+ShardingRule ShardingRule::replicatedOnly(Operation *op) {
+  ShardingRule rule;
+  auto blocked = [&](Value v) {
+    DimFactors dims;
+    for (int64_t size : typeOf(v).getShape())
+      dims.push_back({rule.addFactor(size, FactorKind::Blocked)});
+    return dims;
+  };
+  for (Value v : op->getOperands())
+    rule.operands.push_back(blocked(v));
+  for (Value v : op->getResults())
+    rule.results.push_back(blocked(v));
+  return rule;
+}
+
+std::string ShardingRule::toString() const {
+  auto list = [&](const DimFactors &dims) {
+    std::string s = "(";
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (i)
+        s += ", ";
+      if (dims[i].empty())
+        s += "1";
+      for (size_t k = 0; k < dims[i].size(); ++k)
+        s += (k ? "*f" : "f") + std::to_string(dims[i][k]);
+    }
+    return s + ")";
+  };
+  std::string s;
+  for (size_t i = 0; i < operands.size(); ++i)
+    s += (i ? " x " : "") + list(operands[i]);
+  s += " ->";
+  for (size_t i = 0; i < results.size(); ++i)
+    s += (i ? ", " : " ") + list(results[i]);
+  for (size_t f = 0; f < factors.size(); ++f) {
+    if (factors[f].kind == FactorKind::Reduction)
+      s += " sum(f" + std::to_string(f) + ")";
+    if (factors[f].kind == FactorKind::Blocked)
+      s += " blocked(f" + std::to_string(f) + ")";
+    if (factors[f].meanScaled)
+      s += " mean(f" + std::to_string(f) + ")";
+  }
+  return s;
+}
+
+Operation *loom::buildLocalOpByCloning(Operation *op, OpBuilder &builder,
+                                       ValueRange operands,
+                                       TypeRange resultTypes) {
+  OperationState state(op->getLoc(), op->getName());
+  state.addOperands(operands);
+  state.addTypes(resultTypes);
+  state.addAttributes(op->getAttrs());
+  Operation *local = builder.create(state);
+  if (auto slice = dyn_cast<SliceOp>(local))
+    slice.setSizes(cast<RankedTensorType>(resultTypes.front()).getShape());
+  return local;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise and optimizer ops
+//===----------------------------------------------------------------------===//
+
+#define LOOM_ELEMENTWISE_RULE(OP)                                              \
+  ShardingRule OP::getShardingRule() { return elementwise(*this); }
+ShardingRule AddOp::getShardingRule() {
+  ShardingRule rule = elementwise(*this);
+  rule.linear = true;
+  return rule;
+}
+ShardingRule SubOp::getShardingRule() {
+  ShardingRule rule = elementwise(*this);
+  rule.linear = true;
+  return rule;
+}
+LOOM_ELEMENTWISE_RULE(MulOp)
+LOOM_ELEMENTWISE_RULE(DivOp)
+LOOM_ELEMENTWISE_RULE(PowOp)
+LOOM_ELEMENTWISE_RULE(NegOp)
+LOOM_ELEMENTWISE_RULE(ExpOp)
+LOOM_ELEMENTWISE_RULE(LogOp)
+LOOM_ELEMENTWISE_RULE(SqrtOp)
+LOOM_ELEMENTWISE_RULE(ErfOp)
+LOOM_ELEMENTWISE_RULE(TanhOp)
+LOOM_ELEMENTWISE_RULE(ReluOp)
+LOOM_ELEMENTWISE_RULE(SigmoidOp)
+LOOM_ELEMENTWISE_RULE(GeluOp)
+LOOM_ELEMENTWISE_RULE(CastOp)
+LOOM_ELEMENTWISE_RULE(SelectOp)
+LOOM_ELEMENTWISE_RULE(BroadcastOp)
+LOOM_ELEMENTWISE_RULE(ReluGradOp)
+LOOM_ELEMENTWISE_RULE(GeluGradOp)
+LOOM_ELEMENTWISE_RULE(SgdUpdateOp)
+LOOM_ELEMENTWISE_RULE(MomentumUpdateOp)
+LOOM_ELEMENTWISE_RULE(AdamUpdateOp)
+#undef LOOM_ELEMENTWISE_RULE
+
+#define LOOM_REPLICATED_RULE(OP)                                               \
+  ShardingRule OP::getShardingRule() {                                         \
+    return ShardingRule::replicatedOnly(*this);                                \
+  }
+// A constant is materialised whole; a split use takes its chunk locally.
+LOOM_REPLICATED_RULE(ConstantOp)
+// Collectives exist only in per-device programs.
+LOOM_REPLICATED_RULE(AllReduceOp)
+LOOM_REPLICATED_RULE(ReduceScatterOp)
+LOOM_REPLICATED_RULE(AllGatherOp)
+LOOM_REPLICATED_RULE(AllToAllOp)
+LOOM_REPLICATED_RULE(LocalSplitOp)
+LOOM_REPLICATED_RULE(MakePartialOp)
+#undef LOOM_REPLICATED_RULE
+
+//===----------------------------------------------------------------------===//
+// Linear algebra, normalisation, reductions
+//===----------------------------------------------------------------------===//
+
+ShardingRule MatmulOp::getShardingRule() {
+  ShardingRule rule;
+  RankedTensorType lhs = typeOf(getLhs()), rhs = typeOf(getRhs()),
+                   result = typeOf(getResult());
+  int64_t batchRank = result.getRank() - 2;
+  SmallVector<int> batch;
+  for (int64_t d = 0; d < batchRank; ++d)
+    batch.push_back(rule.addFactor(result.getDimSize(d)));
+  int m = rule.addFactor(result.getDimSize(batchRank));
+  int n = rule.addFactor(result.getDimSize(batchRank + 1));
+  int64_t kSize = lhs.getDimSize(lhs.getRank() - (getTransposeLhs() ? 2 : 1));
+  int k = rule.addFactor(kSize, FactorKind::Reduction);
+  auto side = [&](RankedTensorType t, int outer, int inner, bool transposed) {
+    DimFactors dims;
+    int64_t tBatch = t.getRank() - 2, offset = batchRank - tBatch;
+    for (int64_t d = 0; d < tBatch; ++d) {
+      int f = batch[offset + d];
+      if (t.getDimSize(d) == rule.factors[f].size)
+        dims.push_back({f});
+      else
+        dims.push_back({});
+    }
+    dims.push_back({transposed ? inner : outer});
+    dims.push_back({transposed ? outer : inner});
+    return dims;
+  };
+  rule.operands.push_back(side(lhs, m, k, getTransposeLhs()));
+  rule.operands.push_back(side(rhs, k, n, getTransposeRhs()));
+  SmallVector<int> out(batch);
+  out.push_back(m);
+  out.push_back(n);
+  rule.results.push_back(dimsOf(out));
+  return rule;
+}
+
+ShardingRule SoftmaxOp::getShardingRule() {
+  return elementwiseBlockedAxis(*this, getAxis());
+}
+ShardingRule LogSoftmaxOp::getShardingRule() {
+  return elementwiseBlockedAxis(*this, getAxis());
+}
+
+ShardingRule LayerNormOp::getShardingRule() {
+  ShardingRule rule;
+  SmallVector<int> f = factorsFor(rule, typeOf(getInput()));
+  int64_t axis = getAxis();
+  for (int64_t d = axis; d < static_cast<int64_t>(f.size()); ++d)
+    rule.factors[f[d]].kind = FactorKind::Blocked;
+  DimFactors normalized = dimsOf(ArrayRef<int>(f).drop_front(axis));
+  rule.operands.push_back(dimsOf(f));
+  for (size_t i = 1; i < getNumOperands(); ++i)
+    rule.operands.push_back(normalized);
+  rule.results.push_back(dimsOf(f));
+  return rule;
+}
+
+ShardingRule LayerNormGradOp::getShardingRule() {
+  // (input, scale, grad) -> (input_grad, scale_grad, bias_grad): the rows
+  // are summed away in the scale and bias gradients.
+  ShardingRule rule;
+  SmallVector<int> f = factorsFor(rule, typeOf(getInput()));
+  int64_t axis = getAxis();
+  for (int64_t d = 0; d < static_cast<int64_t>(f.size()); ++d)
+    rule.factors[f[d]].kind =
+        d < axis ? FactorKind::Reduction : FactorKind::Blocked;
+  DimFactors normalized = dimsOf(ArrayRef<int>(f).drop_front(axis));
+  rule.operands = {dimsOf(f), normalized, dimsOf(f)};
+  rule.results = {dimsOf(f), normalized, normalized};
+  return rule;
+}
+
+ShardingRule BatchNormOp::getShardingRule() {
+  // The inference form is elementwise per channel.
+  ShardingRule rule;
+  SmallVector<int> f = factorsFor(rule, typeOf(getInput()));
+  rule.operands.push_back(dimsOf(f));
+  for (size_t i = 1; i < getNumOperands(); ++i)
+    rule.operands.push_back({{f[1]}});
+  rule.results.push_back(dimsOf(f));
+  return rule;
+}
+
+ShardingRule ReduceSumOp::getShardingRule() {
+  return reduction(*this, getInput(), getAxes(), getKeepDims(),
+                   FactorKind::Reduction, /*mean=*/false);
+}
+ShardingRule ReduceMeanOp::getShardingRule() {
+  return reduction(*this, getInput(), getAxes(), getKeepDims(),
+                   FactorKind::Reduction, /*mean=*/true);
+}
+ShardingRule ReduceMaxOp::getShardingRule() {
+  return reduction(*this, getInput(), getAxes(), getKeepDims(),
+                   FactorKind::Blocked, /*mean=*/false);
+}
+
+ShardingRule ReduceMaxGradOp::getShardingRule() {
+  // (input, result, grad) -> input_grad: the reduced dimensions whole.
+  ShardingRule rule = reduction(*this, getInput(), getAxes(), getKeepDims(),
+                                FactorKind::Blocked, /*mean=*/false);
+  DimFactors full = rule.operands.front(), reduced = rule.results.front();
+  rule.operands = {full, reduced, reduced};
+  rule.results = {full};
+  return rule;
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+ShardingRule TransposeOp::getShardingRule() {
+  ShardingRule rule;
+  SmallVector<int> f = factorsFor(rule, typeOf(getInput()));
+  rule.operands.push_back(dimsOf(f));
+  DimFactors out;
+  for (int64_t p : getPermutation())
+    out.push_back({f[p]});
+  rule.results.push_back(out);
+  return rule;
+}
+
+ShardingRule ReshapeOp::getShardingRule() {
+  // Group dimensions whose products match. A group of one input dimension
+  // and several output dimensions (or the reverse) is one dimension made
+  // of factors; a group with several on both sides never splits.
+  ShardingRule rule;
+  ArrayRef<int64_t> in = typeOf(getInput()).getShape();
+  ArrayRef<int64_t> out = typeOf(getResult()).getShape();
+  DimFactors inDims(in.size()), outDims(out.size());
+  size_t i = 0, j = 0;
+  while (i < in.size() || j < out.size()) {
+    if (i < in.size() && in[i] == 1) {
+      ++i;
+      continue;
+    }
+    if (j < out.size() && out[j] == 1) {
+      ++j;
+      continue;
+    }
+    if (i >= in.size() || j >= out.size())
+      break; // unreachable for equal element counts
+    SmallVector<size_t> gi{i}, gj{j};
+    int64_t pi = in[i++], pj = out[j++];
+    while (pi != pj) {
+      if (pi < pj && i < in.size()) {
+        pi *= in[i];
+        gi.push_back(i++);
+      } else if (j < out.size()) {
+        pj *= out[j];
+        gj.push_back(j++);
+      } else {
+        break;
+      }
+    }
+    if (gi.size() == 1) {
+      for (size_t d : gj) {
+        int f = rule.addFactor(out[d]);
+        outDims[d].push_back(f);
+        inDims[gi[0]].push_back(f);
+      }
+    } else if (gj.size() == 1) {
+      for (size_t d : gi) {
+        int f = rule.addFactor(in[d]);
+        inDims[d].push_back(f);
+        outDims[gj[0]].push_back(f);
+      }
+    }
+  }
+  rule.operands.push_back(inDims);
+  rule.results.push_back(outDims);
+  return rule;
+}
+
+ShardingRule GatherOp::getShardingRule() {
+  ShardingRule rule;
+  RankedTensorType input = typeOf(getInput());
+  int64_t axis = getAxis();
+  SmallVector<int> f = factorsFor(rule, input);
+  rule.factors[f[axis]].kind = FactorKind::Blocked;
+  SmallVector<int> idx = factorsFor(rule, typeOf(getIndices()));
+  SmallVector<int> out(f.begin(), f.begin() + axis);
+  out.append(idx.begin(), idx.end());
+  out.append(f.begin() + axis + 1, f.end());
+  rule.operands = {dimsOf(f), dimsOf(idx)};
+  rule.results = {dimsOf(out)};
+  return rule;
+}
+
+ShardingRule GatherGradOp::getShardingRule() {
+  // (indices, grad) -> the gathered tensor's gradient: a scatter-add, so
+  // the index dimensions are summed away.
+  ShardingRule rule;
+  RankedTensorType result = typeOf(getResult());
+  int64_t axis = getAxis();
+  SmallVector<int> f = factorsFor(rule, result);
+  rule.factors[f[axis]].kind = FactorKind::Blocked;
+  SmallVector<int> idx =
+      factorsFor(rule, typeOf(getIndices()), FactorKind::Reduction);
+  SmallVector<int> grad(f.begin(), f.begin() + axis);
+  grad.append(idx.begin(), idx.end());
+  grad.append(f.begin() + axis + 1, f.end());
+  rule.operands = {dimsOf(idx), dimsOf(grad)};
+  rule.results = {dimsOf(f)};
+  return rule;
+}
+
+ShardingRule ConcatOp::getShardingRule() {
+  ShardingRule rule;
+  SmallVector<int> f = factorsFor(rule, typeOf(getResult()));
+  int64_t axis = getAxis();
+  rule.factors[f[axis]].kind = FactorKind::Blocked;
+  DimFactors operand = dimsOf(f);
+  operand[axis].clear();
+  for (size_t i = 0; i < getNumOperands(); ++i)
+    rule.operands.push_back(operand);
+  rule.results.push_back(dimsOf(f));
+  return rule;
+}
+
+/// Dimensions a slice (or its gradient) keeps whole: start 0, stride 1 and
+/// the full extent. Only those may be split.
+static ShardingRule sliceRule(RankedTensorType whole, RankedTensorType part,
+                              ArrayRef<int64_t> starts,
+                              ArrayRef<int64_t> strides, bool partIsOperand) {
+  ShardingRule rule;
+  DimFactors wholeDims, partDims;
+  for (int64_t d = 0; d < whole.getRank(); ++d) {
+    if (starts[d] == 0 && strides[d] == 1 &&
+        part.getDimSize(d) == whole.getDimSize(d)) {
+      int f = rule.addFactor(whole.getDimSize(d));
+      wholeDims.push_back({f});
+      partDims.push_back({f});
+    } else {
+      wholeDims.push_back({});
+      partDims.push_back({});
+    }
+  }
+  rule.operands.push_back(partIsOperand ? partDims : wholeDims);
+  rule.results.push_back(partIsOperand ? wholeDims : partDims);
+  return rule;
+}
+
+ShardingRule SliceOp::getShardingRule() {
+  return sliceRule(typeOf(getInput()), typeOf(getResult()), getStarts(),
+                   getStrides(), /*partIsOperand=*/false);
+}
+ShardingRule SliceGradOp::getShardingRule() {
+  return sliceRule(typeOf(getResult()), typeOf(getGrad()), getStarts(),
+                   getStrides(), /*partIsOperand=*/true);
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The factors of a convolution: N, C (input channels), O (output
+/// channels). Grouped convolutions keep the channels whole.
+struct ConvFactors {
+  int n, c, o;
+};
+ConvFactors convFactors(ShardingRule &rule, int64_t n, int64_t c, int64_t o,
+                        int64_t groups, FactorKind nKind, FactorKind cKind,
+                        FactorKind oKind) {
+  bool grouped = groups != 1;
+  return {rule.addFactor(n, nKind),
+          rule.addFactor(c, grouped ? FactorKind::Blocked : cKind),
+          rule.addFactor(o, grouped ? FactorKind::Blocked : oKind)};
+}
+} // namespace
+
+ShardingRule Conv2DOp::getShardingRule() {
+  ShardingRule rule;
+  RankedTensorType in = typeOf(getInput()), w = typeOf(getWeight());
+  ConvFactors f = convFactors(rule, in.getDimSize(0), in.getDimSize(1),
+                              w.getDimSize(0), getGroups(),
+                              FactorKind::Parallel, FactorKind::Reduction,
+                              FactorKind::Parallel);
+  rule.operands = {nchw(f.n, f.c), {{f.o}, {f.c}, {}, {}}};
+  if (getBias())
+    rule.operands.push_back({{f.o}});
+  rule.results = {nchw(f.n, f.o)};
+  return rule;
+}
+
+ShardingRule Conv2DGradInputOp::getShardingRule() {
+  // (grad [N, O, ...], weight [O, C, ...]) -> [N, C, ...]
+  ShardingRule rule;
+  RankedTensorType g = typeOf(getGrad()), out = typeOf(getResult());
+  ConvFactors f = convFactors(rule, g.getDimSize(0), out.getDimSize(1),
+                              g.getDimSize(1), getGroups(),
+                              FactorKind::Parallel, FactorKind::Parallel,
+                              FactorKind::Reduction);
+  rule.operands = {nchw(f.n, f.o), {{f.o}, {f.c}, {}, {}}};
+  rule.results = {nchw(f.n, f.c)};
+  return rule;
+}
+
+ShardingRule Conv2DGradWeightOp::getShardingRule() {
+  // (input [N, C, ...], grad [N, O, ...]) -> [O, C, ...]
+  ShardingRule rule;
+  RankedTensorType in = typeOf(getInput()), g = typeOf(getGrad());
+  ConvFactors f = convFactors(rule, in.getDimSize(0), in.getDimSize(1),
+                              g.getDimSize(1), getGroups(),
+                              FactorKind::Reduction, FactorKind::Parallel,
+                              FactorKind::Parallel);
+  rule.operands = {nchw(f.n, f.c), nchw(f.n, f.o)};
+  rule.results = {{{f.o}, {f.c}, {}, {}}};
+  return rule;
+}
+
+namespace {
+ShardingRule pooling(Operation *op) {
+  ShardingRule rule;
+  RankedTensorType t = typeOf(op->getResult(0));
+  int n = rule.addFactor(t.getDimSize(0)), c = rule.addFactor(t.getDimSize(1));
+  for (size_t i = 0; i < op->getNumOperands(); ++i)
+    rule.operands.push_back(nchw(n, c));
+  rule.results.push_back(nchw(n, c));
+  return rule;
+}
+} // namespace
+
+ShardingRule MaxPool2DOp::getShardingRule() { return pooling(*this); }
+ShardingRule AvgPool2DOp::getShardingRule() { return pooling(*this); }
+ShardingRule MaxPool2DGradOp::getShardingRule() { return pooling(*this); }
+ShardingRule AvgPool2DGradOp::getShardingRule() { return pooling(*this); }
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+ShardingRule SoftmaxCrossEntropyOp::getShardingRule() {
+  // A summed loss splits over rows as a partial sum. A mean divides by the
+  // number of counted rows, which no shard knows, so its rows stay whole
+  // (the training graph builds means as sum / label_count instead).
+  ShardingRule rule;
+  RankedTensorType logits = typeOf(getLogits());
+  int n = rule.addFactor(logits.getDimSize(0), getSum()
+                                                   ? FactorKind::Reduction
+                                                   : FactorKind::Blocked);
+  int c = rule.addFactor(logits.getDimSize(1), FactorKind::Blocked);
+  rule.operands = {{{n}, {c}}, {{n}}};
+  rule.results = {{}};
+  return rule;
+}
+
+ShardingRule SoftmaxCrossEntropyGradOp::getShardingRule() {
+  ShardingRule rule;
+  RankedTensorType logits = typeOf(getLogits());
+  int n = rule.addFactor(logits.getDimSize(0), getSum() ? FactorKind::Parallel
+                                                        : FactorKind::Blocked);
+  int c = rule.addFactor(logits.getDimSize(1), FactorKind::Blocked);
+  rule.operands = {{{n}, {c}}, {{n}}, {}};
+  rule.results = {{{n}, {c}}};
+  return rule;
+}
+
+ShardingRule LabelCountOp::getShardingRule() {
+  ShardingRule rule;
+  int n = rule.addFactor(typeOf(getLabels()).getDimSize(0),
+                         FactorKind::Reduction);
+  rule.operands = {{{n}}};
+  rule.results = {{}};
+  return rule;
+}
+
+ShardingRule MseLossOp::getShardingRule() {
+  ShardingRule rule;
+  SmallVector<int> f =
+      factorsFor(rule, typeOf(getPrediction()), FactorKind::Reduction);
+  for (int x : f)
+    rule.factors[x].meanScaled = !getSum();
+  rule.operands = {dimsOf(f), dimsOf(f)};
+  rule.results = {{}};
+  return rule;
+}

@@ -1,0 +1,86 @@
+//===- ShardingRule.h - How an op may be split over a mesh ------*- C++ -*-===//
+//
+// A sharding rule describes an op as a set of iteration factors, the way an
+// einsum does: `matmul [M, K] x [K, N] -> [M, N]` has factors M, N (kept by
+// the result) and K (summed away). Each operand and result dimension lists
+// the factors it is made of, major to minor (a reshape merges or splits
+// factors; a broadcast dimension of size 1 has none). A strategy assigns
+// mesh axes to factors; from it follow:
+//   - every operand's required layout: a dimension is split over the axes of
+//     its factors, in order;
+//   - every result's layout: likewise, plus partial sums over the axes of
+//     `reduction` factors the result does not index;
+//   - the local op: the same op on the local shapes, its results multiplied
+//     by 1/n when `meanScaled` factors are split n ways (a mean computed
+//     over a shard, turned into the shard's share of the global mean).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_DIALECTS_SHARDINGRULE_H
+#define LOOM_DIALECTS_SHARDINGRULE_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <cstdint>
+#include <string>
+
+namespace loom {
+
+enum class FactorKind {
+  /// Split freely: each device computes the results of its block.
+  Parallel,
+  /// Results without this factor are sums over it: splitting it makes them
+  /// partial sums over its axes.
+  Reduction,
+  /// Never split (the op needs the whole extent, e.g. softmax's axis).
+  Blocked,
+};
+
+struct ShardingFactor {
+  int64_t size = 1;
+  FactorKind kind = FactorKind::Parallel;
+  /// Results are means over this factor: when it is split n ways, the local
+  /// results are multiplied by 1/n.
+  bool meanScaled = false;
+};
+
+/// The factors of every dimension of one tensor, major to minor.
+using DimFactors = llvm::SmallVector<llvm::SmallVector<int, 1>, 4>;
+
+struct ShardingRule {
+  llvm::SmallVector<ShardingFactor, 8> factors;
+  llvm::SmallVector<DimFactors, 4> operands;
+  llvm::SmallVector<DimFactors, 2> results;
+  /// The op is linear in all its operands together (add, sub): operands
+  /// that are all partial sums over the same axes give a result that is a
+  /// partial sum over them, so the reduction can wait.
+  bool linear = false;
+
+  int addFactor(int64_t size, FactorKind kind = FactorKind::Parallel) {
+    factors.push_back({size, kind, false});
+    return static_cast<int>(factors.size()) - 1;
+  }
+  /// A rule whose every dimension is its own blocked factor: the op only
+  /// runs on whole (replicated) tensors.
+  static ShardingRule replicatedOnly(mlir::Operation *op);
+  /// For debugging and diagnostics, e.g. `(f0, f1) x (f1, f2) -> (f0, f2)`.
+  std::string toString() const;
+};
+
+/// The axes (mesh axis indices, outermost first) assigned to each factor.
+/// For a linear op, one more entry may follow the factors: the axes over
+/// which its operands and results are partial sums.
+using FactorAxes = llvm::SmallVector<llvm::SmallVector<int, 2>, 8>;
+
+/// The default `buildLocalOp`: clones `op` with `operands` and result types
+/// `resultTypes`, rewriting attributes that restate shapes (slice sizes).
+mlir::Operation *buildLocalOpByCloning(mlir::Operation *op,
+                                       mlir::OpBuilder &builder,
+                                       mlir::ValueRange operands,
+                                       mlir::TypeRange resultTypes);
+
+} // namespace loom
+
+#endif // LOOM_DIALECTS_SHARDINGRULE_H

@@ -1,0 +1,285 @@
+//===- Partition.cpp - From a sharded global graph to the SPMD program ----===//
+//
+// Walks the function once in program order, keeping for every global value
+// its local value and layout. Each op is rebuilt on local operands after
+// its operands are redistributed to the layouts its sharding needs; the
+// redistribution steps come from the layout library's planner, one
+// collective op per step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "passes/ShardingSupport.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <map>
+
+namespace loom {
+#define GEN_PASS_DEF_PARTITION
+#include "passes/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+struct Local {
+  Value value;
+  layout::TensorLayout layout;
+};
+
+class Partitioner {
+public:
+  Partitioner(func::FuncOp func, MeshAttr meshAttr, layout::Mesh mesh)
+      : func(func), meshAttr(meshAttr), mesh(std::move(mesh)) {}
+
+  LogicalResult run();
+
+private:
+  /// `local` (of `global`, in `from`) redistributed to `to`.
+  FailureOr<Value> redistribute(OpBuilder &b, Location loc, Value local,
+                                RankedTensorType global,
+                                const layout::TensorLayout &from,
+                                const layout::TensorLayout &to);
+  LogicalResult partitionOp(Operation *op);
+
+  func::FuncOp func;
+  MeshAttr meshAttr;
+  layout::Mesh mesh;
+  /// Global value -> local value and its layout.
+  llvm::DenseMap<Value, Local> locals;
+  /// Global value -> its redistributions made so far, reused by later users
+  /// (they come after, so they are dominated).
+  llvm::DenseMap<Value, SmallVector<Local, 1>> copies;
+  /// Global types of the arguments (they are retyped in place).
+  llvm::DenseMap<Value, RankedTensorType> argGlobalTypes;
+  std::map<std::pair<std::vector<int64_t>, int64_t>, layout::Planner> planners;
+};
+
+FailureOr<Value> Partitioner::redistribute(OpBuilder &b, Location loc,
+                                           Value local, RankedTensorType global,
+                                           const layout::TensorLayout &from,
+                                           const layout::TensorLayout &to) {
+  if (from == to)
+    return local;
+  std::vector<int64_t> shape(global.getShape().begin(),
+                             global.getShape().end());
+  int64_t bytes = sharding::elementBytes(global);
+  auto key = std::make_pair(shape, bytes);
+  auto it = planners.find(key);
+  if (it == planners.end())
+    it = planners.emplace(key, layout::Planner(mesh, shape, bytes)).first;
+  std::string error;
+  std::optional<layout::RedistributionPlan> plan =
+      it->second.plan(from, to, error);
+  if (!plan)
+    return emitError(loc) << "cannot redistribute " << global << " from "
+                          << from.toString(mesh) << " to " << to.toString(mesh)
+                          << ": " << error;
+  layout::TensorLayout current = from;
+  Value v = local;
+  for (const layout::Step &step : plan->steps) {
+    std::optional<layout::TensorLayout> next =
+        layout::applyStep(mesh, current, step, shape, error);
+    if (!next)
+      return emitError(loc) << "redistribution step " << step.toString(mesh)
+                            << " failed: " << error;
+    RankedTensorType type = sharding::localType(global, mesh, *next);
+    auto i64 = [&](int64_t x) { return b.getI64IntegerAttr(x); };
+    switch (step.kind) {
+    case layout::StepKind::AllReduce: {
+      SmallVector<int64_t> axes(step.axes.begin(), step.axes.end());
+      llvm::sort(axes);
+      v = AllReduceOp::create(b, loc, type, v, b.getDenseI64ArrayAttr(axes));
+      break;
+    }
+    case layout::StepKind::ReduceScatter:
+      v = ReduceScatterOp::create(b, loc, type, v, i64(step.axis()),
+                                  i64(step.dim));
+      break;
+    case layout::StepKind::AllGather:
+      v = AllGatherOp::create(b, loc, type, v, i64(step.axis()), i64(step.dim));
+      break;
+    case layout::StepKind::AllToAll:
+      v = AllToAllOp::create(b, loc, type, v, i64(step.axis()), i64(step.dim),
+                             i64(step.toDim));
+      break;
+    case layout::StepKind::LocalSplit:
+      v = LocalSplitOp::create(b, loc, type, v, i64(step.axis()),
+                               i64(step.dim));
+      break;
+    case layout::StepKind::MakePartial:
+      v = MakePartialOp::create(b, loc, type, v, i64(step.axis()));
+      break;
+    }
+    current = *next;
+  }
+  return v;
+}
+
+LogicalResult Partitioner::partitionOp(Operation *op) {
+  auto iface = dyn_cast<ShardingOpInterface>(op);
+  auto attr = op->getAttrOfType<ArrayAttr>(LoomDialect::kShardingAttrName);
+  if (!iface || !attr)
+    return op->emitOpError("has no `loom.sharding`; run "
+                           "loom-propagate-sharding before loom-partition");
+  ShardingRule rule = iface.getShardingRule();
+  std::string error;
+  std::optional<FactorAxes> axes = sharding::factorsFromAttr(attr, mesh, error);
+  std::optional<sharding::OpLayouts> layouts =
+      axes ? sharding::deriveLayouts(rule, *axes, mesh, error) : std::nullopt;
+  if (!layouts)
+    return op->emitOpError("invalid `loom.sharding`: ") << error;
+
+  OpBuilder b(op);
+  SmallVector<Value> operands;
+  for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+    const Local &in = locals.find(v)->second;
+    const layout::TensorLayout &want = layouts->operands[i];
+    auto &made = copies[v];
+    auto copy = llvm::find_if(made, [&](const Local &c) { return c.layout == want; });
+    if (in.layout == want || copy != made.end()) {
+      operands.push_back(in.layout == want ? in.value : copy->value);
+      continue;
+    }
+    RankedTensorType global = argGlobalTypes.lookup(v);
+    if (!global)
+      global = typeOf(v);
+    FailureOr<Value> moved = redistribute(b, op->getLoc(), in.value, global,
+                                          in.layout, want);
+    if (failed(moved))
+      return failure();
+    made.push_back({*moved, want});
+    operands.push_back(*moved);
+  }
+  SmallVector<Type> resultTypes;
+  for (auto [j, r] : llvm::enumerate(op->getResults()))
+    resultTypes.push_back(
+        sharding::localType(typeOf(r), mesh, layouts->results[j]));
+  Operation *local = iface.buildLocalOp(b, operands, resultTypes);
+  local->removeAttr(LoomDialect::kShardingAttrName);
+  local->removeAttr(LoomDialect::kStrategyAttrName);
+  for (auto [j, r] : llvm::enumerate(op->getResults())) {
+    Value v = local->getResult(j);
+    if (layouts->meanDivisor > 1) {
+      auto type = typeOf(v);
+      if (!isa<FloatType>(type.getElementType()))
+        return op->emitOpError("computes an integer mean over a split "
+                               "dimension, which cannot be made exact");
+      auto scalarType = RankedTensorType::get({}, type.getElementType());
+      Value scale = ConstantOp::create(
+          b, op->getLoc(),
+          DenseElementsAttr::get(
+              scalarType,
+              b.getFloatAttr(type.getElementType(),
+                             1.0 / static_cast<double>(layouts->meanDivisor))));
+      v = MulOp::create(b, op->getLoc(), v, scale);
+    }
+    locals[r] = {v, layouts->results[j]};
+  }
+  return success();
+}
+
+LogicalResult Partitioner::run() {
+  Block &body = func.getBody().front();
+  // Arguments: retyped to their local types.
+  for (BlockArgument arg : func.getArguments()) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type)
+      return func.emitError() << "argument #" << arg.getArgNumber()
+                              << " is not a ranked tensor";
+    auto attr = func.getArgAttrOfType<TensorLayoutAttr>(
+        arg.getArgNumber(), LoomDialect::kLayoutAttrName);
+    layout::TensorLayout l =
+        attr ? sharding::toLayout(attr, meshAttr)
+             : layout::TensorLayout::replicated(type.getRank());
+    std::string error;
+    std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+    if (!l.verify(mesh, shape, error))
+      return func.emitError() << "argument #" << arg.getArgNumber() << ": "
+                              << error;
+    if (!attr)
+      func.setArgAttr(arg.getArgNumber(), LoomDialect::kLayoutAttrName,
+                      sharding::toAttr(meshAttr, l));
+    argGlobalTypes[arg] = type;
+    locals[arg] = {arg, l};
+  }
+
+  SmallVector<Operation *> globalOps;
+  for (Operation &op : body.without_terminator())
+    globalOps.push_back(&op);
+  for (Operation *op : globalOps)
+    if (failed(partitionOp(op)))
+      return failure();
+
+  // Results: replicated, or the layout of the argument an update replaces.
+  Operation *terminator = body.getTerminator();
+  OpBuilder b(terminator);
+  SmallVector<Value> results;
+  for (auto [j, v] : llvm::enumerate(terminator->getOperands())) {
+    const Local &in = locals.find(v)->second;
+    RankedTensorType global = argGlobalTypes.lookup(v);
+    if (!global)
+      global = typeOf(v);
+    layout::TensorLayout target =
+        layout::TensorLayout::replicated(global.getRank());
+    if (auto index = func.getResultAttrOfType<IntegerAttr>(
+            j, LoomDialect::kUpdatesAttrName))
+      target = locals.find(func.getArgument(index.getInt()))->second.layout;
+    FailureOr<Value> moved =
+        redistribute(b, terminator->getLoc(), in.value, global, in.layout,
+                     target);
+    if (failed(moved))
+      return failure();
+    results.push_back(*moved);
+    if (!target.isReplicated())
+      func.setResultAttr(j, LoomDialect::kLayoutAttrName,
+                         sharding::toAttr(meshAttr, target));
+  }
+  terminator->setOperands(results);
+
+  // The global ops are dead now; local types everywhere.
+  for (Operation *op : llvm::reverse(globalOps)) {
+    op->dropAllUses();
+    op->erase();
+  }
+  for (BlockArgument arg : func.getArguments()) {
+    const Local &l = locals.find(arg)->second;
+    arg.setType(sharding::localType(argGlobalTypes.lookup(arg), mesh, l.layout));
+  }
+  func.setType(FunctionType::get(func.getContext(), body.getArgumentTypes(),
+                                 terminator->getOperandTypes()));
+  func->setAttr(LoomDialect::kSpmdAttrName, UnitAttr::get(func.getContext()));
+  return success();
+}
+
+struct PartitionPass : public loom::impl::PartitionBase<PartitionPass> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    auto meshAttr = func->getAttrOfType<MeshAttr>(LoomDialect::kMeshAttrName);
+    if (!meshAttr) {
+      func.emitError("loom-partition needs a `loom.mesh` on the function");
+      return signalPassFailure();
+    }
+    if (func->hasAttr(LoomDialect::kSpmdAttrName)) {
+      func.emitError("the function is already partitioned");
+      return signalPassFailure();
+    }
+    std::string error;
+    std::optional<layout::Mesh> mesh = sharding::toMesh(meshAttr, error);
+    if (!mesh) {
+      func.emitError() << "invalid mesh: " << error;
+      return signalPassFailure();
+    }
+    Partitioner partitioner(func, meshAttr, *mesh);
+    if (failed(partitioner.run()))
+      signalPassFailure();
+  }
+};
+
+} // namespace

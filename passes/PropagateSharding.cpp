@@ -1,0 +1,407 @@
+//===- PropagateSharding.cpp - Choose every op's sharding -----------------===//
+//
+// Greedy propagation in program order (see Passes.td): fixed ops keep their
+// assignment; every other op takes, among the assignments its operands'
+// layouts imply, the one with the least redistribution on its incoming
+// edges. Redistribution costs come from the layout library's planner, so
+// the choice counts exactly the collectives loom-partition will insert.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "passes/ShardingSupport.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <map>
+
+namespace loom {
+#define GEN_PASS_DEF_PROPAGATESHARDING
+#include "passes/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+std::vector<int64_t> shapeOf(Value v) {
+  ArrayRef<int64_t> s = typeOf(v).getShape();
+  return {s.begin(), s.end()};
+}
+
+/// "'loom.matmul' (ONNX node '/fc1/MatMul')".
+std::string describe(Operation *op) {
+  std::string s = "'" + op->getName().getStringRef().str() + "'";
+  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+    s += " (ONNX node '" + name.getName().str() + "')";
+  return s;
+}
+
+struct EdgeCost {
+  double bytes = 0;
+  int collectives = 0;
+  bool operator<(const EdgeCost &o) const {
+    if (bytes != o.bytes)
+      return bytes < o.bytes;
+    return collectives < o.collectives;
+  }
+  EdgeCost &operator+=(const EdgeCost &o) {
+    bytes += o.bytes;
+    collectives += o.collectives;
+    return *this;
+  }
+};
+
+class Propagator {
+public:
+  Propagator(func::FuncOp func, MeshAttr meshAttr, layout::Mesh mesh)
+      : func(func), meshAttr(meshAttr), mesh(std::move(mesh)) {}
+
+  LogicalResult run(StringRef mode);
+
+private:
+  LogicalResult chooseFor(Operation *op);
+  /// The assignment `op` is fixed to (loom.sharding or loom.strategy), if
+  /// any; fails with a diagnostic when it is invalid.
+  FailureOr<std::optional<FactorAxes>> fixedAssignment(Operation *op,
+                                                       const ShardingRule &rule);
+  /// Backward from the fixed ops: the layout each value's users would like,
+  /// pulled through the ops that produce it (a transposed weight makes the
+  /// weight want the transposed split).
+  LogicalResult computePreferences(Block &body);
+  EdgeCost redistributionCost(Value v, const layout::TensorLayout &from,
+                              const layout::TensorLayout &to);
+
+  func::FuncOp func;
+  MeshAttr meshAttr;
+  layout::Mesh mesh;
+  llvm::DenseMap<Value, layout::TensorLayout> layouts;
+  llvm::DenseMap<Value, layout::TensorLayout> preferred;
+  /// Layouts a value has been redistributed to for earlier users: later
+  /// users get them for free (loom-partition reuses them).
+  llvm::DenseMap<Value, SmallVector<layout::TensorLayout, 1>> copies;
+  /// The cost for `v` (in `from`, or any of its copies) to reach `to`.
+  EdgeCost operandCost(Value v, const layout::TensorLayout &from,
+                       const layout::TensorLayout &to) {
+    auto it = copies.find(v);
+    if (it != copies.end() && llvm::is_contained(it->second, to))
+      return {};
+    return redistributionCost(v, from, to);
+  }
+  /// For results returned as updates: the argument they replace.
+  llvm::DenseMap<Value, BlockArgument> updates;
+  std::map<std::pair<std::vector<int64_t>, int64_t>, layout::Planner> planners;
+};
+
+EdgeCost Propagator::redistributionCost(Value v,
+                                        const layout::TensorLayout &from,
+                                        const layout::TensorLayout &to) {
+  if (from == to)
+    return {};
+  std::vector<int64_t> shape = shapeOf(v);
+  int64_t bytes = sharding::elementBytes(v.getType());
+  auto key = std::make_pair(shape, bytes);
+  auto it = planners.find(key);
+  if (it == planners.end())
+    it = planners.emplace(key, layout::Planner(mesh, shape, bytes)).first;
+  std::string error;
+  std::optional<layout::RedistributionPlan> plan =
+      it->second.plan(from, to, error);
+  if (!plan)
+    return {1e30, 1 << 20};
+  return {plan->cost.bytes, plan->cost.collectives};
+}
+
+FailureOr<std::optional<FactorAxes>>
+Propagator::fixedAssignment(Operation *op, const ShardingRule &rule) {
+  std::string error;
+  // A fixed assignment: loom.sharding, or a loom.strategy's counts.
+  std::optional<FactorAxes> fixed;
+  if (auto attr = op->getAttrOfType<ArrayAttr>(LoomDialect::kShardingAttrName)) {
+    fixed = sharding::factorsFromAttr(attr, mesh, error);
+    if (!fixed) {
+      op->emitError() << "sharding of " << describe(op) << ": " << error;
+      return failure();
+    }
+  } else if (auto strategy =
+                 op->getAttrOfType<StrategyAttr>(LoomDialect::kStrategyAttrName)) {
+    sharding::StrategySpec spec;
+    for (DenseI64ArrayAttr counts : strategy.getInputs()) {
+      spec.emplace_back();
+      for (int64_t c : counts.asArrayRef())
+        spec.back().push_back({c, {}});
+    }
+    SmallVector<RankedTensorType> types;
+    for (Value v : op->getOperands())
+      types.push_back(typeOf(v));
+    fixed = sharding::strategyToFactors(rule, types, spec, mesh, error);
+    if (!fixed) {
+      op->emitError() << "strategy " << strategy << " of " << describe(op)
+                      << ": " << error;
+      return failure();
+    }
+  }
+  return fixed;
+}
+
+LogicalResult Propagator::chooseFor(Operation *op) {
+  auto iface = dyn_cast<ShardingOpInterface>(op);
+  if (!iface)
+    return op->emitOpError("has no sharding rule, so it cannot be partitioned");
+  ShardingRule rule = iface.getShardingRule();
+  std::string error;
+
+  FailureOr<std::optional<FactorAxes>> fixedOr = fixedAssignment(op, rule);
+  if (failed(fixedOr))
+    return failure();
+  std::optional<FactorAxes> fixed = *fixedOr;
+
+  SmallVector<FactorAxes> candidates;
+  auto addCandidate = [&](FactorAxes c) {
+    if (!llvm::is_contained(candidates, c))
+      candidates.push_back(std::move(c));
+  };
+  if (fixed) {
+    addCandidate(*fixed);
+  } else {
+    FactorAxes merged(rule.factors.size());
+    for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+      auto it = layouts.find(v);
+      if (it == layouts.end())
+        continue;
+      FactorAxes c(rule.factors.size());
+      sharding::induceFromOperand(rule, i, it->second, c);
+      addCandidate(c);
+      sharding::induceFromOperand(rule, i, it->second, merged);
+    }
+    addCandidate(merged);
+    // What the users downstream prefer, and what undecided operands
+    // (parameters) prefer.
+    FactorAxes wanted(rule.factors.size());
+    for (auto [j, r] : llvm::enumerate(op->getResults()))
+      if (auto it = preferred.find(r); it != preferred.end())
+        sharding::induceFromResult(rule, j, it->second, wanted);
+    for (auto [i, v] : llvm::enumerate(op->getOperands()))
+      if (!layouts.count(v))
+        if (auto it = preferred.find(v); it != preferred.end())
+          sharding::induceFromOperand(rule, i, it->second, wanted);
+    addCandidate(wanted);
+    addCandidate(FactorAxes(rule.factors.size()));
+    // A linear op whose operands are all partial sums over the same axes
+    // can keep them partial: one reduction later instead of one per
+    // operand now (the input gradient of q, k and v projections).
+    if (rule.linear && op->getNumOperands() > 0) {
+      std::optional<std::vector<int>> common;
+      for (Value v : op->getOperands()) {
+        auto it = layouts.find(v);
+        std::vector<int> p =
+            it == layouts.end() ? std::vector<int>() : it->second.partialAxes();
+        if (!common)
+          common = p;
+        else if (*common != p)
+          common = std::vector<int>();
+      }
+      if (common && !common->empty()) {
+        FactorAxes through = merged;
+        through.emplace_back(common->begin(), common->end());
+        addCandidate(through);
+      }
+    }
+  }
+
+  // Pick the cheapest valid candidate.
+  std::optional<sharding::OpLayouts> best;
+  FactorAxes bestAxes;
+  EdgeCost bestCost;
+  int64_t bestWork = 0;
+  std::string firstError;
+  for (const FactorAxes &c : candidates) {
+    std::optional<sharding::OpLayouts> l =
+        sharding::deriveLayouts(rule, c, mesh, error);
+    if (!l) {
+      if (firstError.empty())
+        firstError = error;
+      continue;
+    }
+    EdgeCost cost;
+    for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+      auto it = layouts.find(v);
+      if (it != layouts.end())
+        cost += operandCost(v, it->second, l->operands[i]);
+    }
+    for (auto [j, r] : llvm::enumerate(op->getResults())) {
+      auto it = updates.find(r);
+      if (it == updates.end())
+        continue;
+      auto arg = layouts.find(it->second);
+      if (arg != layouts.end())
+        cost += redistributionCost(r, l->results[j], arg->second);
+    }
+    // Work per device: the local elements of the results.
+    int64_t work = 0;
+    for (auto [j, r] : llvm::enumerate(op->getResults()))
+      work += l->results[j].localNumElements(mesh, shapeOf(r));
+    if (!best || cost < bestCost ||
+        (!(bestCost < cost) && work < bestWork)) {
+      best = std::move(l);
+      bestAxes = c;
+      bestCost = cost;
+      bestWork = work;
+    }
+  }
+  if (!best)
+    return op->emitError() << (fixed ? "the strategy of " : "no valid sharding for ")
+                           << describe(op) << ": " << firstError;
+
+  for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+    auto it = layouts.find(v);
+    if (it == layouts.end())
+      layouts[v] = best->operands[i];
+    else if (it->second != best->operands[i] &&
+             !llvm::is_contained(copies[v], best->operands[i]))
+      copies[v].push_back(best->operands[i]);
+  }
+  for (auto [j, r] : llvm::enumerate(op->getResults()))
+    layouts[r] = best->results[j];
+  op->setAttr(LoomDialect::kShardingAttrName,
+              sharding::factorsToAttr(op->getContext(), bestAxes, mesh));
+  op->removeAttr(LoomDialect::kStrategyAttrName);
+  return success();
+}
+
+LogicalResult Propagator::computePreferences(Block &body) {
+  for (Operation &op : llvm::reverse(body.without_terminator())) {
+    auto iface = dyn_cast<ShardingOpInterface>(op);
+    if (!iface)
+      continue;
+    ShardingRule rule = iface.getShardingRule();
+    FailureOr<std::optional<FactorAxes>> fixed = fixedAssignment(&op, rule);
+    if (failed(fixed))
+      return failure();
+    FactorAxes axes(rule.factors.size());
+    if (*fixed) {
+      axes = **fixed;
+    } else {
+      bool any = false;
+      for (auto [j, r] : llvm::enumerate(op.getResults()))
+        if (auto it = preferred.find(r); it != preferred.end()) {
+          sharding::induceFromResult(rule, j, it->second, axes);
+          any = true;
+        }
+      if (!any)
+        continue;
+    }
+    std::string error;
+    std::optional<sharding::OpLayouts> l =
+        sharding::deriveLayouts(rule, axes, mesh, error);
+    if (!l)
+      continue;
+    for (auto [i, v] : llvm::enumerate(op.getOperands()))
+      if (!preferred.count(v))
+        preferred[v] = l->operands[i];
+  }
+  return success();
+}
+
+LogicalResult Propagator::run(StringRef mode) {
+  Block &body = func.getBody().front();
+  // Given argument layouts; data mode decides inputs and parameters.
+  for (BlockArgument arg : func.getArguments()) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type)
+      continue;
+    unsigned i = arg.getArgNumber();
+    if (auto l = func.getArgAttrOfType<TensorLayoutAttr>(
+            i, LoomDialect::kLayoutAttrName)) {
+      layouts[arg] = sharding::toLayout(l, meshAttr);
+      continue;
+    }
+    if (func.getArgAttr(i, LoomDialect::kHyperAttrName)) {
+      layouts[arg] = layout::TensorLayout::replicated(type.getRank());
+      continue;
+    }
+    if (mode != "data")
+      continue;
+    if (func.getArgAttr(i, LoomDialect::kInputAttrName) && type.getRank() > 0) {
+      std::vector<std::vector<int>> dims(type.getRank());
+      for (int a = 0; a < mesh.numAxes(); ++a)
+        dims[0].push_back(a);
+      layout::TensorLayout l = layout::TensorLayout::of(dims);
+      std::string error;
+      if (!l.verify(mesh, shapeOf(arg), error))
+        return func.emitError()
+               << "--mode data splits the batch (dimension 0) of input '"
+               << func.getArgAttrOfType<StringAttr>(
+                      i, LoomDialect::kInputAttrName)
+                      .getValue()
+               << "' " << type << " over all " << mesh.numDevices()
+               << " devices " << mesh.toString() << ": " << error
+               << "; choose a batch size divisible by the device count";
+      layouts[arg] = l;
+    } else if (func.getArgAttr(i, LoomDialect::kParamAttrName) ||
+               func.getArgAttr(i, LoomDialect::kBufferAttrName)) {
+      layouts[arg] = layout::TensorLayout::replicated(type.getRank());
+    }
+  }
+  Operation *terminator = body.getTerminator();
+  for (auto [j, v] : llvm::enumerate(terminator->getOperands()))
+    if (auto index = func.getResultAttrOfType<IntegerAttr>(
+            j, LoomDialect::kUpdatesAttrName))
+      updates[v] = func.getArgument(index.getInt());
+
+  if (failed(computePreferences(body)))
+    return failure();
+  for (Operation &op : body.without_terminator())
+    if (failed(chooseFor(&op)))
+      return failure();
+
+  // State no op has claimed yet (its update result decides: updates were
+  // visited as ops), then whatever is left, replicated.
+  for (BlockArgument arg : func.getArguments()) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type)
+      continue;
+    auto it = layouts.find(arg);
+    layout::TensorLayout l = it != layouts.end()
+                                 ? it->second
+                                 : layout::TensorLayout::replicated(
+                                       type.getRank());
+    func.setArgAttr(arg.getArgNumber(), LoomDialect::kLayoutAttrName,
+                    sharding::toAttr(meshAttr, l));
+  }
+  return success();
+}
+
+struct PropagateShardingPass
+    : public loom::impl::PropagateShardingBase<PropagateShardingPass> {
+  using PropagateShardingBase::PropagateShardingBase;
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    auto meshAttr = func->getAttrOfType<MeshAttr>(LoomDialect::kMeshAttrName);
+    if (!meshAttr) {
+      func.emitError("loom-propagate-sharding needs a `loom.mesh` on the "
+                     "function");
+      return signalPassFailure();
+    }
+    if (mode != "data" && mode != "semi") {
+      func.emitError() << "unknown sharding mode '" << mode
+                       << "' (expected data or semi)";
+      return signalPassFailure();
+    }
+    std::string error;
+    std::optional<layout::Mesh> mesh = sharding::toMesh(meshAttr, error);
+    if (!mesh) {
+      func.emitError() << "invalid mesh: " << error;
+      return signalPassFailure();
+    }
+    Propagator propagator(func, meshAttr, *mesh);
+    if (failed(propagator.run(mode)))
+      signalPassFailure();
+  }
+};
+
+} // namespace

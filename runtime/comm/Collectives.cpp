@@ -1,0 +1,273 @@
+//===- Collectives.cpp - Redistribution instructions on one rank ----------===//
+//
+// Checks an instruction's attributes and shapes, then runs it on the rank's
+// buffers. The communicator exchanges contiguous chunks, so a collective
+// along a dimension other than the leading one packs or unpacks through
+// scratch: a tensor is viewed as [outer, extent of dim, inner] and chunk j
+// along dim is the j-th slice of the middle index for every outer index.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/comm/Collectives.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+
+namespace loom::rt {
+
+bool isCollectiveOp(std::string_view op) {
+  return op == "all_reduce" || op == "reduce_scatter" || op == "all_gather" ||
+         op == "all_to_all" || op == "local_split" || op == "make_partial";
+}
+
+namespace {
+
+/// A buffer viewed as [outer, extent, inner] around one dimension, with
+/// `inner` in bytes.
+struct Blocks {
+  int64_t outer = 1;
+  int64_t extent = 1;
+  int64_t innerBytes = 1;
+
+  Blocks(const Shape &shape, int dim, size_t elementBytes) {
+    for (int d = 0; d < dim; ++d)
+      outer *= shape[d];
+    extent = shape[dim];
+    innerBytes = static_cast<int64_t>(elementBytes);
+    for (size_t d = dim + 1; d < shape.size(); ++d)
+      innerBytes *= shape[d];
+  }
+};
+
+void copyBytes(void *dst, const void *src, int64_t bytes) {
+  if (bytes > 0)
+    std::memmove(dst, src, static_cast<size_t>(bytes));
+}
+
+/// Writes the n chunks of `src` along the blocks' dimension one after the
+/// other into `dst` (each chunk row-major).
+void packChunks(const unsigned char *src, const Blocks &b, int64_t n,
+                unsigned char *dst) {
+  const int64_t rowBytes = b.extent / n * b.innerBytes;
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t o = 0; o < b.outer; ++o)
+      copyBytes(dst + (j * b.outer + o) * rowBytes,
+                src + o * b.extent * b.innerBytes + j * rowBytes, rowBytes);
+}
+
+/// Concatenates along the blocks' dimension the n row-major chunks stored
+/// one after the other in `src`; `b` describes one chunk.
+void unpackChunks(const unsigned char *src, const Blocks &b, int64_t n,
+                  unsigned char *dst) {
+  const int64_t rowBytes = b.extent * b.innerBytes;
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t o = 0; o < b.outer; ++o)
+      copyBytes(dst + (o * n + j) * rowBytes,
+                src + (j * b.outer + o) * rowBytes, rowBytes);
+}
+
+bool overlaps(const TensorView &a, const TensorView &b) {
+  auto *a0 = static_cast<const unsigned char *>(a.data);
+  auto *b0 = static_cast<const unsigned char *>(b.data);
+  std::less<const unsigned char *> before;
+  return a.bytes() && b.bytes() && before(a0, b0 + b.bytes()) &&
+         before(b0, a0 + a.bytes());
+}
+
+} // namespace
+
+CollectiveRunner::CollectiveRunner(layout::Mesh mesh, Communicator &comm)
+    : mesh_(std::move(mesh)), comm_(comm) {}
+
+const RankGroup &CollectiveRunner::group(const std::vector<int> &axes) {
+  auto it = groups_.find(axes);
+  if (it != groups_.end())
+    return it->second;
+  RankGroup mine;
+  bool valid = std::all_of(axes.begin(), axes.end(), [&](int a) {
+    return a >= 0 && a < mesh_.numAxes();
+  });
+  if (valid)
+    for (std::vector<int64_t> &g : layout::commGroups(mesh_, axes))
+      if (std::find(g.begin(), g.end(), comm_.rank()) != g.end()) {
+        mine = std::move(g);
+        break;
+      }
+  return groups_.emplace(axes, std::move(mine)).first->second;
+}
+
+std::string CollectiveRunner::run(std::string_view op, const Attrs &attrs,
+                                  const TensorView &in, const TensorView &out) {
+  const std::string name(op);
+  if (!isCollectiveOp(op))
+    return "'" + name + "' is not a collective instruction";
+  if (in.dtype != out.dtype)
+    return name + ": input is " + dtypeName(in.dtype) + " but output is " +
+           dtypeName(out.dtype);
+  if (in.rank() != out.rank())
+    return name + ": input has rank " + std::to_string(in.rank()) +
+           " but output has rank " + std::to_string(out.rank());
+  if (comm_.rank() < 0 || comm_.rank() >= mesh_.numDevices())
+    return name + ": rank " + std::to_string(comm_.rank()) +
+           " is not on mesh " + mesh_.toString();
+
+  // Attributes: the axes, then the dimensions, each checked in range.
+  const bool isAllReduce = op == "all_reduce";
+  std::vector<int> axes;
+  if (isAllReduce) {
+    if (!attrs.has("axes"))
+      return name + ": missing attribute 'axes'";
+    for (int64_t a : attrs.getInts("axes")) {
+      if (a < 0 || a >= mesh_.numAxes())
+        return name + ": axis " + std::to_string(a) + " is not an axis of " +
+               mesh_.toString();
+      if (std::find(axes.begin(), axes.end(), a) != axes.end())
+        return name + ": axis " + std::to_string(a) + " is listed twice";
+      axes.push_back(static_cast<int>(a));
+    }
+  } else {
+    if (!attrs.has("axis"))
+      return name + ": missing attribute 'axis'";
+    int64_t a = attrs.getInt("axis", -1);
+    if (a < 0 || a >= mesh_.numAxes())
+      return name + ": axis " + std::to_string(a) + " is not an axis of " +
+             mesh_.toString();
+    axes.push_back(static_cast<int>(a));
+  }
+  const int64_t n = mesh_.groupSize(axes);
+  std::string where = isAllReduce
+                          ? name + " over axes " + mesh_.axisListToString(axes)
+                          : name + " over axis " + std::to_string(axes[0]) +
+                                " (size " + std::to_string(n) + ")";
+
+  const bool hasDim = op != "all_reduce" && op != "make_partial";
+  const bool isAllToAll = op == "all_to_all";
+  int dim = -1, toDim = -1;
+  auto readDim = [&](const char *attr, int &value) -> std::string {
+    if (!attrs.has(attr))
+      return where + ": missing attribute '" + attr + "'";
+    int64_t d = attrs.getInt(attr, -1);
+    if (d < 0 || d >= in.rank())
+      return where + ": " + attr + " " + std::to_string(d) +
+             " is out of range for rank " + std::to_string(in.rank());
+    value = static_cast<int>(d);
+    return "";
+  };
+  if (hasDim) {
+    if (std::string e = readDim("dim", dim); !e.empty())
+      return e;
+  }
+  if (isAllToAll) {
+    if (std::string e = readDim("to_dim", toDim); !e.empty())
+      return e;
+    if (toDim == dim)
+      return where + ": dim and to_dim are both " + std::to_string(dim);
+    where +=
+        " from dim " + std::to_string(dim) + " to dim " + std::to_string(toDim);
+  } else if (hasDim) {
+    where += " along dim " + std::to_string(dim);
+  }
+
+  // Shapes: the output's expected shape from the input's.
+  Shape expected = in.shape;
+  auto divide = [&](int d) -> std::string {
+    if (in.shape[d] % n != 0)
+      return where + ": input dim " + std::to_string(d) + " is " +
+             std::to_string(in.shape[d]) + ", not divisible by " +
+             std::to_string(n);
+    expected[d] = in.shape[d] / n;
+    return "";
+  };
+  std::string shapeError;
+  if (op == "reduce_scatter" || op == "local_split")
+    shapeError = divide(dim);
+  else if (op == "all_gather")
+    expected[dim] = in.shape[dim] * n;
+  else if (isAllToAll) {
+    shapeError = divide(toDim);
+    expected[dim] = in.shape[dim] * n;
+  }
+  if (!shapeError.empty())
+    return shapeError;
+  for (size_t d = 0; d < expected.size(); ++d)
+    if (out.shape[d] != expected[d])
+      return where + ": output dim " + std::to_string(d) + " is " +
+             std::to_string(out.shape[d]) + ", expected " +
+             std::to_string(expected[d]);
+
+  const RankGroup &members = group(axes);
+  const int64_t member =
+      std::find(members.begin(), members.end(), comm_.rank()) - members.begin();
+  const size_t elementBytes = dtypeSize(in.dtype);
+  auto *src = static_cast<const unsigned char *>(in.data);
+  auto *dst = static_cast<unsigned char *>(out.data);
+
+  // The collectives below read `in` after writing `out`; give them a copy
+  // when the two overlap.
+  std::vector<unsigned char> inCopy;
+  if (!isAllReduce && overlaps(in, out)) {
+    inCopy.assign(src, src + in.bytes());
+    src = inCopy.data();
+  }
+
+  std::string error;
+  if (isAllReduce) {
+    copyBytes(dst, src, static_cast<int64_t>(in.bytes()));
+    error = comm_.allReduceSum(members, in.dtype, dst, in.numElements());
+  } else if (op == "make_partial") {
+    if (member == 0)
+      copyBytes(dst, src, static_cast<int64_t>(in.bytes()));
+    else if (out.bytes())
+      std::memset(dst, 0, out.bytes());
+  } else if (op == "local_split") {
+    Blocks b(in.shape, dim, elementBytes);
+    const int64_t rowBytes = b.extent / n * b.innerBytes;
+    for (int64_t o = 0; o < b.outer; ++o)
+      copyBytes(dst + o * rowBytes,
+                src + o * b.extent * b.innerBytes + member * rowBytes,
+                rowBytes);
+  } else if (op == "reduce_scatter") {
+    Blocks b(in.shape, dim, elementBytes);
+    const unsigned char *send = src;
+    if (b.outer > 1) {
+      scratch_.resize(in.bytes());
+      packChunks(src, b, n, scratch_.data());
+      send = scratch_.data();
+    }
+    error =
+        comm_.reduceScatterSum(members, in.dtype, send, dst, out.numElements());
+  } else if (op == "all_gather") {
+    Blocks b(in.shape, dim, elementBytes);
+    if (b.outer == 1) {
+      error = comm_.allGather(members, src, dst, in.bytes());
+    } else {
+      scratch_.resize(out.bytes());
+      error = comm_.allGather(members, src, scratch_.data(), in.bytes());
+      if (error.empty())
+        unpackChunks(scratch_.data(), b, n, dst);
+    }
+  } else if (isAllToAll) {
+    // Cut along to_dim into n contiguous chunks, exchange, and concatenate
+    // the received chunks along dim.
+    scratch_.resize(2 * in.bytes());
+    const unsigned char *send = src;
+    unsigned char *recv = scratch_.data() + in.bytes();
+    Blocks cut(in.shape, toDim, elementBytes);
+    if (cut.outer > 1) {
+      packChunks(src, cut, n, scratch_.data());
+      send = scratch_.data();
+    }
+    Shape chunkShape = in.shape;
+    chunkShape[toDim] /= n;
+    Blocks received(chunkShape, dim, elementBytes);
+    if (received.outer == 1)
+      recv = dst;
+    error = comm_.allToAll(members, send, recv, in.bytes() / n);
+    if (error.empty() && received.outer > 1)
+      unpackChunks(recv, received, n, dst);
+  }
+  return error.empty() ? "" : where + ": " + error;
+}
+
+} // namespace loom::rt

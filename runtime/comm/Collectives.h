@@ -1,0 +1,70 @@
+//===- Collectives.h - Redistribution instructions on one rank --*- C++ -*-===//
+//
+// The redistribution instructions of a partitioned plan, executed on one
+// rank's local buffers over a communicator. Their semantics are exactly
+// those of the layout library's steps (compiler/layout/Redistribution.h);
+// `axis` and `axes` are mesh axis indices, and a step's group is the set of
+// ranks that differ from this one only along those axes (layout::commGroups),
+// member i having coordinate i along the axis.
+//
+//   all_reduce     {axes}           out = sum over the group of in
+//   reduce_scatter {axis, dim}      out = chunk c (c = this rank's
+//                                   coordinate on axis) along dim of the
+//                                   group's sum; out.shape[dim] = in/n
+//   all_gather     {axis, dim}      out = the members' ins concatenated
+//                                   along dim in member order
+//   all_to_all     {axis, dim, to_dim}
+//                                   in is cut into n chunks along to_dim;
+//                                   chunk j goes to member j; out is the
+//                                   received chunks concatenated along dim
+//                                   in member order (out.shape[dim] = n *
+//                                   in, out.shape[to_dim] = in / n)
+//   local_split    {axis, dim}      out = chunk c along dim (no exchange)
+//   make_partial   {axis}           out = in on the member with coordinate
+//                                   0, zeros elsewhere (no exchange)
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_COMM_COLLECTIVES_H
+#define LOOM_RUNTIME_COMM_COLLECTIVES_H
+
+#include "compiler/layout/Mesh.h"
+#include "runtime/Kernel.h"
+#include "runtime/comm/Communicator.h"
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace loom::rt {
+
+/// Whether `op` is one of the instructions above.
+bool isCollectiveOp(std::string_view op);
+
+/// Runs the instructions above for one rank. Keeps the rank groups it has
+/// computed, so build one per rank and executor.
+class CollectiveRunner {
+public:
+  CollectiveRunner(layout::Mesh mesh, Communicator &comm);
+
+  /// Checks `in` and `out` against the op's shape rule and runs it; returns
+  /// "" on success or what went wrong.
+  std::string run(std::string_view op, const Attrs &attrs,
+                  const TensorView &in, const TensorView &out);
+
+  const layout::Mesh &mesh() const { return mesh_; }
+  Communicator &communicator() { return comm_; }
+  /// This rank's group over `axes` (member order as described above).
+  const RankGroup &group(const std::vector<int> &axes);
+
+private:
+  layout::Mesh mesh_;
+  Communicator &comm_;
+  std::map<std::vector<int>, RankGroup> groups_;
+  std::vector<unsigned char> scratch_;
+};
+
+} // namespace loom::rt
+
+#endif // LOOM_RUNTIME_COMM_COLLECTIVES_H

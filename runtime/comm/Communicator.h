@@ -1,0 +1,77 @@
+//===- Communicator.h - Collectives between the ranks of a mesh -*- C++ -*-===//
+//
+// One interface for every way ranks talk (as PyTorch's c10d backends are):
+// `threads` runs N ranks as threads of one process and exchanges through
+// shared memory; `mpi` runs one process per rank under mpirun. Every
+// collective is blocking, is called by every member of `group` with the same
+// sizes, and names its group explicitly: the global ranks taking part,
+// listed in member order (member i of a gather contributes chunk i). The
+// calling rank must be a member. Sums are computed in member order, so every
+// member receives bitwise identical results.
+//
+// Errors (a group that does not contain the caller, an unsupported element
+// type, a transport failure) are returned as a message; success is "".
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_COMM_COMMUNICATOR_H
+#define LOOM_RUNTIME_COMM_COMMUNICATOR_H
+
+#include "runtime/Tensor.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace loom::rt {
+
+using RankGroup = std::vector<int64_t>;
+
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+  /// "threads" or "mpi".
+  virtual std::string name() const = 0;
+  virtual int64_t rank() const = 0;
+  virtual int64_t worldSize() const = 0;
+
+  /// In place: every member's `count` elements become the elementwise sum
+  /// over the members. F32, F16, BF16 (summed in f32), I32 and I64.
+  virtual std::string allReduceSum(const RankGroup &group, DType dtype,
+                                   void *data, int64_t count) = 0;
+  /// `recv` (n * bytesPerRank) is the concatenation of every member's
+  /// `send` (bytesPerRank) in member order.
+  virtual std::string allGather(const RankGroup &group, const void *send,
+                                void *recv, int64_t bytesPerRank) = 0;
+  /// `send` holds n chunks of `countPerRank` elements; member i receives in
+  /// `recv` the sum over members of their chunk i.
+  virtual std::string reduceScatterSum(const RankGroup &group, DType dtype,
+                                       const void *send, void *recv,
+                                       int64_t countPerRank) = 0;
+  /// `send` holds n chunks of `bytesPerRank`; chunk j goes to member j, and
+  /// chunk i of `recv` comes from member i.
+  virtual std::string allToAll(const RankGroup &group, const void *send,
+                               void *recv, int64_t bytesPerRank) = 0;
+  /// Returns when every member has called it.
+  virtual std::string barrier(const RankGroup &group) = 0;
+};
+
+/// N communicators, one per rank, that share one in-process world; hand
+/// communicator r to the thread that runs rank r.
+std::vector<std::unique_ptr<Communicator>>
+createThreadsCommunicators(int64_t worldSize);
+
+/// Whether this build has MPI.
+bool mpiAvailable();
+/// The communicator of this process in MPI_COMM_WORLD (initialising MPI on
+/// first use; finalised at exit). nullptr and `error` when MPI is missing
+/// or fails to start.
+std::unique_ptr<Communicator> createMpiCommunicator(std::string &error);
+/// Whether this process was started by mpirun (an MPI launcher's
+/// environment variables are set), without initialising MPI.
+bool launchedByMpirun();
+
+} // namespace loom::rt
+
+#endif // LOOM_RUNTIME_COMM_COMMUNICATOR_H

@@ -1,0 +1,376 @@
+//===- MpiCommunicator.cpp - One process per rank under mpirun ------------===//
+//
+// The `mpi` communicator: the ranks are the processes of MPI_COMM_WORLD.
+// MPI is initialised on first use (MPI_THREAD_FUNNELED: only the thread
+// that created the communicator calls it) and finalised at exit, when this
+// file initialised it.
+//
+// Every group gets a sub-communicator, created on its first use with
+// MPI_Comm_create_group from the group's rank list (so sub-communicator
+// rank i is member i) and cached by that list. MPI_Comm_create_group is
+// collective over the group's members only, not over the world, so the
+// members of one group may create it while other ranks do something else;
+// only the group's own members must make their first call on it together,
+// which every collective requires anyway.
+//
+// Sums are not left to MPI_Allreduce, whose summation order is the
+// library's choice: a reduce-scatter is an all-to-all followed by a local
+// sum in member order, and an all-reduce is that reduce-scatter followed by
+// an all-gather (the bytes a ring all-reduce moves). Results are then
+// bitwise identical on every member and equal to the threads communicator's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/comm/Communicator.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+
+namespace loom::rt {
+
+namespace {
+
+/// Process-wide state, deliberately leaked: the exit handler uses it.
+struct MpiState {
+  /// Whether this file called MPI_Init_thread (and so must finalise).
+  bool initialisedHere = false;
+  /// The sub-communicator of every group of two or more ranks used so far.
+  std::map<RankGroup, MPI_Comm> comms;
+};
+
+MpiState &state() {
+  static MpiState *s = new MpiState;
+  return *s;
+}
+
+std::string mpiError(const char *call, int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
+    return std::string(call) + " failed with code " + std::to_string(code);
+  return std::string(call) + " failed: " + std::string(text, length);
+}
+
+void finalizeAtExit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized)
+    return;
+  for (auto &entry : state().comms)
+    if (entry.second != MPI_COMM_WORLD)
+      MPI_Comm_free(&entry.second);
+  state().comms.clear();
+  MPI_Finalize();
+}
+
+/// Initialises MPI unless someone already has.
+std::string ensureInitialised() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized)
+    return "";
+  int provided = 0;
+  int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  if (code != MPI_SUCCESS)
+    return mpiError("MPI_Init_thread", code);
+  state().initialisedHere = true;
+  std::atexit(finalizeAtExit);
+  // Report failures as messages rather than aborting every process.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  return "";
+}
+
+std::string formatGroup(const RankGroup &group) {
+  std::string s = "[";
+  for (size_t i = 0; i < group.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(group[i]);
+  return s + "]";
+}
+
+/// dst[e] = the sum of chunk m (of `count` elements, at `src + m * count`)
+/// over m in [0, n), accumulated as Acc in member order exactly as the
+/// threads communicator does.
+template <typename T, typename Acc, typename Load, typename Store>
+void sumChunksAs(const void *src, int64_t n, int64_t count, void *dst,
+                 Load load, Store store) {
+  const T *in = static_cast<const T *>(src);
+  T *out = static_cast<T *>(dst);
+  for (int64_t e = 0; e < count; ++e) {
+    Acc acc = load(in[e]);
+    for (int64_t m = 1; m < n; ++m)
+      acc += load(in[m * count + e]);
+    out[e] = store(acc);
+  }
+}
+
+void sumChunks(DType dtype, const void *src, int64_t n, int64_t count,
+               void *dst) {
+  switch (dtype) {
+  case DType::F32:
+    return sumChunksAs<float, float>(
+        src, n, count, dst, [](float v) { return v; },
+        [](float v) { return v; });
+  case DType::F16:
+    return sumChunksAs<uint16_t, float>(src, n, count, dst, halfToFloat,
+                                        floatToHalf);
+  case DType::BF16:
+    return sumChunksAs<uint16_t, float>(src, n, count, dst, bf16ToFloat,
+                                        floatToBf16);
+  case DType::I32:
+    return sumChunksAs<int32_t, uint32_t>(
+        src, n, count, dst, [](int32_t v) { return static_cast<uint32_t>(v); },
+        [](uint32_t v) { return static_cast<int32_t>(v); });
+  case DType::I64:
+    return sumChunksAs<int64_t, uint64_t>(
+        src, n, count, dst, [](int64_t v) { return static_cast<uint64_t>(v); },
+        [](uint64_t v) { return static_cast<int64_t>(v); });
+  case DType::Bool:
+    break;
+  }
+}
+
+class MpiCommunicator final : public Communicator {
+public:
+  MpiCommunicator(int64_t rank, int64_t size) : rank_(rank), size_(size) {}
+
+  std::string name() const override { return "mpi"; }
+  int64_t rank() const override { return rank_; }
+  int64_t worldSize() const override { return size_; }
+
+  std::string allReduceSum(const RankGroup &group, DType dtype, void *data,
+                           int64_t count) override;
+  std::string allGather(const RankGroup &group, const void *send, void *recv,
+                        int64_t bytesPerRank) override;
+  std::string reduceScatterSum(const RankGroup &group, DType dtype,
+                               const void *send, void *recv,
+                               int64_t countPerRank) override;
+  std::string allToAll(const RankGroup &group, const void *send, void *recv,
+                       int64_t bytesPerRank) override;
+  std::string barrier(const RankGroup &group) override;
+
+private:
+  /// The sub-communicator of `group` (MPI_COMM_NULL for a singleton), or
+  /// false with `error`.
+  bool communicator(const RankGroup &group, MPI_Comm &comm, std::string &error);
+  /// All-to-all of `send` into `scratch_` and the member-order sum of the
+  /// received chunks into `recv`.
+  std::string reduceScatter(MPI_Comm comm, int64_t n, DType dtype,
+                            const void *send, void *recv, int64_t count);
+
+  int64_t rank_;
+  int64_t size_;
+  std::vector<unsigned char> scratch_, padded_, reduced_;
+};
+
+bool MpiCommunicator::communicator(const RankGroup &group, MPI_Comm &comm,
+                                   std::string &error) {
+  auto it = state().comms.find(group);
+  if (it != state().comms.end()) {
+    comm = it->second;
+    return true;
+  }
+  std::set<int64_t> seen;
+  for (int64_t r : group) {
+    if (r < 0 || r >= size_) {
+      error = "group " + formatGroup(group) + " names rank " +
+              std::to_string(r) + ", outside the world of " +
+              std::to_string(size_) + " ranks";
+      return false;
+    }
+    if (!seen.insert(r).second) {
+      error = "group " + formatGroup(group) + " lists rank " +
+              std::to_string(r) + " twice";
+      return false;
+    }
+  }
+  if (!seen.count(rank_)) {
+    error = "rank " + std::to_string(rank_) + " is not a member of group " +
+            formatGroup(group);
+    return false;
+  }
+  comm = MPI_COMM_NULL;
+  if (group.size() == 1)
+    return true;
+  bool isWorld = static_cast<int64_t>(group.size()) == size_;
+  for (size_t i = 0; isWorld && i < group.size(); ++i)
+    isWorld = group[i] == static_cast<int64_t>(i);
+  if (isWorld) {
+    comm = MPI_COMM_WORLD;
+  } else {
+    std::vector<int> ranks(group.begin(), group.end());
+    MPI_Group world, members;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_incl(world, static_cast<int>(ranks.size()), ranks.data(),
+                   &members);
+    int code = MPI_Comm_create_group(MPI_COMM_WORLD, members, /*tag=*/0, &comm);
+    MPI_Group_free(&members);
+    MPI_Group_free(&world);
+    if (code != MPI_SUCCESS) {
+      error = mpiError("MPI_Comm_create_group", code);
+      return false;
+    }
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  }
+  state().comms.emplace(group, comm);
+  return true;
+}
+
+/// Checks that `bytes` fits MPI's int counts.
+bool fitsInt(int64_t bytes, const char *what, std::string &error) {
+  if (bytes >= 0 && bytes <= INT_MAX)
+    return true;
+  error = std::string(what) + ": " + std::to_string(bytes) +
+          " bytes per rank exceed MPI's int counts";
+  return false;
+}
+
+std::string MpiCommunicator::reduceScatter(MPI_Comm comm, int64_t n,
+                                           DType dtype, const void *send,
+                                           void *recv, int64_t count) {
+  const int64_t bytes = count * static_cast<int64_t>(dtypeSize(dtype));
+  std::string error;
+  if (!fitsInt(bytes, "reduceScatterSum", error))
+    return error;
+  scratch_.resize(static_cast<size_t>(n * bytes));
+  int code =
+      MPI_Alltoall(send, static_cast<int>(bytes), MPI_BYTE, scratch_.data(),
+                   static_cast<int>(bytes), MPI_BYTE, comm);
+  if (code != MPI_SUCCESS)
+    return mpiError("MPI_Alltoall", code);
+  sumChunks(dtype, scratch_.data(), n, count, recv);
+  return "";
+}
+
+std::string MpiCommunicator::allReduceSum(const RankGroup &group, DType dtype,
+                                          void *data, int64_t count) {
+  MPI_Comm comm;
+  std::string error;
+  if (!communicator(group, comm, error))
+    return "allReduceSum: " + error;
+  if (dtype == DType::Bool)
+    return std::string("allReduceSum: cannot sum ") + dtypeName(dtype);
+  if (comm == MPI_COMM_NULL || count == 0)
+    return "";
+  // Reduce-scatter slices of ceil(count / n) elements (the last padded with
+  // zeros), then all-gather the sums.
+  const int64_t n = static_cast<int64_t>(group.size());
+  const int64_t elementBytes = static_cast<int64_t>(dtypeSize(dtype));
+  const int64_t slice = (count + n - 1) / n;
+  const int64_t sliceBytes = slice * elementBytes;
+  if (!fitsInt(sliceBytes, "allReduceSum", error))
+    return error;
+  padded_.assign(static_cast<size_t>(n * sliceBytes), 0);
+  std::memcpy(padded_.data(), data, static_cast<size_t>(count * elementBytes));
+  reduced_.resize(static_cast<size_t>(sliceBytes));
+  error = reduceScatter(comm, n, dtype, padded_.data(), reduced_.data(), slice);
+  if (!error.empty())
+    return "allReduceSum: " + error;
+  int code = MPI_Allgather(reduced_.data(), static_cast<int>(sliceBytes),
+                           MPI_BYTE, padded_.data(),
+                           static_cast<int>(sliceBytes), MPI_BYTE, comm);
+  if (code != MPI_SUCCESS)
+    return "allReduceSum: " + mpiError("MPI_Allgather", code);
+  std::memcpy(data, padded_.data(), static_cast<size_t>(count * elementBytes));
+  return "";
+}
+
+std::string MpiCommunicator::allGather(const RankGroup &group, const void *send,
+                                       void *recv, int64_t bytesPerRank) {
+  MPI_Comm comm;
+  std::string error;
+  if (!communicator(group, comm, error))
+    return "allGather: " + error;
+  if (bytesPerRank == 0)
+    return "";
+  if (comm == MPI_COMM_NULL) {
+    std::memmove(recv, send, static_cast<size_t>(bytesPerRank));
+    return "";
+  }
+  if (!fitsInt(bytesPerRank, "allGather", error))
+    return error;
+  int code = MPI_Allgather(send, static_cast<int>(bytesPerRank), MPI_BYTE, recv,
+                           static_cast<int>(bytesPerRank), MPI_BYTE, comm);
+  return code == MPI_SUCCESS ? ""
+                             : "allGather: " + mpiError("MPI_Allgather", code);
+}
+
+std::string MpiCommunicator::reduceScatterSum(const RankGroup &group,
+                                              DType dtype, const void *send,
+                                              void *recv,
+                                              int64_t countPerRank) {
+  MPI_Comm comm;
+  std::string error;
+  if (!communicator(group, comm, error))
+    return "reduceScatterSum: " + error;
+  if (dtype == DType::Bool)
+    return std::string("reduceScatterSum: cannot sum ") + dtypeName(dtype);
+  if (countPerRank == 0)
+    return "";
+  if (comm == MPI_COMM_NULL) {
+    std::memmove(recv, send, countPerRank * dtypeSize(dtype));
+    return "";
+  }
+  error = reduceScatter(comm, static_cast<int64_t>(group.size()), dtype, send,
+                        recv, countPerRank);
+  return error.empty() ? "" : "reduceScatterSum: " + error;
+}
+
+std::string MpiCommunicator::allToAll(const RankGroup &group, const void *send,
+                                      void *recv, int64_t bytesPerRank) {
+  MPI_Comm comm;
+  std::string error;
+  if (!communicator(group, comm, error))
+    return "allToAll: " + error;
+  if (bytesPerRank == 0)
+    return "";
+  if (comm == MPI_COMM_NULL) {
+    std::memmove(recv, send, static_cast<size_t>(bytesPerRank));
+    return "";
+  }
+  if (!fitsInt(bytesPerRank, "allToAll", error))
+    return error;
+  int code = MPI_Alltoall(send, static_cast<int>(bytesPerRank), MPI_BYTE, recv,
+                          static_cast<int>(bytesPerRank), MPI_BYTE, comm);
+  return code == MPI_SUCCESS ? ""
+                             : "allToAll: " + mpiError("MPI_Alltoall", code);
+}
+
+std::string MpiCommunicator::barrier(const RankGroup &group) {
+  MPI_Comm comm;
+  std::string error;
+  if (!communicator(group, comm, error))
+    return "barrier: " + error;
+  if (comm == MPI_COMM_NULL)
+    return "";
+  int code = MPI_Barrier(comm);
+  return code == MPI_SUCCESS ? "" : "barrier: " + mpiError("MPI_Barrier", code);
+}
+
+} // namespace
+
+bool mpiAvailable() { return true; }
+
+std::unique_ptr<Communicator> createMpiCommunicator(std::string &error) {
+  error = ensureInitialised();
+  if (!error.empty())
+    return nullptr;
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return std::make_unique<MpiCommunicator>(rank, size);
+}
+
+bool launchedByMpirun() {
+  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(name))
+      return true;
+  return false;
+}
+
+} // namespace loom::rt

@@ -1,0 +1,424 @@
+//===- ThreadsCommunicator.cpp - Ranks as threads of one process ----------===//
+//
+// The `threads` communicator: N ranks are threads of one process sharing a
+// world. Every distinct group has one rendezvous, reused by all of its
+// collectives. A member posts its buffers and waits until every member has
+// posted (first barrier); then it reads the others' buffers to compute its
+// own result, and waits again (second barrier) so that no member returns,
+// and reuses or frees its buffers, while another still reads them. Groups
+// are independent, so disjoint groups run their collectives concurrently.
+//
+// Sums add the members' values in member order, one element at a time, and
+// each element of an all-reduce is computed once (member i reduces the i-th
+// slice into shared scratch that everyone copies), so every member receives
+// bitwise identical results. The MPI communicator sums in the same order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/comm/Communicator.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+
+namespace loom::rt {
+
+namespace {
+
+/// Which collective a member posted; all members must post the same one.
+enum class Kind { AllReduce, AllGather, ReduceScatter, AllToAll, Barrier };
+
+const char *kindName(Kind kind) {
+  switch (kind) {
+  case Kind::AllReduce:
+    return "allReduceSum";
+  case Kind::AllGather:
+    return "allGather";
+  case Kind::ReduceScatter:
+    return "reduceScatterSum";
+  case Kind::AllToAll:
+    return "allToAll";
+  case Kind::Barrier:
+    return "barrier";
+  }
+  return "?";
+}
+
+/// What one member contributes to a collective.
+struct Post {
+  Kind kind = Kind::Barrier;
+  DType dtype = DType::F32;
+  /// Elements (sums) or bytes (data movement) per member.
+  int64_t count = 0;
+  const void *send = nullptr;
+  void *recv = nullptr;
+};
+
+/// E.g. `allReduceSum of 4 f32`.
+std::string describe(const Post &post) {
+  std::string s =
+      std::string(kindName(post.kind)) + " of " + std::to_string(post.count);
+  if (post.kind == Kind::AllReduce || post.kind == Kind::ReduceScatter)
+    return s + " " + dtypeName(post.dtype);
+  return post.kind == Kind::Barrier ? kindName(post.kind) : s + " bytes";
+}
+
+std::string formatGroup(const RankGroup &group) {
+  std::string s = "[";
+  for (size_t i = 0; i < group.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(group[i]);
+  return s + "]";
+}
+
+/// memcpy that accepts empty (possibly null) buffers.
+void copyBytes(void *dst, const void *src, size_t bytes) {
+  if (bytes)
+    std::memmove(dst, src, bytes);
+}
+
+/// dst[e] = srcs[0][first + e] + ... + srcs[n-1][first + e] for e in
+/// [0, count), accumulated as Acc in member order.
+template <typename T, typename Acc, typename Load, typename Store>
+void sumAs(const std::vector<const void *> &srcs, int64_t first, void *dst,
+           int64_t count, Load load, Store store) {
+  T *out = static_cast<T *>(dst);
+  for (int64_t e = 0; e < count; ++e) {
+    Acc acc = load(static_cast<const T *>(srcs[0])[first + e]);
+    for (size_t m = 1; m < srcs.size(); ++m)
+      acc += load(static_cast<const T *>(srcs[m])[first + e]);
+    out[e] = store(acc);
+  }
+}
+
+void sumInMemberOrder(DType dtype, const std::vector<const void *> &srcs,
+                      int64_t first, void *dst, int64_t count) {
+  switch (dtype) {
+  case DType::F32:
+    return sumAs<float, float>(
+        srcs, first, dst, count, [](float v) { return v; },
+        [](float v) { return v; });
+  case DType::F16:
+    return sumAs<uint16_t, float>(srcs, first, dst, count, halfToFloat,
+                                  floatToHalf);
+  case DType::BF16:
+    return sumAs<uint16_t, float>(srcs, first, dst, count, bf16ToFloat,
+                                  floatToBf16);
+  case DType::I32:
+    // Unsigned arithmetic: overflow wraps instead of being undefined.
+    return sumAs<int32_t, uint32_t>(
+        srcs, first, dst, count,
+        [](int32_t v) { return static_cast<uint32_t>(v); },
+        [](uint32_t v) { return static_cast<int32_t>(v); });
+  case DType::I64:
+    return sumAs<int64_t, uint64_t>(
+        srcs, first, dst, count,
+        [](int64_t v) { return static_cast<uint64_t>(v); },
+        [](uint64_t v) { return static_cast<int64_t>(v); });
+  case DType::Bool:
+    break;
+  }
+}
+
+bool canSum(DType dtype) { return dtype != DType::Bool; }
+
+/// The meeting point of one group's members, reused by every collective on
+/// that group. `posts` and `scratch` are written and read between barriers
+/// only, which order those accesses.
+class Rendezvous {
+public:
+  explicit Rendezvous(size_t size) : posts(size), size_(size) {}
+
+  /// Blocks until all members have arrived. The last to arrive runs
+  /// `onLast` first, while the others are still waiting.
+  template <typename Fn> void arrive(Fn onLast) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    uint64_t generation = generation_;
+    if (++arrived_ == size_) {
+      onLast();
+      arrived_ = 0;
+      ++generation_;
+      lock.unlock();
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(lock, [&] { return generation_ != generation; });
+  }
+  void arrive() {
+    arrive([] {});
+  }
+
+  std::vector<Post> posts;
+  /// The all-reduce result, written slice by slice by its members.
+  std::vector<unsigned char> scratch;
+
+private:
+  const size_t size_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  size_t arrived_ = 0;
+  uint64_t generation_ = 0;
+};
+
+/// What the communicators of one process share: the rendezvous of every
+/// group that has been used, created by the first member to use it.
+struct World {
+  explicit World(int64_t size) : size(size) {}
+
+  Rendezvous &rendezvous(const RankGroup &group) {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::unique_ptr<Rendezvous> &slot = groups[group];
+    if (!slot)
+      slot = std::make_unique<Rendezvous>(group.size());
+    return *slot;
+  }
+
+  const int64_t size;
+  std::mutex mutex;
+  std::map<RankGroup, std::unique_ptr<Rendezvous>> groups;
+};
+
+class ThreadsCommunicator final : public Communicator {
+public:
+  ThreadsCommunicator(std::shared_ptr<World> world, int64_t rank)
+      : world_(std::move(world)), rank_(rank) {}
+
+  std::string name() const override { return "threads"; }
+  int64_t rank() const override { return rank_; }
+  int64_t worldSize() const override { return world_->size; }
+
+  std::string allReduceSum(const RankGroup &group, DType dtype, void *data,
+                           int64_t count) override;
+  std::string allGather(const RankGroup &group, const void *send, void *recv,
+                        int64_t bytesPerRank) override;
+  std::string reduceScatterSum(const RankGroup &group, DType dtype,
+                               const void *send, void *recv,
+                               int64_t countPerRank) override;
+  std::string allToAll(const RankGroup &group, const void *send, void *recv,
+                       int64_t bytesPerRank) override;
+  std::string barrier(const RankGroup &group) override;
+
+private:
+  /// This rank's membership of a group.
+  struct Member {
+    Rendezvous *rendezvous = nullptr;
+    size_t index = 0;
+    size_t size = 0;
+  };
+
+  /// Looks up (on first use: validates and joins) `group`.
+  const Member *join(const RankGroup &group, std::string &error);
+
+  /// Posts `post`, waits for the others, runs `compute(posts, member)`,
+  /// waits again and then runs `finish(rendezvous)`. Returns the mismatch
+  /// if the members posted different collectives or sizes.
+  template <typename Compute, typename Finish>
+  std::string collective(const RankGroup &group, const Member &member,
+                         const Post &post, size_t scratchBytes, Compute compute,
+                         Finish finish);
+
+  std::shared_ptr<World> world_;
+  int64_t rank_;
+  std::map<RankGroup, Member> members_;
+};
+
+const ThreadsCommunicator::Member *
+ThreadsCommunicator::join(const RankGroup &group, std::string &error) {
+  auto it = members_.find(group);
+  if (it != members_.end())
+    return &it->second;
+  std::set<int64_t> seen;
+  for (int64_t r : group) {
+    if (r < 0 || r >= world_->size) {
+      error = "group " + formatGroup(group) + " names rank " +
+              std::to_string(r) + ", outside the world of " +
+              std::to_string(world_->size) + " ranks";
+      return nullptr;
+    }
+    if (!seen.insert(r).second) {
+      error = "group " + formatGroup(group) + " lists rank " +
+              std::to_string(r) + " twice";
+      return nullptr;
+    }
+  }
+  auto self = std::find(group.begin(), group.end(), rank_);
+  if (self == group.end()) {
+    error = "rank " + std::to_string(rank_) + " is not a member of group " +
+            formatGroup(group);
+    return nullptr;
+  }
+  Member member;
+  member.index = static_cast<size_t>(self - group.begin());
+  member.size = group.size();
+  if (group.size() > 1)
+    member.rendezvous = &world_->rendezvous(group);
+  return &members_.emplace(group, member).first->second;
+}
+
+template <typename Compute, typename Finish>
+std::string
+ThreadsCommunicator::collective(const RankGroup &group, const Member &member,
+                                const Post &post, size_t scratchBytes,
+                                Compute compute, Finish finish) {
+  Rendezvous &rv = *member.rendezvous;
+  rv.posts[member.index] = post;
+  rv.arrive([&] {
+    if (rv.scratch.size() < scratchBytes)
+      rv.scratch.resize(scratchBytes);
+  });
+  // Every member finds the same first disagreement, so all return it.
+  std::string error;
+  const Post &first = rv.posts[0];
+  for (size_t m = 1; m < rv.posts.size() && error.empty(); ++m) {
+    const Post &other = rv.posts[m];
+    if (other.kind != first.kind || other.dtype != first.dtype ||
+        other.count != first.count)
+      error = std::string(kindName(post.kind)) + ": the members of group " +
+              formatGroup(group) +
+              " called different collectives or sizes (member 0: " +
+              describe(first) + ", member " + std::to_string(m) + ": " +
+              describe(other) + ")";
+  }
+  if (error.empty())
+    compute(rv.posts, member.index);
+  rv.arrive();
+  if (error.empty())
+    finish(rv);
+  return error;
+}
+
+std::string ThreadsCommunicator::allReduceSum(const RankGroup &group,
+                                              DType dtype, void *data,
+                                              int64_t count) {
+  std::string error;
+  const Member *member = join(group, error);
+  if (!member)
+    return "allReduceSum: " + error;
+  if (!canSum(dtype))
+    return std::string("allReduceSum: cannot sum ") + dtypeName(dtype);
+  if (member->size == 1)
+    return "";
+  const size_t elementBytes = dtypeSize(dtype);
+  const size_t bytes = static_cast<size_t>(count) * elementBytes;
+  Post post{Kind::AllReduce, dtype, count, data, data};
+  int64_t n = static_cast<int64_t>(member->size);
+  return collective(
+      group, *member, post, bytes,
+      [&](const std::vector<Post> &posts, size_t i) {
+        // Member i sums slice i of every member's buffer into the scratch.
+        int64_t first = count * static_cast<int64_t>(i) / n;
+        int64_t last = count * static_cast<int64_t>(i + 1) / n;
+        std::vector<const void *> srcs;
+        for (const Post &p : posts)
+          srcs.push_back(p.send);
+        sumInMemberOrder(dtype, srcs, first,
+                         member->rendezvous->scratch.data() +
+                             first * elementBytes,
+                         last - first);
+      },
+      [&](Rendezvous &rv) { copyBytes(data, rv.scratch.data(), bytes); });
+}
+
+std::string ThreadsCommunicator::allGather(const RankGroup &group,
+                                           const void *send, void *recv,
+                                           int64_t bytesPerRank) {
+  std::string error;
+  const Member *member = join(group, error);
+  if (!member)
+    return "allGather: " + error;
+  const size_t bytes = static_cast<size_t>(bytesPerRank);
+  if (member->size == 1) {
+    copyBytes(recv, send, bytes);
+    return "";
+  }
+  Post post{Kind::AllGather, DType::F32, bytesPerRank, send, recv};
+  return collective(
+      group, *member, post, 0,
+      [&](const std::vector<Post> &posts, size_t) {
+        auto *out = static_cast<unsigned char *>(recv);
+        for (size_t m = 0; m < posts.size(); ++m)
+          copyBytes(out + m * bytes, posts[m].send, bytes);
+      },
+      [](Rendezvous &) {});
+}
+
+std::string ThreadsCommunicator::reduceScatterSum(const RankGroup &group,
+                                                  DType dtype, const void *send,
+                                                  void *recv,
+                                                  int64_t countPerRank) {
+  std::string error;
+  const Member *member = join(group, error);
+  if (!member)
+    return "reduceScatterSum: " + error;
+  if (!canSum(dtype))
+    return std::string("reduceScatterSum: cannot sum ") + dtypeName(dtype);
+  if (member->size == 1) {
+    copyBytes(recv, send, countPerRank * dtypeSize(dtype));
+    return "";
+  }
+  Post post{Kind::ReduceScatter, dtype, countPerRank, send, recv};
+  return collective(
+      group, *member, post, 0,
+      [&](const std::vector<Post> &posts, size_t i) {
+        std::vector<const void *> srcs;
+        for (const Post &p : posts)
+          srcs.push_back(p.send);
+        sumInMemberOrder(dtype, srcs, countPerRank * static_cast<int64_t>(i),
+                         recv, countPerRank);
+      },
+      [](Rendezvous &) {});
+}
+
+std::string ThreadsCommunicator::allToAll(const RankGroup &group,
+                                          const void *send, void *recv,
+                                          int64_t bytesPerRank) {
+  std::string error;
+  const Member *member = join(group, error);
+  if (!member)
+    return "allToAll: " + error;
+  const size_t bytes = static_cast<size_t>(bytesPerRank);
+  if (member->size == 1) {
+    copyBytes(recv, send, bytes);
+    return "";
+  }
+  Post post{Kind::AllToAll, DType::F32, bytesPerRank, send, recv};
+  return collective(
+      group, *member, post, 0,
+      [&](const std::vector<Post> &posts, size_t i) {
+        auto *out = static_cast<unsigned char *>(recv);
+        for (size_t m = 0; m < posts.size(); ++m)
+          copyBytes(out + m * bytes,
+                    static_cast<const unsigned char *>(posts[m].send) +
+                        i * bytes,
+                    bytes);
+      },
+      [](Rendezvous &) {});
+}
+
+std::string ThreadsCommunicator::barrier(const RankGroup &group) {
+  std::string error;
+  const Member *member = join(group, error);
+  if (!member)
+    return "barrier: " + error;
+  if (member->size == 1)
+    return "";
+  Post post{Kind::Barrier, DType::F32, 0, nullptr, nullptr};
+  return collective(
+      group, *member, post, 0, [](const std::vector<Post> &, size_t) {},
+      [](Rendezvous &) {});
+}
+
+} // namespace
+
+std::vector<std::unique_ptr<Communicator>>
+createThreadsCommunicators(int64_t worldSize) {
+  auto world = std::make_shared<World>(worldSize);
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (int64_t r = 0; r < worldSize; ++r)
+    comms.push_back(std::make_unique<ThreadsCommunicator>(world, r));
+  return comms;
+}
+
+} // namespace loom::rt

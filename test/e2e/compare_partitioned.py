@@ -1,0 +1,299 @@
+#!/usr/bin/python3
+"""Partitioned equals single device: the oracle of Loom's SPMD partitioning.
+
+For each bundled model (MLP, GPT, CNN) one batch is drawn (models/train_reference.py),
+and the model is trained for --steps steps on it:
+
+* once on one device:  loom compile MODEL --batch B --train ... -o single.plan
+                       loom run single.plan --steps N --data ... --metrics --save
+* once per configuration, partitioned over a mesh:
+                       loom compile ... --mesh AXES [--strategy FILE] -o p.plan
+                       loom run p.plan --ranks R ...      (threads, one per rank)
+
+Configurations: data parallel on 2, 4 and 8 ranks; Megatron tensor parallelism (column
+then row split of each MLP and attention pair; for the CNN, output- then input-channel
+split of a residual block's convolutions) on 2 and 4; mixed dp x tp meshes of 4 and 8;
+and --random random strategies per model: a random mesh of 2 to 8 devices and random
+split counts or axes for random ops, kept when `loom compile` accepts them (rejections
+are counted: they must be clear errors, never crashes).
+
+Every configuration must reproduce the single-device loss of every step and every
+parameter after the last step within --rtol (normwise per tensor: max|p - s| <= rtol *
+max|s|). The models train with SGD (plus one AdamW and one momentum configuration per
+model, AdamW with epsilon 1e-3), so that parameters whose true gradient is zero (GPT's
+attention key biases) are not amplified by Adam's normalisation into differences of size lr
+(see compare_training.py).
+
+--mpi also runs one data-parallel configuration under `mpirun -np 4` (--comm mpi).
+Exit status 0 when every configuration agrees.
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+MODELS = {
+    # model -> (onnx file, input names)
+    "mlp": ("mlp.onnx", ["x"]),
+    "gpt": ("gpt.onnx", ["input_ids"]),
+    "cnn": ("cnn.onnx", ["x"]),
+}
+
+MEGATRON = {
+    # Column split of the first matmul of each pair, row split of the second.
+    "mlp": lambda dp: [
+        {"node": "/fc1/Gemm", "op": "matmul", "strategy": [[dp, 1], ["tp", 1]]},
+        {"node": "/fc2/Gemm", "op": "matmul", "strategy": [[dp, "tp"], [1, "tp"]]},
+    ],
+    "gpt": lambda dp: [
+        {"pattern": "/blocks.*/attn/[qkv]/MatMul", "strategy": [[dp, 1, 1], [1, "tp"]]},
+        {"pattern": "/blocks.*/attn/proj/MatMul", "strategy": [[dp, 1, "tp"], ["tp", 1]]},
+        {"pattern": "/blocks.*/mlp/fc/MatMul", "strategy": [[dp, 1, 1], [1, "tp"]]},
+        {"pattern": "/blocks.*/mlp/proj/MatMul", "strategy": [[dp, 1, "tp"], ["tp", 1]]},
+    ],
+    "cnn": lambda dp: [
+        {"node": "/layer1/conv1/Conv", "strategy": [[dp, 1, 1, 1], ["tp", 1, 1, 1]]},
+        {"node": "/layer1/conv2/Conv", "strategy": [[dp, "tp", 1, 1], [1, "tp", 1, 1]]},
+    ],
+}
+
+RANDOM_MESHES = [
+    [("a", 2)], [("a", 4)], [("a", 8)], [("a", 2), ("b", 2)], [("a", 2), ("b", 4)],
+    [("a", 4), ("b", 2)], [("a", 2), ("b", 2), ("c", 2)],
+]
+
+
+def mesh_flag(axes):
+    return ",".join(f"{n}={s}" for n, s in axes)
+
+
+class Runner:
+    def __init__(self, args, work):
+        self.args = args
+        self.work = work
+
+    def run(self, cmd, timeout=600):
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return result.returncode, result.stdout + result.stderr
+
+    def compile(self, model, out, extra):
+        onnx_file, _ = MODELS[model]
+        cmd = [self.args.loom, "compile", os.path.join(self.args.source, "models", onnx_file),
+               "--batch", str(self.args.batch), "--train"] + extra + ["-o", out]
+        return self.run(cmd)
+
+    def train(self, model, plan, directory, ranks=None, mpi=False):
+        _, inputs = MODELS[model]
+        data = ",".join(f"{n}={os.path.join(self.work, model, 'data', n + '.npy')}"
+                        for n in inputs + ["labels"])
+        cmd = [self.args.loom, "run", plan, "--steps", str(self.args.steps), "--data", data,
+               "--metrics", os.path.join(directory, "metrics.jsonl"),
+               "--save", os.path.join(directory, "ckpt")]
+        if ranks:
+            cmd += ["--ranks", str(ranks)]
+        if mpi:
+            cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks)] + \
+                [c for c in cmd if c not in ("--ranks", str(ranks))] + ["--comm", "mpi"]
+        return self.run(cmd)
+
+
+def compare(single, other, rtol):
+    """None when `other` reproduces `single`, else what differs."""
+    with open(os.path.join(single, "ckpt", "manifest.json")) as f:
+        manifest = json.load(f)
+    worst = 0.0
+    for t in manifest["tensors"]:
+        if t["kind"] != "parameter":
+            continue
+        a = np.load(os.path.join(single, "ckpt", t["file"])).astype(np.float64)
+        path = os.path.join(other, "ckpt", t["file"])
+        if not os.path.exists(path):
+            return f"parameter {t['name']} missing from the checkpoint", worst
+        b = np.load(path).astype(np.float64)
+        if a.shape != b.shape:
+            return f"parameter {t['name']}: shape {b.shape}, expected {a.shape}", worst
+        error = np.abs(a - b).max() / max(np.abs(a).max(), 1e-30)
+        worst = max(worst, error)
+        if error > rtol:
+            return f"parameter {t['name']}: relative difference {error:.3e} > {rtol}", worst
+    read = lambda d: [json.loads(l)["loss"] for l in open(os.path.join(d, "metrics.jsonl"))]
+    la, lb = read(single), read(other)
+    if len(la) != len(lb):
+        return f"{len(lb)} losses, expected {len(la)}", worst
+    for step, (x, y) in enumerate(zip(la, lb), 1):
+        error = abs(x - y) / max(abs(x), 1e-30)
+        worst = max(worst, error)
+        if error > rtol:
+            return f"step {step}: loss {y!r}, single device {x!r}", worst
+    return None, worst
+
+
+def fixed_configs(model):
+    configs = []
+    for n in (2, 4, 8):
+        configs.append((f"data dp={n}", f"dp={n}", None, ["--optimizer", "sgd"]))
+    for n in (2, 4):
+        configs.append((f"megatron tp={n}", f"tp={n}", MEGATRON[model](1), ["--optimizer", "sgd"]))
+    configs.append(("megatron dp=2,tp=2", "dp=2,tp=2", MEGATRON[model]("dp"), ["--optimizer", "sgd"]))
+    configs.append(("megatron dp=2,tp=4", "dp=2,tp=4", MEGATRON[model]("dp"), ["--optimizer", "sgd"]))
+    configs.append(("momentum dp=2,tp=2", "dp=2,tp=2", MEGATRON[model]("dp"),
+                    ["--optimizer", "momentum"]))
+    # Adam turns a gradient that is rounding noise into an update of size lr; a large
+    # epsilon keeps such elements' updates small, so the comparison sees the update rule.
+    configs.append(("adamw dp=2,tp=2", "dp=2,tp=2", MEGATRON[model]("dp"),
+                    ["--optimizer", "adamw", "--eps", "1e-3"]))
+    return configs
+
+
+def random_strategy(rng, ops, axes):
+    """Random counts or axis names for 1 to 6 random ops of `ops` (entries of a saved
+    strategy file: node, op, index and the operands' ranks)."""
+    entries = []
+    for op in rng.sample(ops, min(len(ops), rng.randint(1, 6))):
+        strategy = []
+        for operand in op["strategy"]:
+            dims = []
+            for _ in operand:
+                choice = rng.random()
+                if choice < 0.55:
+                    dims.append(1)
+                elif choice < 0.85:
+                    dims.append(rng.choice(axes)[0])
+                else:
+                    dims.append(rng.choice([s for _, s in axes]))
+            strategy.append(dims)
+        entries.append({"node": op["node"], "op": op["op"], "index": op["index"],
+                        "strategy": strategy})
+    return entries
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--loom", required=True)
+    parser.add_argument("--source", required=True, help="the Loom source tree")
+    parser.add_argument("--models", default="mlp,gpt,cnn")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--rtol", type=float, default=1e-5)
+    parser.add_argument("--random", type=int, default=20, help="random strategies per model")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mpi", action="store_true", help="also one run under mpirun -np 4")
+    parser.add_argument("--keep", help="keep the work directory here")
+    args = parser.parse_args()
+
+    work = args.keep or tempfile.mkdtemp(prefix="loom-partitioned-")
+    os.makedirs(work, exist_ok=True)
+    runner = Runner(args, work)
+    failures = 0
+    total = 0
+    start = time.time()
+    for model in args.models.split(","):
+        root = os.path.join(work, model)
+        os.makedirs(root, exist_ok=True)
+        # One batch (two labels ignored, so the mean's count is exercised).
+        subprocess.run([sys.executable, os.path.join(args.source, "models", "train_reference.py"),
+                        "--model", model, "--optimizer", "sgd", "--lr", "0.1",
+                        "--batch", str(args.batch), "--steps", "1", "--ignored", "2",
+                        "--out", os.path.join(root, "data")],
+                       check=True, capture_output=True)
+        singles = {}
+
+        def single(optimizer):
+            if optimizer not in singles:
+                d = os.path.join(root, "single-" + optimizer)
+                os.makedirs(d, exist_ok=True)
+                plan = os.path.join(d, "model.plan")
+                flags = ["--optimizer", optimizer, "--lr", "0.1"]
+                if optimizer == "adamw":
+                    flags += ["--eps", "1e-3"]
+                for cmd in (runner.compile(model, plan, flags),
+                            runner.train(model, plan, d)):
+                    if cmd[0] != 0:
+                        raise SystemExit(f"{model}: the single-device run failed:\n{cmd[1]}")
+                singles[optimizer] = d
+            return singles[optimizer]
+
+        def check(name, mesh, strategy, flags, mpi=False, expect_valid=True):
+            nonlocal failures, total
+            d = os.path.join(root, name.replace(" ", "_").replace(",", "_").replace("=", ""))
+            os.makedirs(d, exist_ok=True)
+            extra = flags + ["--lr", "0.1", "--mesh", mesh]
+            if strategy is not None:
+                path = os.path.join(d, "strategy.json")
+                with open(path, "w") as f:
+                    json.dump({"strategies": strategy}, f)
+                extra += ["--strategy", path]
+            plan = os.path.join(d, "model.plan")
+            code, output = runner.compile(model, plan, extra)
+            if code != 0:
+                if not expect_valid and output.startswith("loom: error:") and \
+                        "Stack dump" not in output:
+                    return False  # a rejected random strategy
+                failures += 1
+                total += 1
+                print(f"FAIL {model} {name}: compile: {output.strip()}")
+                return True
+            ranks = 1
+            for part in mesh.split(","):
+                ranks *= int(part.split("=")[1])
+            code, output = runner.train(model, plan, d, ranks=ranks, mpi=mpi)
+            total += 1
+            optimizer = flags[flags.index("--optimizer") + 1]
+            if code != 0:
+                failures += 1
+                print(f"FAIL {model} {name}: run: {output.strip()[-2000:]}")
+                return True
+            problem, worst = compare(single(optimizer), d, args.rtol)
+            if problem:
+                failures += 1
+                print(f"FAIL {model} {name} on {ranks} ranks: {problem}")
+            else:
+                print(f"ok   {model} {name} on {ranks} ranks: worst relative difference "
+                      f"{worst:.2e}", flush=True)
+            return True
+
+        for name, mesh, strategy, flags in fixed_configs(model):
+            check(name, mesh, strategy, flags)
+        if args.mpi and model == "mlp":
+            check("mpi dp=4", "dp=4", None, ["--optimizer", "sgd"], mpi=True)
+
+        # Random strategies: the ops come from a saved data-parallel strategy.
+        saved = os.path.join(root, "ops.json")
+        code, output = runner.compile(model, os.path.join(root, "ops.plan"),
+                                      ["--mesh", "a=2", "--save-strategy", saved])
+        if code != 0:
+            raise SystemExit(f"{model}: cannot list the ops: {output}")
+        ops = [e for e in json.load(open(saved))["strategies"] if e["strategy"]]
+        rng = random.Random(args.seed * 1000 + sum(map(ord, model)))
+        accepted = rejected = 0
+        while accepted < args.random and rejected < 50 * max(args.random, 1):
+            axes = rng.choice(RANDOM_MESHES)
+            strategy = random_strategy(rng, ops, axes)
+            if check(f"random {accepted + 1}", mesh_flag(axes), strategy,
+                     ["--optimizer", "sgd"], expect_valid=False):
+                accepted += 1
+            else:
+                rejected += 1
+        print(f"     {model}: {accepted} random strategies run, {rejected} rejected by "
+              f"loom compile with an error")
+        if accepted < args.random:
+            failures += 1
+            print(f"FAIL {model}: only {accepted} of {args.random} random strategies were valid")
+
+    print(f"{total - failures} of {total} partitioned runs equal the single-device run "
+          f"(rtol {args.rtol}) in {time.time() - start:.0f} s")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+// Collectives check their axes against the function's mesh and their
+// shapes against the group size; sharding annotations are checked too.
+// RUN: loom-opt %s -split-input-file -verify-diagnostics
+
+func.func @no_mesh(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{must be inside a function with a `loom.mesh`}}
+  %a = loom.all_reduce %x {axes = array<i64: 0>} : tensor<4xf32> -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+func.func @bad_axis(%x: tensor<4xf32>) -> tensor<8xf32>
+    attributes {loom.mesh = #loom.mesh<dp = 2>} {
+  // expected-error @+1 {{mesh axis 1 is out of range}}
+  %a = loom.all_gather %x {axis = 1 : i64, dim = 0 : i64} : tensor<4xf32> -> tensor<8xf32>
+  return %a : tensor<8xf32>
+}
+
+// -----
+
+func.func @bad_gather(%x: tensor<4x3xf32>) -> tensor<4x3xf32>
+    attributes {loom.mesh = #loom.mesh<dp = 2>} {
+  // expected-error @+1 {{result dimension 0 is 4, expected 8}}
+  %a = loom.all_gather %x {axis = 0 : i64, dim = 0 : i64} : tensor<4x3xf32> -> tensor<4x3xf32>
+  return %a : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @uneven_scatter(%x: tensor<3xf32>) -> tensor<1xf32>
+    attributes {loom.mesh = #loom.mesh<dp = 2>} {
+  // expected-error @+1 {{dimension 0 of size 3 does not divide by 2}}
+  %a = loom.reduce_scatter %x {axis = 0 : i64, dim = 0 : i64} : tensor<3xf32> -> tensor<1xf32>
+  return %a : tensor<1xf32>
+}
+
+// -----
+
+func.func @same_dims(%x: tensor<4x4xf32>) -> tensor<4x4xf32>
+    attributes {loom.mesh = #loom.mesh<dp = 2>} {
+  // expected-error @+1 {{dim and to_dim must differ}}
+  %a = loom.all_to_all %x {axis = 0 : i64, dim = 0 : i64, to_dim = 0 : i64} : tensor<4x4xf32> -> tensor<4x4xf32>
+  return %a : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @reduce_order(%x: tensor<4xf32>) -> tensor<4xf32>
+    attributes {loom.mesh = #loom.mesh<dp = 2, tp = 2>} {
+  // expected-error @+1 {{axes must be strictly increasing}}
+  %a = loom.all_reduce %x {axes = array<i64: 1, 0>} : tensor<4xf32> -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+func.func @label_count_rank(%l: tensor<2x2xi64>) -> tensor<f32> {
+  // expected-error @+1 {{labels must be [N]}}
+  %n = loom.label_count %l {ignore_index = -100 : i64} : (tensor<2x2xi64>) -> tensor<f32>
+  return %n : tensor<f32>
+}
+
+// -----
+
+func.func @sharding_count(%x: tensor<4x4xf32>, %y: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{'loom.sharding' has 2 entries; the op's sharding rule has 3 factors}}
+  %a = loom.matmul %x, %y {loom.sharding = [[], []]} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %a : tensor<4x4xf32>
+}

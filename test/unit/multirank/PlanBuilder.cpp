@@ -1,0 +1,233 @@
+//===- PlanBuilder.cpp - Hand-built partitioned plans for tests -----------===//
+
+#include "PlanBuilder.h"
+
+#include "compiler/layout/TensorLayout.h"
+#include "runtime/PlanLayout.h"
+
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+namespace loom::test {
+
+namespace {
+int64_t alignUp(int64_t n) { return (n + 63) / 64 * 64; }
+
+bool isState(plan::Value::Kind kind) {
+  return kind == plan::Value::PARAMETER || kind == plan::Value::BUFFER ||
+         kind == plan::Value::CONSTANT || kind == plan::Value::OPTIMIZER_STATE;
+}
+} // namespace
+
+PlanBuilder::PlanBuilder(std::vector<std::pair<std::string, int64_t>> axes) {
+  plan_.set_format_version(rt::kPlanFormatVersion);
+  plan_.set_producer("test");
+  plan_.mutable_schedule()->set_kind(plan::Schedule::SINGLE);
+  plan_.mutable_schedule()->set_micro_batches(1);
+  plan::Stage *stage = plan_.add_stages();
+  std::vector<layout::MeshAxis> meshAxes;
+  for (auto &[name, size] : axes) {
+    plan::Mesh::Axis *a = plan_.mutable_mesh()->add_axes();
+    a->set_name(name);
+    a->set_size(size);
+    meshAxes.push_back({name, size});
+  }
+  int64_t devices = 1;
+  if (!meshAxes.empty()) {
+    std::string error;
+    mesh_ = layout::Mesh::create(meshAxes, error);
+    if (!mesh_)
+      throw std::runtime_error(error);
+    devices = mesh_->numDevices();
+  }
+  for (int64_t r = 0; r < devices; ++r)
+    stage->add_ranks(r);
+}
+
+int32_t PlanBuilder::value(plan::Value::Kind kind, const std::string &name,
+                           rt::Shape global, DimAxes dims,
+                           std::vector<std::string> partial, rt::DType dtype) {
+  plan::Program &p = program();
+  plan::Value *v = p.add_values();
+  int32_t id = p.values_size() - 1;
+  v->set_id(id);
+  v->set_kind(kind);
+  v->set_name(name);
+  plan::Layout *layout = v->mutable_layout();
+  for (const std::vector<std::string> &axes : dims) {
+    plan::Layout::DimAxes *d = layout->add_dims();
+    for (const std::string &a : axes)
+      d->add_axes(a);
+  }
+  for (const std::string &a : partial)
+    layout->add_partial(a);
+  // The local shape: the global one divided by each dimension's axes (a
+  // name the mesh lacks divides by 1, for tests of invalid layouts).
+  rt::Shape local = global;
+  for (size_t d = 0; d < dims.size() && d < local.size(); ++d)
+    for (const std::string &a : dims[d])
+      if (mesh_)
+        if (std::optional<int> index = mesh_->axisIndex(a))
+          local[d] /= mesh_->axisSize(*index);
+  v->mutable_type()->set_dtype(static_cast<plan::DType>(dtype));
+  v->mutable_global_type()->set_dtype(static_cast<plan::DType>(dtype));
+  for (int64_t e : local)
+    v->mutable_type()->add_shape(e);
+  for (int64_t e : global)
+    v->mutable_global_type()->add_shape(e);
+  int64_t bytes = rt::numElements(local) * rt::dtypeSize(dtype);
+  v->set_bytes(bytes);
+  if (isState(kind)) {
+    v->set_offset(p.state_bytes());
+    p.set_state_bytes(p.state_bytes() + alignUp(std::max<int64_t>(bytes, 1)));
+  } else {
+    v->set_offset(p.arena_bytes());
+    p.set_arena_bytes(p.arena_bytes() + alignUp(std::max<int64_t>(bytes, 1)));
+  }
+  return id;
+}
+
+int32_t PlanBuilder::parameter(const std::string &name, rt::Shape global,
+                               const std::vector<float> &data, DimAxes dims,
+                               std::vector<std::string> partial) {
+  int32_t id = value(plan::Value::PARAMETER, name, std::move(global),
+                     std::move(dims), std::move(partial));
+  program().mutable_values(id)->set_data(
+      std::string(reinterpret_cast<const char *>(data.data()),
+                  data.size() * sizeof(float)));
+  return id;
+}
+
+int32_t PlanBuilder::seededParameter(const std::string &name, rt::Shape global,
+                                     DimAxes dims, double low, double high,
+                                     uint64_t seed) {
+  int32_t id =
+      value(plan::Value::PARAMETER, name, std::move(global), std::move(dims));
+  plan::Initializer *init = program().mutable_values(id)->mutable_init();
+  init->set_distribution("uniform");
+  init->set_low(low);
+  init->set_high(high);
+  init->set_seed(seed);
+  return id;
+}
+
+plan::Instruction &PlanBuilder::instruction(const std::string &op,
+                                            std::vector<int32_t> operands,
+                                            std::vector<int32_t> results,
+                                            const std::string &location) {
+  plan::Instruction *inst = program().add_instructions();
+  inst->set_op(op);
+  for (int32_t id : operands)
+    inst->add_operands(id);
+  for (int32_t id : results)
+    inst->add_results(id);
+  inst->set_location(location);
+  return *inst;
+}
+
+void PlanBuilder::setInt(plan::Instruction &inst, const std::string &name,
+                         int64_t v) {
+  plan::Attribute *a = inst.add_attributes();
+  a->set_name(name);
+  a->set_int_value(v);
+}
+
+void PlanBuilder::setInts(plan::Instruction &inst, const std::string &name,
+                          std::vector<int64_t> v) {
+  plan::Attribute *a = inst.add_attributes();
+  a->set_name(name);
+  for (int64_t x : v)
+    a->mutable_ints_value()->add_values(x);
+}
+
+void PlanBuilder::setBool(plan::Instruction &inst, const std::string &name,
+                          bool v) {
+  plan::Attribute *a = inst.add_attributes();
+  a->set_name(name);
+  a->set_bool_value(v);
+}
+
+int32_t PlanBuilder::allGather(int32_t in, int64_t axis, int64_t dim,
+                               rt::Shape global, DimAxes dims,
+                               std::vector<std::string> partial) {
+  int32_t out = temp(std::move(global), std::move(dims), std::move(partial));
+  plan::Instruction &inst = instruction("all_gather", {in}, {out});
+  setInt(inst, "axis", axis);
+  setInt(inst, "dim", dim);
+  return out;
+}
+
+int32_t PlanBuilder::allReduce(int32_t in, std::vector<int64_t> axes,
+                               rt::Shape global, DimAxes dims,
+                               std::vector<std::string> partial) {
+  int32_t out = temp(std::move(global), std::move(dims), std::move(partial));
+  setInts(instruction("all_reduce", {in}, {out}), "axes", std::move(axes));
+  return out;
+}
+
+int32_t PlanBuilder::reduceScatter(int32_t in, int64_t axis, int64_t dim,
+                                   rt::Shape global, DimAxes dims,
+                                   std::vector<std::string> partial) {
+  int32_t out = temp(std::move(global), std::move(dims), std::move(partial));
+  plan::Instruction &inst = instruction("reduce_scatter", {in}, {out});
+  setInt(inst, "axis", axis);
+  setInt(inst, "dim", dim);
+  return out;
+}
+
+void PlanBuilder::output(const std::string &name, int32_t id) {
+  plan::Program::Output *out = program().add_outputs();
+  out->set_name(name);
+  out->set_value(id);
+}
+
+void PlanBuilder::training(const std::string &optimizer, double lr) {
+  plan::Training *t = plan_.mutable_training();
+  t->set_loss("mse");
+  t->set_optimizer(optimizer);
+  t->set_lr(lr);
+  t->set_lr_schedule("constant");
+}
+
+std::vector<float> iota(int64_t n, float scale, float offset) {
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = static_cast<float>(i) * scale + offset;
+  return v;
+}
+
+std::string runRanks(const plan::Plan &plan, int64_t n,
+                     const std::function<void(RankRun &)> &body) {
+  std::vector<std::unique_ptr<rt::Communicator>> comms =
+      rt::createThreadsCommunicators(n);
+  std::vector<std::unique_ptr<rt::Backend>> backends(n);
+  std::vector<RankRun> runs(n);
+  // Creation involves no other rank: create every executor, and run the
+  // body (which may communicate) only if all of them exist.
+  auto onEveryRank = [&](const std::function<void(RankRun &)> &fn) {
+    std::vector<std::thread> threads;
+    for (int64_t r = 0; r < n; ++r)
+      threads.emplace_back([&, r] { fn(runs[r]); });
+    for (std::thread &t : threads)
+      t.join();
+  };
+  for (int64_t r = 0; r < n; ++r) {
+    runs[r].rank = r;
+    runs[r].comm = comms[r].get();
+  }
+  onEveryRank([&](RankRun &run) {
+    backends[run.rank] = rt::createCpuBackend();
+    backends[run.rank]->setNumThreads(1);
+    run.backend = backends[run.rank].get();
+    run.exec = rt::Executor::create(plan, *run.backend, run.error,
+                                    {run.rank, run.comm});
+  });
+  for (RankRun &run : runs)
+    if (!run.exec)
+      return "rank " + std::to_string(run.rank) + ": " + run.error;
+  onEveryRank(body);
+  return "";
+}
+
+} // namespace loom::test

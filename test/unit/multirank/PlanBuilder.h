@@ -1,0 +1,114 @@
+//===- PlanBuilder.h - Hand-built partitioned plans for tests ---*- C++ -*-===//
+//
+// Builds plan::Plan protos by hand the way the partitioner emits them: one
+// SPMD program, every value with its local type, global type and layout,
+// collectives with mesh axis indices. Every value gets its own bytes (no
+// storage reuse), so any instruction order is a valid memory plan. Also
+// runs a plan on N ranks of the threads communicator, one thread, backend
+// and executor per rank.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_TEST_UNIT_MULTIRANK_PLANBUILDER_H
+#define LOOM_TEST_UNIT_MULTIRANK_PLANBUILDER_H
+
+#include "compiler/layout/Mesh.h"
+#include "runtime/Backend.h"
+#include "runtime/Executor.h"
+#include "runtime/comm/Communicator.h"
+#include "runtime/plan.pb.h"
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace loom::test {
+
+/// Per dimension the mesh axis names splitting it.
+using DimAxes = std::vector<std::vector<std::string>>;
+
+class PlanBuilder {
+public:
+  /// A plan on a mesh of `axes` (name, size); none: a single device.
+  explicit PlanBuilder(std::vector<std::pair<std::string, int64_t>> axes = {});
+
+  /// Adds a value with its GLOBAL shape and layout; its local shape is
+  /// derived from the mesh. Returns its id.
+  int32_t value(plan::Value::Kind kind, const std::string &name,
+                rt::Shape global, DimAxes dims = {},
+                std::vector<std::string> partial = {},
+                rt::DType dtype = rt::DType::F32);
+  int32_t input(const std::string &name, rt::Shape global, DimAxes dims = {}) {
+    return value(plan::Value::INPUT, name, std::move(global), std::move(dims));
+  }
+  /// A parameter holding `data` (the global tensor, row-major).
+  int32_t parameter(const std::string &name, rt::Shape global,
+                    const std::vector<float> &data, DimAxes dims = {},
+                    std::vector<std::string> partial = {});
+  /// A parameter with a seeded uniform initializer.
+  int32_t seededParameter(const std::string &name, rt::Shape global,
+                          DimAxes dims, double low, double high, uint64_t seed);
+  int32_t temp(rt::Shape global, DimAxes dims = {},
+               std::vector<std::string> partial = {}) {
+    return value(plan::Value::TEMPORARY, "", std::move(global), std::move(dims),
+                 std::move(partial));
+  }
+
+  /// Appends an instruction; returns it for adding attributes.
+  plan::Instruction &instruction(const std::string &op,
+                                 std::vector<int32_t> operands,
+                                 std::vector<int32_t> results,
+                                 const std::string &location = "");
+  static void setInt(plan::Instruction &inst, const std::string &name,
+                     int64_t v);
+  static void setInts(plan::Instruction &inst, const std::string &name,
+                      std::vector<int64_t> v);
+  static void setBool(plan::Instruction &inst, const std::string &name, bool v);
+
+  /// Shorthands for the collectives (axis indices, as plans hold them).
+  int32_t allGather(int32_t in, int64_t axis, int64_t dim, rt::Shape global,
+                    DimAxes dims = {}, std::vector<std::string> partial = {});
+  int32_t allReduce(int32_t in, std::vector<int64_t> axes, rt::Shape global,
+                    DimAxes dims = {}, std::vector<std::string> partial = {});
+  int32_t reduceScatter(int32_t in, int64_t axis, int64_t dim, rt::Shape global,
+                        DimAxes dims = {},
+                        std::vector<std::string> partial = {});
+
+  void output(const std::string &name, int32_t id);
+  void training(const std::string &optimizer, double lr);
+
+  plan::Plan &plan() { return plan_; }
+  plan::Program &program() {
+    return *plan_.mutable_stages(0)->mutable_program();
+  }
+
+private:
+  plan::Plan plan_;
+  std::optional<layout::Mesh> mesh_;
+};
+
+/// A row-major float tensor with values i * scale + offset.
+std::vector<float> iota(int64_t n, float scale = 1, float offset = 0);
+
+/// One rank of a multi-rank run.
+struct RankRun {
+  int64_t rank = 0;
+  rt::Communicator *comm = nullptr;
+  rt::Backend *backend = nullptr;
+  std::unique_ptr<rt::Executor> exec;
+  std::string error;
+};
+
+/// Creates an executor of `plan` for each of `n` ranks (each with its own
+/// threads communicator and one-thread CPU backend), then runs `body` on
+/// `n` threads, one per rank, and joins them. Returns "" or the first
+/// creation error, prefixed with its rank (then `body` does not run).
+std::string runRanks(const plan::Plan &plan, int64_t n,
+                     const std::function<void(RankRun &)> &body);
+
+} // namespace loom::test
+
+#endif // LOOM_TEST_UNIT_MULTIRANK_PLANBUILDER_H
