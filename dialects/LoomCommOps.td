@@ -19,13 +19,19 @@ class Loom_CollectiveOp<string mnemonic, string what>
   let hasVerifier = 1;
 }
 
+// Every collective may carry `predicted_bytes`: the bytes per device the
+// layout math (bus-bandwidth factors of the planner's cost) predicts it
+// moves; the runtime reports it next to what it measures.
+def Loom_PredictedBytes : OptionalAttr<I64Attr>;
+
 def Loom_AllReduceOp : Loom_CollectiveOp<"all_reduce",
     "sum over the devices of a group"> {
   let description = [{
     Every device of the group over `axes` (strictly increasing, at least
     one) receives the sum of the group's inputs; the type is kept.
   }];
-  let arguments = (ins Loom_NumericTensor:$input, DenseI64ArrayAttr:$axes);
+  let arguments = (ins Loom_NumericTensor:$input, DenseI64ArrayAttr:$axes,
+                       Loom_PredictedBytes:$predicted_bytes);
 }
 
 def Loom_ReduceScatterOp : Loom_CollectiveOp<"reduce_scatter",
@@ -34,7 +40,8 @@ def Loom_ReduceScatterOp : Loom_CollectiveOp<"reduce_scatter",
     The group over `axis` sums its inputs; the device at coordinate c keeps
     chunk c of `dim`, whose size is divided by the axis size.
   }];
-  let arguments = (ins Loom_NumericTensor:$input, I64Attr:$axis, I64Attr:$dim);
+  let arguments = (ins Loom_NumericTensor:$input, I64Attr:$axis, I64Attr:$dim,
+                       Loom_PredictedBytes:$predicted_bytes);
 }
 
 def Loom_AllGatherOp : Loom_CollectiveOp<"all_gather",
@@ -43,7 +50,8 @@ def Loom_AllGatherOp : Loom_CollectiveOp<"all_gather",
     Every device of the group over `axis` receives the group's inputs
     concatenated along `dim` in coordinate order.
   }];
-  let arguments = (ins Loom_Tensor:$input, I64Attr:$axis, I64Attr:$dim);
+  let arguments = (ins Loom_Tensor:$input, I64Attr:$axis, I64Attr:$dim,
+                       Loom_PredictedBytes:$predicted_bytes);
 }
 
 def Loom_AllToAllOp : Loom_CollectiveOp<"all_to_all",
@@ -55,7 +63,7 @@ def Loom_AllToAllOp : Loom_CollectiveOp<"all_to_all",
     `to_dim` shrinks by the axis size.
   }];
   let arguments = (ins Loom_Tensor:$input, I64Attr:$axis, I64Attr:$dim,
-                       I64Attr:$to_dim);
+                       I64Attr:$to_dim, Loom_PredictedBytes:$predicted_bytes);
 }
 
 def Loom_LocalSplitOp : Loom_CollectiveOp<"local_split",
@@ -64,7 +72,8 @@ def Loom_LocalSplitOp : Loom_CollectiveOp<"local_split",
     The device at coordinate c of `axis` keeps chunk c of `dim`, whose size
     is divided by the axis size.
   }];
-  let arguments = (ins Loom_Tensor:$input, I64Attr:$axis, I64Attr:$dim);
+  let arguments = (ins Loom_Tensor:$input, I64Attr:$axis, I64Attr:$dim,
+                       Loom_PredictedBytes:$predicted_bytes);
 }
 
 def Loom_MakePartialOp : Loom_CollectiveOp<"make_partial",
@@ -73,7 +82,8 @@ def Loom_MakePartialOp : Loom_CollectiveOp<"make_partial",
     The device at coordinate 0 of `axis` keeps its input, the others
     produce zeros, so the group's sum is the input. The type is kept.
   }];
-  let arguments = (ins Loom_NumericTensor:$input, I64Attr:$axis);
+  let arguments = (ins Loom_NumericTensor:$input, I64Attr:$axis,
+                       Loom_PredictedBytes:$predicted_bytes);
 }
 
 #endif // LOOM_COMM_OPS_TD

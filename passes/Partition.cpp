@@ -14,6 +14,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
 
+#include <cmath>
 #include <map>
 
 namespace loom {
@@ -91,30 +92,35 @@ FailureOr<Value> Partitioner::redistribute(OpBuilder &b, Location loc,
                             << " failed: " << error;
     RankedTensorType type = sharding::localType(global, mesh, *next);
     auto i64 = [&](int64_t x) { return b.getI64IntegerAttr(x); };
+    IntegerAttr predicted = i64(static_cast<int64_t>(std::llround(
+        layout::stepBytes(mesh, current, step, shape, bytes))));
     switch (step.kind) {
     case layout::StepKind::AllReduce: {
       SmallVector<int64_t> axes(step.axes.begin(), step.axes.end());
       llvm::sort(axes);
-      v = AllReduceOp::create(b, loc, type, v, b.getDenseI64ArrayAttr(axes));
+      v = AllReduceOp::create(b, loc, type, v, b.getDenseI64ArrayAttr(axes),
+                              predicted);
       break;
     }
     case layout::StepKind::ReduceScatter:
       v = ReduceScatterOp::create(b, loc, type, v, i64(step.axis()),
-                                  i64(step.dim));
+                                  i64(step.dim), predicted);
       break;
     case layout::StepKind::AllGather:
-      v = AllGatherOp::create(b, loc, type, v, i64(step.axis()), i64(step.dim));
+      v = AllGatherOp::create(b, loc, type, v, i64(step.axis()), i64(step.dim),
+                              predicted);
       break;
     case layout::StepKind::AllToAll:
       v = AllToAllOp::create(b, loc, type, v, i64(step.axis()), i64(step.dim),
-                             i64(step.toDim));
+                             i64(step.toDim), predicted);
       break;
     case layout::StepKind::LocalSplit:
       v = LocalSplitOp::create(b, loc, type, v, i64(step.axis()),
-                               i64(step.dim));
+                               i64(step.dim), IntegerAttr());
       break;
     case layout::StepKind::MakePartial:
-      v = MakePartialOp::create(b, loc, type, v, i64(step.axis()));
+      v = MakePartialOp::create(b, loc, type, v, i64(step.axis()),
+                                IntegerAttr());
       break;
     }
     current = *next;

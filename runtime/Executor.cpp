@@ -237,6 +237,9 @@ struct Executor::Impl {
     const plan::Instruction *inst;
   };
   std::vector<Step> steps;
+  /// One per collective step, in step order; `statOf[i]` indexes it.
+  std::vector<CollectiveStat> collectiveStats;
+  std::vector<int32_t> statOf;
   std::map<std::string, int32_t> inputIds, outputIds, hyperIds;
   std::map<int32_t, int64_t> randomBounds;
 
@@ -469,6 +472,12 @@ std::string Executor::Impl::validate() {
                                            resultTypes);
     if (!e.empty())
       return at + ": " + e;
+    statOf.push_back(collective ? static_cast<int32_t>(collectiveStats.size())
+                                : -1);
+    if (collective)
+      collectiveStats.push_back({i, inst.op(), inst.location(),
+                                 views[step.operands[0]].shape,
+                                 step.attrs.getInt("predicted_bytes", -1)});
     steps.push_back(std::move(step));
   }
   std::vector<bool> updated(n, false);
@@ -711,9 +720,15 @@ bool Executor::run(std::string &error, TraceWriter *trace) {
         args.outputs.push_back(impl->views[id]);
       e = (*step.kernel)(args);
     } else {
+      int64_t before = impl->comm->bytesReceived();
       e = impl->collectives->run(step.inst->op(), step.attrs,
                                  impl->views[step.operands[0]],
                                  impl->views[step.results[0]]);
+      CollectiveStat &stat = impl->collectiveStats[impl->statOf[i]];
+      ++stat.calls;
+      stat.bytesReceived += impl->comm->bytesReceived() - before;
+      stat.seconds +=
+          std::chrono::duration<double>(Clock::now() - began).count();
     }
     if (!e.empty()) {
       error = "instruction #" + std::to_string(i) + " (" + step.inst->op() +
@@ -731,6 +746,11 @@ bool Executor::run(std::string &error, TraceWriter *trace) {
     }
   }
   return true;
+}
+
+const std::vector<Executor::CollectiveStat> &
+Executor::collectiveStats() const {
+  return impl->collectiveStats;
 }
 
 TensorView Executor::output(const std::string &name) const {

@@ -140,6 +140,21 @@ public:
   bool setStateFromGlobal(const StateInfo &s, const TensorView &global,
                           std::string &error);
 
+  /// Per collective instruction of the plan: how often it ran, the bytes
+  /// this rank received from other ranks in it (counted by the
+  /// communicator), its time, and the bytes per device the compiler's
+  /// layout math predicted for one run (-1 when the plan does not say).
+  struct CollectiveStat {
+    int32_t instruction = 0;
+    std::string op, location;
+    Shape shape;
+    int64_t predictedBytes = -1;
+    int64_t calls = 0;
+    int64_t bytesReceived = 0;
+    double seconds = 0;
+  };
+  const std::vector<CollectiveStat> &collectiveStats() const;
+
   int64_t arenaBytes() const;
   int64_t stateBytes() const;
 

@@ -86,6 +86,12 @@ cl::opt<std::string>
     metricsFile("metrics", cl::desc("Write one JSON object per training step"),
                 cl::value_desc("FILE.jsonl"), cl::sub(runCmd),
                 cl::cat(loomCategory()));
+cl::opt<std::string> commReportFile(
+    "comm-report",
+    cl::desc("Write one JSON object per collective instruction: calls, bytes "
+             "rank 0 received per call (counted by the communicator), the "
+             "bytes the compiler's layout math predicted, and its time"),
+    cl::value_desc("FILE.jsonl"), cl::sub(runCmd), cl::cat(loomCategory()));
 cl::opt<std::string> saveDir("save",
                              cl::desc("Write a checkpoint after the last step"),
                              cl::value_desc("DIR"), cl::sub(runCmd),
@@ -317,6 +323,28 @@ std::string writeTrace(Rank &rank, Shared &shared) {
   return shared.trace.write(traceFile, error) ? "" : error;
 }
 
+/// --comm-report: rank 0's per-collective statistics.
+std::string writeCommReport(const rt::Executor &exec) {
+  if (commReportFile.empty())
+    return "";
+  std::error_code ec;
+  raw_fd_ostream os(commReportFile, ec);
+  if (ec)
+    return "cannot write '" + commReportFile + "': " + ec.message();
+  for (const rt::Executor::CollectiveStat &s : exec.collectiveStats()) {
+    double calls = static_cast<double>(std::max<int64_t>(s.calls, 1));
+    os << "{\"instruction\": " << s.instruction << ", \"op\": \"" << s.op
+       << "\", \"location\": \"" << s.location << "\", \"shape\": \""
+       << rt::formatShape(s.shape) << "\", \"calls\": " << s.calls
+       << ", \"bytes_per_call\": "
+       << format("%.1f", static_cast<double>(s.bytesReceived) / calls)
+       << ", \"predicted_bytes\": " << s.predictedBytes
+       << ", \"ms_per_call\": " << format("%.4f", 1e3 * s.seconds / calls)
+       << "}\n";
+  }
+  return "";
+}
+
 /// Training steps, then the trace and the checkpoint.
 std::string trainRank(Rank &rank, Shared &shared) {
   rt::Executor &exec = *rank.exec;
@@ -353,6 +381,9 @@ std::string trainRank(Rank &rank, Shared &shared) {
   }
   if (rank.metrics)
     rank.metrics->flush();
+  if (rank.leader())
+    if (std::string e = writeCommReport(exec); !e.empty())
+      return e;
   if (!traceFile.empty() && !shared.threaded)
     if (std::string e = writeTrace(rank, shared); !e.empty())
       return e;
@@ -386,6 +417,8 @@ std::string inferRank(Rank &rank, Shared &shared) {
       return e;
   if (!rank.leader())
     return "";
+  if (std::string e = writeCommReport(exec); !e.empty())
+    return e;
   if (!outputsDir.empty())
     if (std::error_code ec = sys::fs::create_directories(outputsDir))
       return "cannot create '" + outputsDir + "': " + ec.message();

@@ -55,6 +55,17 @@ public:
                                void *recv, int64_t bytesPerRank) = 0;
   /// Returns when every member has called it.
   virtual std::string barrier(const RankGroup &group) = 0;
+
+  /// Bytes this rank has received from other ranks so far: what the
+  /// collectives above copied out of other members' buffers (threads) or
+  /// received in messages (MPI), counted where the data moves.
+  int64_t bytesReceived() const { return bytesReceived_; }
+
+protected:
+  void countReceived(int64_t bytes) { bytesReceived_ += bytes; }
+
+private:
+  int64_t bytesReceived_ = 0;
 };
 
 /// N communicators, one per rank, that share one in-process world; hand

@@ -243,6 +243,7 @@ std::string MpiCommunicator::reduceScatter(MPI_Comm comm, int64_t n,
                    static_cast<int>(bytes), MPI_BYTE, comm);
   if (code != MPI_SUCCESS)
     return mpiError("MPI_Alltoall", code);
+  countReceived((n - 1) * bytes);
   sumChunks(dtype, scratch_.data(), n, count, recv);
   return "";
 }
@@ -276,6 +277,7 @@ std::string MpiCommunicator::allReduceSum(const RankGroup &group, DType dtype,
                            static_cast<int>(sliceBytes), MPI_BYTE, comm);
   if (code != MPI_SUCCESS)
     return "allReduceSum: " + mpiError("MPI_Allgather", code);
+  countReceived((n - 1) * sliceBytes);
   std::memcpy(data, padded_.data(), static_cast<size_t>(count * elementBytes));
   return "";
 }
@@ -296,6 +298,8 @@ std::string MpiCommunicator::allGather(const RankGroup &group, const void *send,
     return error;
   int code = MPI_Allgather(send, static_cast<int>(bytesPerRank), MPI_BYTE, recv,
                            static_cast<int>(bytesPerRank), MPI_BYTE, comm);
+  if (code == MPI_SUCCESS)
+    countReceived((static_cast<int64_t>(group.size()) - 1) * bytesPerRank);
   return code == MPI_SUCCESS ? ""
                              : "allGather: " + mpiError("MPI_Allgather", code);
 }
@@ -337,6 +341,8 @@ std::string MpiCommunicator::allToAll(const RankGroup &group, const void *send,
     return error;
   int code = MPI_Alltoall(send, static_cast<int>(bytesPerRank), MPI_BYTE, recv,
                           static_cast<int>(bytesPerRank), MPI_BYTE, comm);
+  if (code == MPI_SUCCESS)
+    countReceived((static_cast<int64_t>(group.size()) - 1) * bytesPerRank);
   return code == MPI_SUCCESS ? ""
                              : "allToAll: " + mpiError("MPI_Alltoall", code);
 }

@@ -317,6 +317,10 @@ std::string ThreadsCommunicator::allReduceSum(const RankGroup &group,
                          member->rendezvous->scratch.data() +
                              first * elementBytes,
                          last - first);
+        // Read slice i of the n - 1 others, then the n - 1 slices the
+        // others summed.
+        countReceived(2 * (n - 1) * (last - first) *
+                      static_cast<int64_t>(elementBytes));
       },
       [&](Rendezvous &rv) { copyBytes(data, rv.scratch.data(), bytes); });
 }
@@ -340,6 +344,7 @@ std::string ThreadsCommunicator::allGather(const RankGroup &group,
         auto *out = static_cast<unsigned char *>(recv);
         for (size_t m = 0; m < posts.size(); ++m)
           copyBytes(out + m * bytes, posts[m].send, bytes);
+        countReceived(static_cast<int64_t>((posts.size() - 1) * bytes));
       },
       [](Rendezvous &) {});
 }
@@ -367,6 +372,8 @@ std::string ThreadsCommunicator::reduceScatterSum(const RankGroup &group,
           srcs.push_back(p.send);
         sumInMemberOrder(dtype, srcs, countPerRank * static_cast<int64_t>(i),
                          recv, countPerRank);
+        countReceived(static_cast<int64_t>(posts.size() - 1) * countPerRank *
+                      static_cast<int64_t>(dtypeSize(dtype)));
       },
       [](Rendezvous &) {});
 }
@@ -393,6 +400,7 @@ std::string ThreadsCommunicator::allToAll(const RankGroup &group,
                     static_cast<const unsigned char *>(posts[m].send) +
                         i * bytes,
                     bytes);
+        countReceived(static_cast<int64_t>((posts.size() - 1) * bytes));
       },
       [](Rendezvous &) {});
 }
