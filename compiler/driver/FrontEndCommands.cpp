@@ -510,12 +510,23 @@ int runCompile() {
   output->os() << bytes;
   output->keep();
   const plan::Program &program = plan->stages(0).program();
+  std::string devices;
+  if (!meshFlag.empty()) {
+    int collectives = 0;
+    for (const plan::Instruction &inst : program.instructions())
+      collectives += inst.op() == "all_reduce" || inst.op() == "all_gather" ||
+                     inst.op() == "reduce_scatter" || inst.op() == "all_to_all";
+    devices = ", partitioned over " +
+              std::to_string(plan->stages(0).ranks_size()) + " devices (" +
+              meshFlag + ") with " + std::to_string(collectives) +
+              " collectives";
+  }
   outs() << "loom: compiled " << modelPath
          << (train ? " (training step, " + optimizerFlag + ")" : "") << " into "
          << planOutput << ": " << program.instructions_size()
-         << " instructions, " << program.state_bytes()
-         << " bytes of parameters and constants, " << program.arena_bytes()
-         << " bytes of activations\n";
+         << " instructions" << devices << "; per device "
+         << program.state_bytes() << " bytes of parameters and constants, "
+         << program.arena_bytes() << " bytes of activations\n";
   return 0;
 }
 

@@ -504,7 +504,15 @@ int runMpiRank(plan::Plan plan, rt::Communicator &comm, Shared &shared) {
   Rank rank;
   rank.index = comm.rank();
   rank.comm = &comm;
-  std::string e = setUpRank(rank, std::move(plan), shared, threads);
+  // Without --threads, the processes mpirun started on this node share its
+  // cores (oversubscribed OpenMP teams would spin against each other).
+  int perProcess = threads;
+  if (!threads.getNumOccurrences())
+    if (const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
+      perProcess = std::max(
+          1, static_cast<int>(std::thread::hardware_concurrency()) /
+                 std::max(1, std::atoi(local)));
+  std::string e = setUpRank(rank, std::move(plan), shared, perProcess);
   if (n == 1) {
     if (e.empty())
       e = runRank(rank, shared);

@@ -26,6 +26,6 @@ func.func @main(%x: tensor<8x16xf32> {loom.input = "x"},
 // CHECK-NOT: loom.reduce_scatter
 // CHECK-NOT: loom.all_to_all
 // CHECK-NOT: loom.local_split
-// CHECK-COUNT-5: loom.all_reduce %{{.*}} {axes = array<i64: 0>} : tensor<{{f32|32xf32|16x32xf32|32x10xf32|1x32xf32}}>
+// CHECK-COUNT-5: loom.all_reduce %{{.*}} {axes = array<i64: 0>, predicted_bytes = {{[0-9]+}} : i64} : tensor<{{f32|32xf32|16x32xf32|32x10xf32|1x32xf32}}>
 // CHECK-NOT: loom.all_
 // CHECK: return

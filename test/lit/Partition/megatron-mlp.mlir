@@ -33,11 +33,11 @@ func.func @main(%x: tensor<8x16xf32> {loom.input = "x"},
 // Forward: the row-split matmul's partial sum, then the loss.
 // CHECK: loom.matmul
 // CHECK: loom.matmul
-// CHECK: loom.all_reduce %{{.*}} {axes = array<i64: 0>} : tensor<8x16xf32>
+// CHECK: loom.all_reduce %{{.*}} {axes = array<i64: 0>, predicted_bytes = 512 : i64} : tensor<8x16xf32>
 // CHECK: loom.mse_loss
 // Backward: the input gradient of the column-split matmul, before g's.
 // CHECK: loom.matmul {{.*}}transpose_rhs
-// CHECK: loom.all_reduce %{{.*}} {axes = array<i64: 0>} : tensor<8x16xf32>
+// CHECK: loom.all_reduce %{{.*}} {axes = array<i64: 0>, predicted_bytes = 512 : i64} : tensor<8x16xf32>
 // CHECK-NOT: loom.all_reduce
 // CHECK-NOT: loom.all_gather
 // CHECK-NOT: loom.reduce_scatter
@@ -47,10 +47,10 @@ func.func @main(%x: tensor<8x16xf32> {loom.input = "x"},
 // Mixed dp x tp: the same two tp all-reduces; over dp, the gradients of
 // the three weights and the loss's partial mean, nothing else.
 // DPTP: #loom.mesh<dp = 2, tp = 2>
-// DPTP: loom.all_reduce %{{.*}} {axes = array<i64: 1>} : tensor<4x16xf32>
+// DPTP: loom.all_reduce %{{.*}} {axes = array<i64: 1>, predicted_bytes = {{[0-9]+}} : i64} : tensor<4x16xf32>
 // DPTP: loom.mse_loss
-// DPTP: loom.all_reduce %{{.*}} {axes = array<i64: 1>} : tensor<4x16xf32>
-// DPTP-COUNT-4: loom.all_reduce %{{.*}} {axes = array<i64: 0>}
+// DPTP: loom.all_reduce %{{.*}} {axes = array<i64: 1>, predicted_bytes = {{[0-9]+}} : i64} : tensor<4x16xf32>
+// DPTP-COUNT-4: loom.all_reduce %{{.*}} {axes = array<i64: 0>, predicted_bytes = {{[0-9]+}} : i64}
 // DPTP-NOT: loom.all_
 // DPTP-NOT: loom.reduce_scatter
 // DPTP-NOT: loom.local_split
