@@ -85,13 +85,21 @@ struct BuildTrainingGraphPass
           labels);
     // The mean over counted rows, as the summed loss over the count: both
     // split over the batch as partial sums, so a data-parallel loss needs
-    // no special case. (Every row ignored gives 0/0 = NaN, as PyTorch.)
+    // no special case. The count gets the smallest normal float added,
+    // which leaves any count of at least 1 unchanged and makes a batch
+    // whose rows are all ignored a loss of 0 (0 / tiny) instead of NaN.
     IntegerAttr ignore = b.getI64IntegerAttr(ignoreIndex);
+    auto scalar = RankedTensorType::get({}, element);
     Value sum = SoftmaxCrossEntropyOp::create(b, loc, logits, flatLabels,
                                               ignore, b.getUnitAttr());
-    Value count = LabelCountOp::create(
-        b, loc, RankedTensorType::get({}, element), flatLabels, ignore);
-    return DivOp::create(b, loc, sum, count);
+    Value count = LabelCountOp::create(b, loc, scalar, flatLabels, ignore);
+    const llvm::fltSemantics &semantics =
+        cast<FloatType>(element).getFloatSemantics();
+    Value tiny = ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(
+            scalar, llvm::APFloat::getSmallestNormalized(semantics)));
+    return DivOp::create(b, loc, sum, AddOp::create(b, loc, count, tiny));
   }
 
   /// Reverse mode over `ops` (in program order) from d(loss) = seed, adding

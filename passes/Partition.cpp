@@ -267,22 +267,14 @@ LogicalResult Partitioner::run() {
 struct PartitionPass : public loom::impl::PartitionBase<PartitionPass> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    auto meshAttr = func->getAttrOfType<MeshAttr>(LoomDialect::kMeshAttrName);
-    if (!meshAttr) {
-      func.emitError("loom-partition needs a `loom.mesh` on the function");
-      return signalPassFailure();
-    }
     if (func->hasAttr(LoomDialect::kSpmdAttrName)) {
       func.emitError("the function is already partitioned");
       return signalPassFailure();
     }
-    std::string error;
-    std::optional<layout::Mesh> mesh = sharding::toMesh(meshAttr, error);
-    if (!mesh) {
-      func.emitError() << "invalid mesh: " << error;
+    auto mesh = sharding::meshOf(func, "loom-partition");
+    if (failed(mesh))
       return signalPassFailure();
-    }
-    Partitioner partitioner(func, meshAttr, *mesh);
+    Partitioner partitioner(func, mesh->first, mesh->second);
     if (failed(partitioner.run()))
       signalPassFailure();
   }

@@ -381,24 +381,15 @@ struct PropagateShardingPass
   using PropagateShardingBase::PropagateShardingBase;
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    auto meshAttr = func->getAttrOfType<MeshAttr>(LoomDialect::kMeshAttrName);
-    if (!meshAttr) {
-      func.emitError("loom-propagate-sharding needs a `loom.mesh` on the "
-                     "function");
-      return signalPassFailure();
-    }
     if (mode != "data" && mode != "semi") {
       func.emitError() << "unknown sharding mode '" << mode
                        << "' (expected data or semi)";
       return signalPassFailure();
     }
-    std::string error;
-    std::optional<layout::Mesh> mesh = sharding::toMesh(meshAttr, error);
-    if (!mesh) {
-      func.emitError() << "invalid mesh: " << error;
+    auto mesh = sharding::meshOf(func, "loom-propagate-sharding");
+    if (failed(mesh))
       return signalPassFailure();
-    }
-    Propagator propagator(func, meshAttr, *mesh);
+    Propagator propagator(func, mesh->first, mesh->second);
     if (failed(propagator.run(mode)))
       signalPassFailure();
   }

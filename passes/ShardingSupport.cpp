@@ -17,6 +17,18 @@ std::optional<layout::Mesh> toMesh(MeshAttr mesh, std::string &error) {
   return layout::Mesh::create(std::move(axes), error);
 }
 
+FailureOr<std::pair<MeshAttr, layout::Mesh>> meshOf(Operation *func,
+                                                     StringRef pass) {
+  auto attr = func->getAttrOfType<MeshAttr>(LoomDialect::kMeshAttrName);
+  if (!attr)
+    return func->emitError() << pass << " needs a `loom.mesh` on the function";
+  std::string error;
+  std::optional<layout::Mesh> mesh = toMesh(attr, error);
+  if (!mesh)
+    return func->emitError() << "invalid mesh: " << error;
+  return std::make_pair(attr, std::move(*mesh));
+}
+
 layout::TensorLayout toLayout(TensorLayoutAttr attr, MeshAttr mesh) {
   std::vector<std::vector<int>> dims;
   for (unsigned d = 0; d < attr.getRank(); ++d) {

@@ -22,6 +22,11 @@
 namespace loom::sharding {
 
 std::optional<layout::Mesh> toMesh(MeshAttr mesh, std::string &error);
+/// The mesh of `func` (its `loom.mesh`), as attribute and layout-library
+/// mesh; emits an error naming `pass` and fails when it has none or it is
+/// invalid.
+mlir::FailureOr<std::pair<MeshAttr, layout::Mesh>>
+meshOf(mlir::Operation *func, llvm::StringRef pass);
 layout::TensorLayout toLayout(TensorLayoutAttr attr, MeshAttr mesh);
 TensorLayoutAttr toAttr(MeshAttr mesh, const layout::TensorLayout &layout);
 /// Bytes per element of a tensor type (i1 counts 1).

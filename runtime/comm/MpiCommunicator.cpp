@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/comm/Sum.h"
 
 #include <mpi.h>
 
@@ -94,45 +95,14 @@ std::string formatGroup(const RankGroup &group) {
 }
 
 /// dst[e] = the sum of chunk m (of `count` elements, at `src + m * count`)
-/// over m in [0, n), accumulated as Acc in member order exactly as the
-/// threads communicator does.
-template <typename T, typename Acc, typename Load, typename Store>
-void sumChunksAs(const void *src, int64_t n, int64_t count, void *dst,
-                 Load load, Store store) {
-  const T *in = static_cast<const T *>(src);
-  T *out = static_cast<T *>(dst);
-  for (int64_t e = 0; e < count; ++e) {
-    Acc acc = load(in[e]);
-    for (int64_t m = 1; m < n; ++m)
-      acc += load(in[m * count + e]);
-    out[e] = store(acc);
-  }
-}
-
+/// over m in [0, n), in member order exactly as the threads communicator.
 void sumChunks(DType dtype, const void *src, int64_t n, int64_t count,
                void *dst) {
-  switch (dtype) {
-  case DType::F32:
-    return sumChunksAs<float, float>(
-        src, n, count, dst, [](float v) { return v; },
-        [](float v) { return v; });
-  case DType::F16:
-    return sumChunksAs<uint16_t, float>(src, n, count, dst, halfToFloat,
-                                        floatToHalf);
-  case DType::BF16:
-    return sumChunksAs<uint16_t, float>(src, n, count, dst, bf16ToFloat,
-                                        floatToBf16);
-  case DType::I32:
-    return sumChunksAs<int32_t, uint32_t>(
-        src, n, count, dst, [](int32_t v) { return static_cast<uint32_t>(v); },
-        [](uint32_t v) { return static_cast<int32_t>(v); });
-  case DType::I64:
-    return sumChunksAs<int64_t, uint64_t>(
-        src, n, count, dst, [](int64_t v) { return static_cast<uint64_t>(v); },
-        [](uint64_t v) { return static_cast<int64_t>(v); });
-  case DType::Bool:
-    break;
-  }
+  const auto *bytes = static_cast<const unsigned char *>(src);
+  std::vector<const void *> chunks;
+  for (int64_t m = 0; m < n; ++m)
+    chunks.push_back(bytes + m * count * static_cast<int64_t>(dtypeSize(dtype)));
+  sumInMemberOrder(dtype, chunks, 0, dst, count);
 }
 
 class MpiCommunicator final : public Communicator {

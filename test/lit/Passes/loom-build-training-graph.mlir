@@ -21,7 +21,9 @@
 // The mean loss is the summed loss over the count of labels, so that both
 // split over the batch as partial sums.
 // SGD: %[[SUM:.*]] = loom.softmax_cross_entropy %[[LOGITS]], %[[LABELS]] {ignore_index = -100 : i64, sum}
-// SGD: %[[COUNT:.*]] = loom.label_count %[[LABELS]] {ignore_index = -100 : i64} : (tensor<4xi64>) -> tensor<f32>
+// SGD: %[[COUNTED:.*]] = loom.label_count %[[LABELS]] {ignore_index = -100 : i64} : (tensor<4xi64>) -> tensor<f32>
+// SGD: %[[TINY:.*]] = loom.constant dense<1.17549435E-38> : tensor<f32>
+// SGD: %[[COUNT:.*]] = loom.add %[[COUNTED]], %[[TINY]]
 // SGD: %[[LOSS:.*]] = loom.div %[[SUM]], %[[COUNT]]
 // SGD: %[[ONE:.*]] = loom.constant dense<1.000000e+00> : tensor<f32>
 // SGD: %[[SEED:.*]] = loom.div %[[ONE]], %[[COUNT]]
