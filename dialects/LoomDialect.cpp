@@ -138,6 +138,12 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
              << "'" << name << "' must be a non-negative integer";
     return success();
   }
+  if (name == kSearchAttrName) {
+    if (!isa<FunctionOpInterface>(op) || !isa<DictionaryAttr>(attr.getValue()))
+      return op->emitError()
+             << "'" << name << "' must be a dictionary on a function";
+    return success();
+  }
   if (name == kSpmdAttrName) {
     if (!isa<FunctionOpInterface>(op) || !isa<UnitAttr>(attr.getValue()))
       return op->emitError()

@@ -29,6 +29,8 @@ def Loom_Dialect : Dialect {
         equal the argument's, and every split must divide the dimension.
       * `loom.sharding` (array of arrays of axis names, one per factor of
         the op's sharding rule) on a loom op: the mesh axes of each factor.
+      * `loom.search` (dictionary) on a function: the automatic search's
+        predicted step cost, memory per device and whether it was exact.
       * `loom.spmd` (unit) on a function: its types are per device, and
         argument layouts say how they relate to the global ones.
       * `loom.stage` (non-negative integer) and `loom.recompute` (unit) on an
@@ -58,6 +60,9 @@ def Loom_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kShardingAttrName = "loom.sharding";
     /// Set by loom-partition on a function whose types are per device.
     static constexpr ::llvm::StringLiteral kSpmdAttrName = "loom.spmd";
+    /// Set by loom-auto-sharding on a function: what the search found
+    /// (a dictionary: cost in seconds, memory in bytes per device, exact).
+    static constexpr ::llvm::StringLiteral kSearchAttrName = "loom.search";
     /// Function-argument attributes set by the ONNX importer.
     static constexpr ::llvm::StringLiteral kInputAttrName = "loom.input";
     static constexpr ::llvm::StringLiteral kParamAttrName = "loom.param";

@@ -70,4 +70,31 @@ def Loom_ShardingOpInterface : OpInterface<"ShardingOpInterface"> {
   ];
 }
 
+
+def Loom_CostOpInterface : OpInterface<"CostOpInterface"> {
+  let cppNamespace = "::loom";
+  let description = [{
+    What running an op costs, for the cost model: its floating-point
+    operations and the bytes it reads and writes, given the (local) types of
+    its operands and results, and the class of kernel it runs as
+    ("matmul", "conv", "elementwise", "reduction", "other"), whose
+    efficiency a hardware profile states. The default counts one operation
+    per result element and every operand and result byte once; ops whose
+    work is not elementwise (matmul, convolutions, normalisations, losses)
+    say so in `dialects/Cost.cpp`.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The work of the op on operands and results of the given types.
+      }],
+      "::loom::OpWork", "estimateWork",
+      (ins "::llvm::ArrayRef<::mlir::RankedTensorType>":$operands,
+           "::llvm::ArrayRef<::mlir::RankedTensorType>":$results),
+      /*methodBody=*/"",
+      /*defaultImplementation=*/[{
+        return ::loom::estimateWork($_op, operands, results);
+      }]>
+  ];
+}
+
 #endif // LOOM_INTERFACES_TD

@@ -30,7 +30,8 @@ def Loom_Tensor : StaticShapeTensorOf<[F32, F16, BF16, I32, I64, I1]>;
 
 class Loom_Op<string mnemonic, list<Trait> traits = []>
     : Op<Loom_Dialect, mnemonic,
-         !listconcat([Pure, DeclareOpInterfaceMethods<Loom_ShardingOpInterface>],
+         !listconcat([Pure, DeclareOpInterfaceMethods<Loom_ShardingOpInterface>,
+                      Loom_CostOpInterface],
                      traits)>;
 
 /// An op whose result type is inferred by `$cppClass::inferReturnTypes`.

@@ -81,6 +81,19 @@ mlir::Operation *buildLocalOpByCloning(mlir::Operation *op,
                                        mlir::ValueRange operands,
                                        mlir::TypeRange resultTypes);
 
+/// The work of one op (CostOpInterface): floating-point operations, bytes
+/// read and written, and the kernel class whose efficiency applies.
+struct OpWork {
+  double flops = 0;
+  double bytes = 0;
+  std::string kernelClass = "elementwise";
+};
+
+/// The work `op` does on operands and results of the given types.
+OpWork estimateWork(mlir::Operation *op,
+                    llvm::ArrayRef<mlir::RankedTensorType> operands,
+                    llvm::ArrayRef<mlir::RankedTensorType> results);
+
 } // namespace loom
 
 #endif // LOOM_DIALECTS_SHARDINGRULE_H

@@ -162,4 +162,35 @@ def Partition : Pass<"loom-partition", "mlir::func::FuncOp"> {
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+
+def AutoSharding : Pass<"loom-auto-sharding", "mlir::func::FuncOp"> {
+  let summary = "Chooses the forward ops' shardings by cost (--mode auto)";
+  let description = [{
+    For a function with a `loom.mesh`: the forward ops of a training step
+    (every op of an inference graph) become the nodes of a cost graph whose
+    candidates are every valid assignment of mesh axes to the factors of
+    the op's sharding rule. A candidate costs its compute on the hardware
+    profile (roofline; the backward counted as twice the forward), the
+    all-reduce of its parameters' gradients over the axes that split work
+    they do not index, and lambda times its per-device memory (parameters,
+    gradients, optimizer state, saved activations); an edge costs the
+    redistribution of the value and of its gradient (alpha-beta with the
+    bus factors, on the slowest link the group spans). The eliminations of
+    the cost-graph solver (MindSpore's dynamic programming, exact on
+    series-parallel graphs, exhaustive on small remainders) pick the
+    cheapest assignment; lambda rises from 0 until the plan fits the
+    memory limit, and a clear error says when nothing fits. The chosen
+    assignments are set as `loom.sharding`; run loom-propagate-sharding
+    next so that the backward and optimizer ops follow them. The function
+    gets `loom.search = {cost, memory, exact}`.
+  }];
+  let options = [
+    Option<"profile", "profile", "std::string", "\"8xH100-80GB\"",
+           "A built-in hardware profile's name or a profile JSON file">,
+    Option<"memoryLimit", "memory-limit", "int64_t", "0",
+           "Bytes per device (0: the profile's device memory)">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 #endif // LOOM_PASSES_TD

@@ -27,6 +27,8 @@ std::optional<int> runFrontEndCommand();
 std::optional<int> runRunCommand();
 /// `loom export` (ExportCommand.cpp).
 std::optional<int> runExportCommand();
+/// `loom calibrate` (CalibrateCommand.cpp).
+std::optional<int> runCalibrateCommand();
 
 } // namespace loom::driver
 

@@ -19,6 +19,7 @@
 #include "mlir/Transforms/Passes.h"
 #include "passes/Passes.h"
 #include "passes/StrategyFile.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -160,10 +161,24 @@ cl::opt<std::string> meshFlag(
 cl::opt<std::string> modeFlag(
     "mode",
     cl::desc("data (split the batch over every device, replicate "
-             "parameters) or semi (the --strategy file and loom.strategy "
-             "attributes, completed by propagation). Default: semi with "
-             "--strategy, else data"),
-    cl::value_desc("data|semi"), cl::sub(compileCmd),
+             "parameters), semi (the --strategy file and loom.strategy "
+             "attributes, completed by propagation) or auto (a cost-model "
+             "search on --cluster). Default: semi with --strategy, else "
+             "data"),
+    cl::value_desc("data|semi|auto"), cl::sub(compileCmd),
+    cl::cat(parallelCategory()));
+cl::opt<std::string> clusterFlag(
+    "cluster",
+    cl::desc("--mode auto: the hardware profile (a built-in name such as "
+             "8xH100-80GB or 8xA100-80GB, or a JSON file from loom "
+             "calibrate)"),
+    cl::value_desc("PROFILE"), cl::init("8xH100-80GB"), cl::sub(compileCmd),
+    cl::cat(parallelCategory()));
+cl::opt<int64_t> memoryLimitFlag(
+    "memory-limit",
+    cl::desc("--mode auto: bytes of memory per device (default: the "
+             "profile's)"),
+    cl::value_desc("BYTES"), cl::init(0), cl::sub(compileCmd),
     cl::cat(parallelCategory()));
 cl::opt<std::string> strategyFlag(
     "strategy", cl::desc("A JSON strategy file (see docs/partitioning.md)"),
@@ -334,12 +349,9 @@ int partition(ModuleOp module) {
   std::string mode = modeFlag.empty()
                          ? (strategyFlag.empty() ? "data" : "semi")
                          : modeFlag.getValue();
-  if (mode == "auto")
-    return reportError("--mode auto (the cost-model search) is not "
-                       "implemented yet; use --mode data or --mode semi "
-                       "with --strategy");
-  if (mode != "data" && mode != "semi")
-    return reportError("--mode must be data or semi, got '" + mode + "'");
+  if (mode != "data" && mode != "semi" && mode != "auto")
+    return reportError("--mode must be data, semi or auto, got '" + mode +
+                       "'");
   if (microBatchesFlag != 1)
     return reportError("--micro-batches cannot be combined with --mesh yet");
   func::FuncOp func;
@@ -372,12 +384,37 @@ int partition(ModuleOp module) {
     return success();
   });
   PassManager propagate(&context);
+  if (mode == "auto") {
+    // The search fixes the forward ops; propagation completes the rest.
+    AutoShardingOptions search;
+    search.profile = clusterFlag;
+    search.memoryLimit = memoryLimitFlag;
+    propagate.addNestedPass<func::FuncOp>(createAutoSharding(search));
+  }
   PropagateShardingOptions options;
-  options.mode = mode;
+  options.mode = mode == "data" ? "data" : "semi";
   propagate.addNestedPass<func::FuncOp>(createPropagateSharding(options));
   if (failed(propagate.run(module)))
     return reportError(modelPath + ": cannot shard the model on " +
                        mesh->toString() + ": " + diagnostics);
+  if (auto found = func->getAttrOfType<DictionaryAttr>(
+          LoomDialect::kSearchAttrName)) {
+    auto number = [&](StringRef key) {
+      Attribute a = found.get(key);
+      if (auto f = dyn_cast_or_null<FloatAttr>(a))
+        return f.getValueAsDouble();
+      if (auto i = dyn_cast_or_null<IntegerAttr>(a))
+        return static_cast<double>(i.getInt());
+      return 0.0;
+    };
+    bool exact = isa_and_nonnull<BoolAttr>(found.get("exact")) &&
+                 cast<BoolAttr>(found.get("exact")).getValue();
+    outs() << "loom: --mode auto on " << clusterFlag << ": predicted step "
+           << format("%.3f", number("cost") * 1e3) << " ms, "
+           << format("%.1f", number("memory") / (1 << 20))
+           << " MiB per device"
+           << (exact ? " (exact search)" : " (heuristic search)") << "\n";
+  }
   if (!saveStrategyFlag.empty()) {
     auto output = mlir::openOutputFile(saveStrategyFlag, &error);
     if (!output)

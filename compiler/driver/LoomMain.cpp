@@ -34,11 +34,8 @@ cl::SubCommand explainCmd("explain", "Explain a plan's strategies and costs "
 cl::SubCommand simulateCmd("simulate",
                            "Predict step time and memory on a cluster "
                            "[not implemented yet]");
-cl::SubCommand calibrateCmd("calibrate",
-                            "Measure a hardware profile of this machine "
-                            "[not implemented yet]");
 cl::list<std::string> plannedArgs(cl::Sink, cl::sub(explainCmd),
-                                  cl::sub(simulateCmd), cl::sub(calibrateCmd));
+                                  cl::sub(simulateCmd));
 
 } // namespace
 
@@ -56,7 +53,8 @@ int loomMain(int argc, char **argv) {
       "  loom run MODEL.plan [--inputs NAME=FILE,...] [--outputs DIR]\n"
       "  loom run TRAIN.plan --steps N --data ... [--save DIR] [--resume DIR]\n"
       "  loom export TRAIN.plan --checkpoint DIR -o TRAINED.onnx\n"
-      "  loom explain | simulate | calibrate   not implemented yet\n\n"
+      "  loom calibrate -o PROFILE.json [--ranks N] [--quick]\n"
+      "  loom explain | simulate   not implemented yet\n\n"
       "Run `loom SUBCOMMAND --help` for a subcommand's options.\n");
   if (std::optional<int> rc = runFrontEndCommand())
     return *rc;
@@ -64,13 +62,16 @@ int loomMain(int argc, char **argv) {
     return *rc;
   if (std::optional<int> rc = runExportCommand())
     return *rc;
-  for (cl::SubCommand *planned : {&explainCmd, &simulateCmd, &calibrateCmd})
+  if (std::optional<int> rc = runCalibrateCommand())
+    return *rc;
+  for (cl::SubCommand *planned : {&explainCmd, &simulateCmd})
     if (*planned) {
       WithColor::error(errs(), "loom")
           << "'loom " << planned->getName()
-          << "' is not implemented yet. Today Loom imports, compiles and runs "
-             "models on one device: `loom compile MODEL.onnx -o MODEL.plan`, "
-             "`loom run MODEL.plan`.\n";
+          << "' is not implemented yet. Today Loom compiles models for one "
+             "device or a mesh, and runs them: `loom compile MODEL.onnx "
+             "--mesh dp=2,tp=2 --mode auto -o MODEL.plan --emit-mlir "
+             "MODEL.mlir`, `loom run MODEL.plan`.\n";
       return 2;
     }
   errs() << "loom: no subcommand given; run `loom --help`\n";

@@ -13,9 +13,11 @@ and the model is trained for --steps steps on it:
 Configurations: data parallel on 2, 4 and 8 ranks; Megatron tensor parallelism (column
 then row split of each MLP and attention pair; for the CNN, output- then input-channel
 split of a residual block's convolutions) on 2 and 4; mixed dp x tp meshes of 4 and 8;
-and --random random strategies per model: a random mesh of 2 to 8 devices and random
+--random random strategies per model: a random mesh of 2 to 8 devices and random
 split counts or axes for random ops, kept when `loom compile` accepts them (rejections
-are counted: they must be clear errors, never crashes).
+are counted: they must be clear errors, never crashes); and the plans of --mode auto on
+three meshes, with ample memory and with 60% and 35% of what that plan needs (a limit
+nothing fits is a clear error, counted).
 
 Every configuration must reproduce the single-device loss of every step and every
 parameter after the last step within --rtol (normwise per tensor: max|p - s| <= rtol *
@@ -31,6 +33,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -262,6 +265,26 @@ def main():
 
         for name, mesh, strategy, flags in fixed_configs(model):
             check(name, mesh, strategy, flags)
+
+        # --mode auto: with ample memory, then with limits that force the
+        # search to split (a fraction of what the unconstrained plan needs).
+        for mesh in ("dp=2,tp=2", "dp=4", "a=2,b=2,c=2"):
+            probe = os.path.join(root, "auto-probe.plan")
+            code, output = runner.compile(model, probe, ["--optimizer", "sgd", "--mesh", mesh,
+                                                         "--mode", "auto"])
+            match = re.search(r"([0-9.]+) MiB per device", output)
+            if code != 0 or not match:
+                failures += 1
+                total += 1
+                print(f"FAIL {model} auto {mesh}: {output.strip()}")
+                continue
+            ample = float(match.group(1)) * (1 << 20)
+            check(f"auto {mesh}", mesh, None, ["--optimizer", "sgd", "--mode", "auto"])
+            for fraction in (0.6, 0.35):
+                limit = str(int(ample * fraction))
+                check(f"auto {mesh} memory {fraction}", mesh, None,
+                      ["--optimizer", "sgd", "--mode", "auto", "--memory-limit", limit],
+                      expect_valid=False)
         if args.mpi and model == "mlp":
             check("mpi dp=4", "dp=4", None, ["--optimizer", "sgd"], mpi=True)
 

@@ -1,0 +1,97 @@
+//===- Cost.cpp - The work of each loom op, for the cost model ------------===//
+//
+// FLOPs count multiply-adds as two operations. Bytes are every operand read
+// once and every result written once (what a roofline needs).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/LoomDialect.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+
+namespace loom {
+
+namespace {
+
+double elements(RankedTensorType t) {
+  return static_cast<double>(t.getNumElements());
+}
+
+double bytesOf(RankedTensorType t) {
+  unsigned bits = t.getElementType().getIntOrFloatBitWidth();
+  return elements(t) * std::max(1u, bits / 8);
+}
+
+} // namespace
+
+OpWork estimateWork(Operation *op, ArrayRef<RankedTensorType> operands,
+                    ArrayRef<RankedTensorType> results) {
+  OpWork work;
+  for (RankedTensorType t : operands)
+    work.bytes += bytesOf(t);
+  for (RankedTensorType t : results)
+    work.bytes += bytesOf(t);
+  double out = results.empty() ? 0 : elements(results.front());
+  double in = operands.empty() ? 0 : elements(operands.front());
+  work.flops = out;
+  llvm::TypeSwitch<Operation *>(op)
+      .Case<MatmulOp>([&](MatmulOp m) {
+        // 2 M N K per output batch: K from the lhs.
+        RankedTensorType lhs = operands[0];
+        int64_t k = lhs.getDimSize(lhs.getRank() - (m.getTransposeLhs() ? 2 : 1));
+        work.flops = 2.0 * out * static_cast<double>(k);
+        work.kernelClass = "matmul";
+      })
+      .Case<Conv2DOp, Conv2DGradInputOp, Conv2DGradWeightOp>([&](Operation *) {
+        // 2 x (multiply-adds of the convolution): output elements times
+        // the window (C/g x KH x KW), counted on the forward's shapes.
+        RankedTensorType weight = isa<Conv2DGradWeightOp>(op)
+                                      ? results[0]
+                                      : operands[1];
+        RankedTensorType conv = isa<Conv2DOp>(op) ? results[0] : operands[isa<Conv2DGradInputOp>(op) ? 0 : 1];
+        double window = static_cast<double>(weight.getDimSize(1) *
+                                            weight.getDimSize(2) *
+                                            weight.getDimSize(3));
+        work.flops = 2.0 * elements(conv) * window;
+        work.kernelClass = "conv";
+      })
+      .Case<SoftmaxOp, LogSoftmaxOp, SoftmaxCrossEntropyOp,
+            SoftmaxCrossEntropyGradOp>([&](Operation *) {
+        work.flops = 5.0 * in; // max, subtract, exp, sum, divide
+        work.kernelClass = "reduction";
+      })
+      .Case<LayerNormOp, LayerNormGradOp, BatchNormOp>([&](Operation *) {
+        work.flops = 8.0 * in;
+        work.kernelClass = "reduction";
+      })
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, LabelCountOp, MseLossOp>(
+          [&](Operation *) {
+            work.flops = in;
+            work.kernelClass = "reduction";
+          })
+      .Case<MaxPool2DOp, AvgPool2DOp, MaxPool2DGradOp, AvgPool2DGradOp>(
+          [&](Operation *) {
+            work.flops = std::max(in, out);
+            work.kernelClass = "reduction";
+          })
+      .Case<AdamUpdateOp>([&](AdamUpdateOp) { work.flops = 12.0 * in; })
+      .Case<MomentumUpdateOp>([&](MomentumUpdateOp) { work.flops = 4.0 * in; })
+      .Case<SgdUpdateOp>([&](SgdUpdateOp) { work.flops = 2.0 * in; })
+      .Case<TransposeOp, ReshapeOp, BroadcastOp, GatherOp, GatherGradOp,
+            ConcatOp, SliceOp, SliceGradOp, ConstantOp, CastOp>(
+          [&](Operation *) {
+            work.flops = 0;
+            work.kernelClass = "other";
+          })
+      .Case<AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp,
+            LocalSplitOp, MakePartialOp>([&](Operation *) {
+        work.flops = 0; // communication: the cost model prices it apart
+        work.kernelClass = "other";
+      })
+      .Default([](Operation *) {});
+  return work;
+}
+
+} // namespace loom
