@@ -114,9 +114,10 @@ bool induce(const ShardingRule &rule, const DimFactors &dims,
             const layout::TensorLayout &layout, FactorAxes &into) {
   if (static_cast<size_t>(layout.rank()) != dims.size())
     return false;
-  llvm::SmallDenseSet<int> used;
+  // Mesh axes already given to a factor (a handful: a plain vector).
+  std::vector<int> used;
   for (const auto &axes : into)
-    used.insert(axes.begin(), axes.end());
+    used.insert(used.end(), axes.begin(), axes.end());
   bool ok = true;
   for (size_t d = 0; d < dims.size(); ++d) {
     const std::vector<int> &axes = layout.dimAxes(static_cast<int>(d));
@@ -128,10 +129,10 @@ bool induce(const ShardingRule &rule, const DimFactors &dims,
       continue;
     }
     if (!into[f].empty() ||
-        llvm::any_of(axes, [&](int a) { return used.contains(a); }))
+        llvm::any_of(axes, [&](int a) { return llvm::is_contained(used, a); }))
       continue;
     into[f].assign(axes.begin(), axes.end());
-    used.insert(axes.begin(), axes.end());
+    used.insert(used.end(), axes.begin(), axes.end());
   }
   return ok;
 }
