@@ -115,36 +115,6 @@ ShardingRule ShardingRule::replicatedOnly(Operation *op) {
   return rule;
 }
 
-std::string ShardingRule::toString() const {
-  auto list = [&](const DimFactors &dims) {
-    std::string s = "(";
-    for (size_t i = 0; i < dims.size(); ++i) {
-      if (i)
-        s += ", ";
-      if (dims[i].empty())
-        s += "1";
-      for (size_t k = 0; k < dims[i].size(); ++k)
-        s += (k ? "*f" : "f") + std::to_string(dims[i][k]);
-    }
-    return s + ")";
-  };
-  std::string s;
-  for (size_t i = 0; i < operands.size(); ++i)
-    s += (i ? " x " : "") + list(operands[i]);
-  s += " ->";
-  for (size_t i = 0; i < results.size(); ++i)
-    s += (i ? ", " : " ") + list(results[i]);
-  for (size_t f = 0; f < factors.size(); ++f) {
-    if (factors[f].kind == FactorKind::Reduction)
-      s += " sum(f" + std::to_string(f) + ")";
-    if (factors[f].kind == FactorKind::Blocked)
-      s += " blocked(f" + std::to_string(f) + ")";
-    if (factors[f].meanScaled)
-      s += " mean(f" + std::to_string(f) + ")";
-  }
-  return s;
-}
-
 Operation *loom::buildLocalOpByCloning(Operation *op, OpBuilder &builder,
                                        ValueRange operands,
                                        TypeRange resultTypes) {

@@ -65,8 +65,6 @@ struct ShardingRule {
   /// A rule whose every dimension is its own blocked factor: the op only
   /// runs on whole (replicated) tensors.
   static ShardingRule replicatedOnly(mlir::Operation *op);
-  /// For debugging and diagnostics, e.g. `(f0, f1) x (f1, f2) -> (f0, f2)`.
-  std::string toString() const;
 };
 
 /// The axes (mesh axis indices, outermost first) assigned to each factor.

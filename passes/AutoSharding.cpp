@@ -49,12 +49,6 @@ std::string dtypeOf(RankedTensorType t) {
   return e.isBF16() ? "bf16" : e.isF16() ? "f16" : "f32";
 }
 
-std::string describe(Operation *op) {
-  std::string s = "'" + op->getName().getStringRef().str() + "'";
-  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
-    s += " (ONNX node '" + name.getName().str() + "')";
-  return s;
-}
 
 struct Candidate {
   FactorAxes axes;
@@ -80,6 +74,7 @@ private:
                                const layout::TensorLayout &from,
                                const layout::TensorLayout &to);
   double stepSeconds(const layout::TensorLayout &before,
+                     const layout::TensorLayout &after,
                      const layout::Step &step,
                      const std::vector<int64_t> &shape, int64_t elementBytes);
   /// The ranks of rank 0's group over `axes` (which link a collective uses).
@@ -94,7 +89,7 @@ private:
   int64_t memoryLimit;
   bool training = false;
   double optimizerStateFactor = 0;
-  std::map<std::pair<std::vector<int64_t>, int64_t>, layout::Planner> planners;
+  sharding::PlannerCache planners{mesh};
   std::map<std::tuple<std::vector<int64_t>, int64_t, layout::TensorLayout,
                       layout::TensorLayout>,
            double>
@@ -102,17 +97,13 @@ private:
 };
 
 double AutoSharder::stepSeconds(const layout::TensorLayout &before,
+                                const layout::TensorLayout &after,
                                 const layout::Step &step,
                                 const std::vector<int64_t> &shape,
                                 int64_t elementBytes) {
-  std::string error;
-  std::optional<layout::TensorLayout> after =
-      layout::applyStep(mesh, before, step, shape, error);
-  if (!after)
-    return 1e30;
   double in = static_cast<double>(before.localNumElements(mesh, shape)) *
               static_cast<double>(elementBytes);
-  double out = static_cast<double>(after->localNumElements(mesh, shape)) *
+  double out = static_cast<double>(after.localNumElements(mesh, shape)) *
                static_cast<double>(elementBytes);
   std::vector<int> axes(step.axes.begin(), step.axes.end());
   switch (step.kind) {
@@ -145,22 +136,20 @@ double AutoSharder::redistributionSeconds(RankedTensorType type,
   auto key = std::make_tuple(shape, bytes, from, to);
   if (auto it = seconds.find(key); it != seconds.end())
     return it->second;
-  auto pkey = std::make_pair(shape, bytes);
-  auto it = planners.find(pkey);
-  if (it == planners.end())
-    it = planners.emplace(pkey, layout::Planner(mesh, shape, bytes)).first;
   std::string error;
   double total = 1e30;
   if (std::optional<layout::RedistributionPlan> plan =
-          it->second.plan(from, to, error)) {
+          planners.plan(type, from, to, error)) {
     total = 0;
     layout::TensorLayout current = from;
     for (const layout::Step &step : plan->steps) {
-      total += stepSeconds(current, step, shape, bytes);
       std::optional<layout::TensorLayout> next =
           layout::applyStep(mesh, current, step, shape, error);
-      if (!next)
+      if (!next) {
+        total = 1e30;
         break;
+      }
+      total += stepSeconds(current, *next, step, shape, bytes);
       current = *next;
     }
   }
@@ -282,7 +271,7 @@ LogicalResult AutoSharder::run() {
     enumerate(op, cast<ShardingOpInterface>(op).getShardingRule(),
               candidates[n]);
     if (candidates[n].empty())
-      return op->emitError() << "no valid sharding for " << describe(op);
+      return op->emitError() << "no valid sharding for " << sharding::describeOp(op);
   }
 
   // Edges: producer result -> consumer operand, both forward ops. Values

@@ -59,7 +59,7 @@ private:
   llvm::DenseMap<Value, SmallVector<Local, 1>> copies;
   /// Global types of the arguments (they are retyped in place).
   llvm::DenseMap<Value, RankedTensorType> argGlobalTypes;
-  std::map<std::pair<std::vector<int64_t>, int64_t>, layout::Planner> planners;
+  sharding::PlannerCache planners{mesh};
 };
 
 FailureOr<Value> Partitioner::redistribute(OpBuilder &b, Location loc,
@@ -71,13 +71,9 @@ FailureOr<Value> Partitioner::redistribute(OpBuilder &b, Location loc,
   std::vector<int64_t> shape(global.getShape().begin(),
                              global.getShape().end());
   int64_t bytes = sharding::elementBytes(global);
-  auto key = std::make_pair(shape, bytes);
-  auto it = planners.find(key);
-  if (it == planners.end())
-    it = planners.emplace(key, layout::Planner(mesh, shape, bytes)).first;
   std::string error;
   std::optional<layout::RedistributionPlan> plan =
-      it->second.plan(from, to, error);
+      planners.plan(global, from, to, error);
   if (!plan)
     return emitError(loc) << "cannot redistribute " << global << " from "
                           << from.toString(mesh) << " to " << to.toString(mesh)

@@ -33,13 +33,6 @@ std::vector<int64_t> shapeOf(Value v) {
   return {s.begin(), s.end()};
 }
 
-/// "'loom.matmul' (ONNX node '/fc1/MatMul')".
-std::string describe(Operation *op) {
-  std::string s = "'" + op->getName().getStringRef().str() + "'";
-  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
-    s += " (ONNX node '" + name.getName().str() + "')";
-  return s;
-}
 
 struct EdgeCost {
   double bytes = 0;
@@ -94,7 +87,7 @@ private:
   }
   /// For results returned as updates: the argument they replace.
   llvm::DenseMap<Value, BlockArgument> updates;
-  std::map<std::pair<std::vector<int64_t>, int64_t>, layout::Planner> planners;
+  sharding::PlannerCache planners{mesh};
 };
 
 EdgeCost Propagator::redistributionCost(Value v,
@@ -102,15 +95,9 @@ EdgeCost Propagator::redistributionCost(Value v,
                                         const layout::TensorLayout &to) {
   if (from == to)
     return {};
-  std::vector<int64_t> shape = shapeOf(v);
-  int64_t bytes = sharding::elementBytes(v.getType());
-  auto key = std::make_pair(shape, bytes);
-  auto it = planners.find(key);
-  if (it == planners.end())
-    it = planners.emplace(key, layout::Planner(mesh, shape, bytes)).first;
   std::string error;
   std::optional<layout::RedistributionPlan> plan =
-      it->second.plan(from, to, error);
+      planners.plan(typeOf(v), from, to, error);
   if (!plan)
     return {1e30, 1 << 20};
   return {plan->cost.bytes, plan->cost.collectives};
@@ -124,7 +111,7 @@ Propagator::fixedAssignment(Operation *op, const ShardingRule &rule) {
   if (auto attr = op->getAttrOfType<ArrayAttr>(LoomDialect::kShardingAttrName)) {
     fixed = sharding::factorsFromAttr(attr, mesh, error);
     if (!fixed) {
-      op->emitError() << "sharding of " << describe(op) << ": " << error;
+      op->emitError() << "sharding of " << sharding::describeOp(op) << ": " << error;
       return failure();
     }
   } else if (auto strategy =
@@ -140,7 +127,7 @@ Propagator::fixedAssignment(Operation *op, const ShardingRule &rule) {
       types.push_back(typeOf(v));
     fixed = sharding::strategyToFactors(rule, types, spec, mesh, error);
     if (!fixed) {
-      op->emitError() << "strategy " << strategy << " of " << describe(op)
+      op->emitError() << "strategy " << strategy << " of " << sharding::describeOp(op)
                       << ": " << error;
       return failure();
     }
@@ -255,7 +242,7 @@ LogicalResult Propagator::chooseFor(Operation *op) {
   }
   if (!best)
     return op->emitError() << (fixed ? "the strategy of " : "no valid sharding for ")
-                           << describe(op) << ": " << firstError;
+                           << sharding::describeOp(op) << ": " << firstError;
 
   for (auto [i, v] : llvm::enumerate(op->getOperands())) {
     auto it = layouts.find(v);

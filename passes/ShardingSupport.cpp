@@ -63,6 +63,26 @@ int64_t elementBytes(Type type) {
   return std::max<int64_t>(1, element.getIntOrFloatBitWidth() / 8);
 }
 
+std::string describeOp(Operation *op) {
+  std::string s = "'" + op->getName().getStringRef().str() + "'";
+  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+    s += " (ONNX node '" + name.getName().str() + "')";
+  return s;
+}
+
+std::optional<layout::RedistributionPlan>
+PlannerCache::plan(RankedTensorType global, const layout::TensorLayout &from,
+                   const layout::TensorLayout &to, std::string &error) {
+  std::vector<int64_t> shape(global.getShape().begin(),
+                             global.getShape().end());
+  int64_t bytes = elementBytes(global);
+  auto key = std::make_pair(shape, bytes);
+  auto it = planners.find(key);
+  if (it == planners.end())
+    it = planners.emplace(key, layout::Planner(mesh, shape, bytes)).first;
+  return it->second.plan(from, to, error);
+}
+
 RankedTensorType localType(RankedTensorType global, const layout::Mesh &mesh,
                            const layout::TensorLayout &layout) {
   std::vector<int64_t> shape(global.getShape().begin(),

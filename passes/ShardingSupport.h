@@ -31,6 +31,24 @@ layout::TensorLayout toLayout(TensorLayoutAttr attr, MeshAttr mesh);
 TensorLayoutAttr toAttr(MeshAttr mesh, const layout::TensorLayout &layout);
 /// Bytes per element of a tensor type (i1 counts 1).
 int64_t elementBytes(mlir::Type type);
+/// "'loom.matmul' (ONNX node '/fc1/MatMul')", for messages.
+std::string describeOp(mlir::Operation *op);
+
+/// Redistribution plans for the tensors of one mesh: one layout::Planner per
+/// global shape and element size, so that the searches it keeps are shared
+/// by every value of that shape.
+class PlannerCache {
+public:
+  explicit PlannerCache(const layout::Mesh &mesh) : mesh(mesh) {}
+  std::optional<layout::RedistributionPlan>
+  plan(mlir::RankedTensorType global, const layout::TensorLayout &from,
+       const layout::TensorLayout &to, std::string &error);
+
+private:
+  const layout::Mesh &mesh;
+  std::map<std::pair<std::vector<int64_t>, int64_t>, layout::Planner> planners;
+};
+
 /// The per-device type of `global` under `layout`.
 mlir::RankedTensorType localType(mlir::RankedTensorType global,
                                  const layout::Mesh &mesh,

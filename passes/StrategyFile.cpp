@@ -190,7 +190,7 @@ std::optional<StrategyFile> parseStrategyFile(StringRef text,
 }
 
 bool applyStrategies(func::FuncOp func, const StrategyFile &file,
-                     StringRef fileName, MeshAttr meshAttr,
+                     StringRef fileName,
                      const layout::Mesh &mesh, std::string &error) {
   if (!file.mesh.empty() && file.mesh != meshSpec(mesh)) {
     error = fileName.str() + ": written for the mesh " + file.mesh +
@@ -339,13 +339,11 @@ bool applyStrategies(func::FuncOp func, const StrategyFile &file,
       }
     }
   }
-  (void)meshAttr;
   return true;
 }
 
-std::string writeStrategyFile(func::FuncOp func, MeshAttr meshAttr,
+std::string writeStrategyFile(func::FuncOp func,
                               const layout::Mesh &mesh) {
-  (void)meshAttr;
   llvm::json::Array list;
   std::map<std::pair<std::string, std::string>, int64_t> seen;
   for (Operation &op : func.getBody().front().without_terminator()) {

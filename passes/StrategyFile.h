@@ -65,13 +65,13 @@ std::optional<StrategyFile> parseStrategyFile(llvm::StringRef text,
 /// Sets `loom.sharding` on the ops the entries select. Fails with an error
 /// naming the file, the entry, the ONNX node, the op and the rule broken.
 bool applyStrategies(mlir::func::FuncOp func, const StrategyFile &file,
-                     llvm::StringRef fileName, MeshAttr meshAttr,
+                     llvm::StringRef fileName,
                      const layout::Mesh &mesh, std::string &error);
 
 /// After loom-propagate-sharding: every op that has an ONNX node name, with
 /// its operands' layouts by axis name, keyed by node, op and index, so that
 /// loading the file back reproduces the same sharding.
-std::string writeStrategyFile(mlir::func::FuncOp func, MeshAttr meshAttr,
+std::string writeStrategyFile(mlir::func::FuncOp func,
                               const layout::Mesh &mesh);
 
 /// `dp=2,tp=4` for a mesh.

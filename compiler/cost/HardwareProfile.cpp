@@ -444,6 +444,14 @@ bool saveProfile(const HardwareProfile &profile, const std::string &path,
 
 namespace {
 
+/// Every kernel class at 1: the built-in figures are peaks.
+std::map<std::string, double> peakEfficiencies() {
+  std::map<std::string, double> efficiency;
+  for (const std::string &kernelClass : kKernelClasses)
+    efficiency[kernelClass] = 1.0;
+  return efficiency;
+}
+
 HardwareProfile h100() {
   HardwareProfile p;
   p.name = "8xH100-80GB";
@@ -454,11 +462,7 @@ HardwareProfile h100() {
   p.memoryCapacity = 80'000'000'000;
   p.intraNode = {370e9, 5e-6};
   p.interNode = {48e9, 1e-5};
-  p.efficiency = {{"matmul", 1.0},
-                  {"conv", 1.0},
-                  {"elementwise", 1.0},
-                  {"reduction", 1.0},
-                  {"other", 1.0}};
+  p.efficiency = peakEfficiencies();
   p.notes = {
       "H100 SXM datasheet: 989 TFLOP/s dense bf16/fp16, 67 TFLOP/s fp32, "
       "80 GB HBM3 at 3.35 TB/s",
@@ -484,11 +488,7 @@ HardwareProfile a100() {
   p.memoryCapacity = 80'000'000'000;
   p.intraNode = {230e9, 5e-6};
   p.interNode = {24e9, 1e-5};
-  p.efficiency = {{"matmul", 1.0},
-                  {"conv", 1.0},
-                  {"elementwise", 1.0},
-                  {"reduction", 1.0},
-                  {"other", 1.0}};
+  p.efficiency = peakEfficiencies();
   p.notes = {
       "A100 SXM 80 GB datasheet: 312 TFLOP/s dense bf16/fp16, 19.5 TFLOP/s "
       "fp32, 80 GB HBM2e at 2.0 TB/s",

@@ -370,8 +370,7 @@ int partition(ModuleOp module) {
         (*buffer)->getBuffer(), strategyFlag, error);
     if (!file)
       return reportError(error);
-    if (!sharding::applyStrategies(func, *file, strategyFlag, *meshAttr,
-                                   *mesh, error))
+    if (!sharding::applyStrategies(func, *file, strategyFlag, *mesh, error))
       return reportError(error);
   }
 
@@ -419,7 +418,7 @@ int partition(ModuleOp module) {
     auto output = mlir::openOutputFile(saveStrategyFlag, &error);
     if (!output)
       return reportError(error);
-    output->os() << sharding::writeStrategyFile(func, *meshAttr, *mesh);
+    output->os() << sharding::writeStrategyFile(func, *mesh);
     output->keep();
   }
   PassManager lower(&context);
