@@ -3,30 +3,38 @@
 // `--mode auto`: the forward ops of a training step (or every op of an
 // inference graph) become the nodes of a cost graph (compiler/search). Each
 // node's candidates are the valid assignments of mesh axes to the factors
-// of its sharding rule; a candidate costs the op's compute (roofline, the
-// backward counted as twice the forward), the all-reduce of its parameters'
-// gradients over the axes that split work the parameters do not index, and
-// lambda times its per-device memory (parameters, gradients, optimizer
-// state, saved activations). An edge costs the redistribution of the value
-// from its producer's layout to what its consumer needs, and of the
-// gradient back. The eliminations of `search::solve` find the cheapest
-// assignment; lambda rises from 0 until the plan fits the device memory.
-// The backward and optimizer ops then follow their forward ops through
+// of its sharding rule (only the user's, for an op the user fixed); a
+// candidate costs its NodeTerms (passes/StepCost.h): compute, the
+// all-reduce of its parameters' gradients, and lambda times its
+// per-device memory. An edge costs the redistribution of the value from
+// its producer's layout to what its consumer needs, and of the gradient
+// back. The eliminations of `search::solve` find the cheapest assignment;
+// lambda rises from 0 until the plan fits the device memory. The backward
+// and optimizer ops then follow their forward ops through
 // loom-propagate-sharding.
+//
+// Repeated layers. A transformer's layers are the same ops on the same
+// types, so candidates and their costs are computed once per op signature
+// (name, attributes, operand and result types, which operands are
+// parameters) and edge cost matrices once per pair of signatures: a
+// 96-layer model costs what one layer does, and only the solve grows with
+// depth (linearly, since the layers form a chain the eliminations reduce).
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/cost/CostModel.h"
+#include "passes/AutoSharding.h"
+
 #include "compiler/search/CostGraph.h"
 #include "passes/Passes.h"
-#include "passes/ShardingSupport.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Format.h"
 
 #include <cmath>
 #include <functional>
 #include <map>
+#include <memory>
 
 namespace loom {
 #define GEN_PASS_DEF_AUTOSHARDING
@@ -35,90 +43,102 @@ namespace loom {
 
 using namespace mlir;
 using namespace loom;
+using namespace loom::sharding;
 
 namespace {
 
-RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+using Matrix = std::vector<std::vector<double>>;
 
-std::vector<int64_t> shapeOf(RankedTensorType t) {
-  return {t.getShape().begin(), t.getShape().end()};
-}
-
-std::string dtypeOf(RankedTensorType t) {
-  Type e = t.getElementType();
-  return e.isBF16() ? "bf16" : e.isF16() ? "f16" : "f32";
-}
-
+/// An edge's costs per pair of candidates: seconds of redistribution, and
+/// bytes per device of the redistributed copy when the backward pass keeps
+/// it (a saved value the consumer needs in another layout: a weight
+/// gathered for its matmul is held until the matmul's backward).
+struct EdgeCosts {
+  Matrix seconds, bytes;
+  bool hasBytes = false;
+};
 
 struct Candidate {
   FactorAxes axes;
-  sharding::OpLayouts layouts;
-  double seconds = 0;
-  double memory = 0;
+  OpLayouts layouts;
+  NodeTerms terms;
+};
+
+/// The candidates of every op with one signature.
+struct CandidateSet {
+  std::vector<Candidate> list;
+  bool fixed = false;
 };
 
 class AutoSharder {
 public:
-  AutoSharder(func::FuncOp func, MeshAttr meshAttr, layout::Mesh mesh,
-              cost::HardwareProfile profile, int64_t memoryLimit)
-      : func(func), meshAttr(meshAttr), mesh(std::move(mesh)),
-        profile(std::move(profile)), memoryLimit(memoryLimit) {}
+  AutoSharder(func::FuncOp func, layout::Mesh mesh, const SearchOptions &options)
+      : func(func), mesh(std::move(mesh)), options(options),
+        step(analyzeStep(func)), coster(func, this->mesh, options.profile, step),
+        planners(this->mesh) {}
 
-  LogicalResult run();
+  FailureOr<SearchReport> run();
 
 private:
-  void enumerate(Operation *op, const ShardingRule &rule,
-                 std::vector<Candidate> &out);
+  FailureOr<const CandidateSet *> candidatesFor(Operation *op);
+  void enumerate(Operation *op, const ShardingRule &rule, CandidateSet &set);
+  const EdgeCosts &edgeCosts(const CandidateSet *producer, unsigned result,
+                             const CandidateSet *consumer, unsigned operand,
+                             RankedTensorType type, bool saved);
   /// Seconds to redistribute a tensor of `type` from `from` to `to`.
   double redistributionSeconds(RankedTensorType type,
                                const layout::TensorLayout &from,
                                const layout::TensorLayout &to);
   double stepSeconds(const layout::TensorLayout &before,
                      const layout::TensorLayout &after,
-                     const layout::Step &step,
-                     const std::vector<int64_t> &shape, int64_t elementBytes);
-  /// The ranks of rank 0's group over `axes` (which link a collective uses).
-  std::vector<int64_t> group(const std::vector<int> &axes) {
-    return layout::commGroups(mesh, axes).front();
+                     const layout::Step &step, const std::vector<int64_t> &shape,
+                     int64_t elementBytes);
+  void progress(StringRef phase, int64_t done, int64_t total) {
+    if (options.progress)
+      options.progress(phase, done, total);
   }
 
   func::FuncOp func;
-  MeshAttr meshAttr;
   layout::Mesh mesh;
-  cost::HardwareProfile profile;
-  int64_t memoryLimit;
-  bool training = false;
-  double optimizerStateFactor = 0;
-  sharding::PlannerCache planners{mesh};
-  std::map<std::tuple<std::vector<int64_t>, int64_t, layout::TensorLayout,
-                      layout::TensorLayout>,
+  const SearchOptions &options;
+  StepShape step;
+  NodeCoster coster;
+  PlannerCache planners;
+  std::map<std::vector<const void *>, std::unique_ptr<CandidateSet>> sets;
+  std::map<std::tuple<const CandidateSet *, unsigned, const CandidateSet *,
+                      unsigned, bool>,
+           EdgeCosts>
+      matrices;
+  std::map<std::tuple<const void *, layout::TensorLayout, layout::TensorLayout>,
            double>
       seconds;
 };
 
 double AutoSharder::stepSeconds(const layout::TensorLayout &before,
                                 const layout::TensorLayout &after,
-                                const layout::Step &step,
+                                const layout::Step &s,
                                 const std::vector<int64_t> &shape,
                                 int64_t elementBytes) {
   double in = static_cast<double>(before.localNumElements(mesh, shape)) *
               static_cast<double>(elementBytes);
   double out = static_cast<double>(after.localNumElements(mesh, shape)) *
                static_cast<double>(elementBytes);
-  std::vector<int> axes(step.axes.begin(), step.axes.end());
-  switch (step.kind) {
+  std::vector<int> axes(s.axes.begin(), s.axes.end());
+  const cost::HardwareProfile &profile = options.profile;
+  GroupCache &groups = coster.groupCache();
+  switch (s.kind) {
   case layout::StepKind::AllReduce:
     return cost::collectiveSeconds(profile, cost::CollectiveKind::AllReduce,
-                                   in, group(axes));
+                                   in, groups.group(axes));
   case layout::StepKind::ReduceScatter:
     return cost::collectiveSeconds(
-        profile, cost::CollectiveKind::ReduceScatter, in, group(axes));
+        profile, cost::CollectiveKind::ReduceScatter, in, groups.group(axes));
   case layout::StepKind::AllGather:
     return cost::collectiveSeconds(profile, cost::CollectiveKind::AllGather,
-                                   out, group(axes));
+                                   out, groups.group(axes));
   case layout::StepKind::AllToAll:
     return cost::collectiveSeconds(profile, cost::CollectiveKind::AllToAll,
-                                   in, group(axes));
+                                   in, groups.group(axes));
   case layout::StepKind::LocalSplit:
   case layout::StepKind::MakePartial:
     return 0;
@@ -131,36 +151,42 @@ double AutoSharder::redistributionSeconds(RankedTensorType type,
                                           const layout::TensorLayout &to) {
   if (from == to)
     return 0;
-  std::vector<int64_t> shape = shapeOf(type);
-  int64_t bytes = sharding::elementBytes(type);
-  auto key = std::make_tuple(shape, bytes, from, to);
+  auto key = std::make_tuple(type.getAsOpaquePointer(), from, to);
   if (auto it = seconds.find(key); it != seconds.end())
     return it->second;
+  std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+  int64_t bytes = elementBytes(type);
   std::string error;
   double total = 1e30;
   if (std::optional<layout::RedistributionPlan> plan =
           planners.plan(type, from, to, error)) {
     total = 0;
     layout::TensorLayout current = from;
-    for (const layout::Step &step : plan->steps) {
+    for (const layout::Step &s : plan->steps) {
       std::optional<layout::TensorLayout> next =
-          layout::applyStep(mesh, current, step, shape, error);
+          layout::applyStep(mesh, current, s, shape, error);
       if (!next) {
         total = 1e30;
         break;
       }
-      total += stepSeconds(current, *next, step, shape, bytes);
+      total += stepSeconds(current, *next, s, shape, bytes);
       current = *next;
     }
   }
-  seconds[key] = total;
+  seconds.emplace(key, total);
   return total;
 }
 
 void AutoSharder::enumerate(Operation *op, const ShardingRule &rule,
-                            std::vector<Candidate> &out) {
+                            CandidateSet &set) {
   const int numFactors = static_cast<int>(rule.factors.size());
   const int numAxes = mesh.numAxes();
+  auto add = [&](const FactorAxes &axes) {
+    std::string error;
+    std::optional<OpLayouts> layouts = deriveLayouts(rule, axes, mesh, error);
+    if (layouts)
+      set.list.push_back({axes, std::move(*layouts), {}});
+  };
   // Every way of giving each mesh axis to one factor or to none; the axes
   // of a factor keep the mesh's order (outermost first).
   std::vector<int> pick(numAxes, -1);
@@ -170,11 +196,7 @@ void AutoSharder::enumerate(Operation *op, const ShardingRule &rule,
       for (int x = 0; x < numAxes; ++x)
         if (pick[x] >= 0)
           axes[pick[x]].push_back(x);
-      std::string error;
-      std::optional<sharding::OpLayouts> layouts =
-          sharding::deriveLayouts(rule, axes, mesh, error);
-      if (layouts)
-        out.push_back({axes, std::move(*layouts)});
+      add(axes);
       return;
     }
     for (int f = -1; f < numFactors; ++f) {
@@ -186,215 +208,321 @@ void AutoSharder::enumerate(Operation *op, const ShardingRule &rule,
     }
   };
   visit(0);
-
-  // Node costs: compute, parameter-gradient all-reduces, memory.
-  auto iface = cast<CostOpInterface>(op);
-  for (Candidate &c : out) {
-    SmallVector<RankedTensorType> operands, results;
-    for (auto [i, v] : llvm::enumerate(op->getOperands()))
-      operands.push_back(
-          sharding::localType(typeOf(v), mesh, c.layouts.operands[i]));
-    for (auto [j, r] : llvm::enumerate(op->getResults()))
-      results.push_back(
-          sharding::localType(typeOf(r), mesh, c.layouts.results[j]));
-    OpWork work = iface.estimateWork(operands, results);
-    std::string dtype = results.empty() ? "f32" : dtypeOf(results.front());
-    c.seconds = cost::computeSeconds(
-                    profile, {work.flops, work.bytes, dtype, work.kernelClass}) *
-                (training ? 3.0 : 1.0);
-    for (auto [i, v] : llvm::enumerate(op->getOperands())) {
-      auto arg = dyn_cast<BlockArgument>(v);
-      if (!arg || !func.getArgAttr(arg.getArgNumber(),
-                                   LoomDialect::kParamAttrName))
-        continue;
-      double bytes = static_cast<double>(operands[i].getNumElements()) *
-                     static_cast<double>(sharding::elementBytes(operands[i]));
-      if (training) {
-        // Parameter, gradient and optimizer state stay for the whole step.
-        c.memory += bytes * (2.0 + optimizerStateFactor);
-        // The gradient sums over the work split on axes the parameter does
-        // not index: one all-reduce over them.
-        std::vector<int> summed;
-        for (size_t f = 0; f < c.axes.size(); ++f) {
-          bool indexed = llvm::any_of(rule.operands[i], [&](const auto &d) {
-            return llvm::is_contained(d, static_cast<int>(f));
-          });
-          if (!indexed)
-            summed.insert(summed.end(), c.axes[f].begin(), c.axes[f].end());
-        }
-        llvm::sort(summed);
-        if (!summed.empty())
-          c.seconds += cost::collectiveSeconds(
-              profile, cost::CollectiveKind::AllReduce, bytes, group(summed));
-      } else {
-        c.memory += bytes;
-      }
-    }
-    if (training)
-      for (RankedTensorType r : results) // saved for the backward
-        c.memory += static_cast<double>(r.getNumElements()) *
-                    static_cast<double>(sharding::elementBytes(r));
-  }
+  for (Candidate &c : set.list)
+    c.terms = coster.terms(op, rule, c.axes, c.layouts);
 }
 
-LogicalResult AutoSharder::run() {
-  Block &body = func.getBody().front();
-  Operation *terminator = body.getTerminator();
-  // Forward ops: up to the loss (result 0 of a training step).
-  Operation *lastForward = nullptr;
-  if (auto name = func.getResultAttrOfType<StringAttr>(
-          0, LoomDialect::kOutputAttrName);
-      name && name.getValue() == "loss" &&
-      llvm::any_of(body, [](Operation &op) {
-        return isa<SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp>(op);
-      })) {
-    training = true;
-    lastForward = terminator->getOperand(0).getDefiningOp();
+FailureOr<const CandidateSet *> AutoSharder::candidatesFor(Operation *op) {
+  std::vector<const void *> key;
+  key.push_back(op->getName().getAsOpaquePointer());
+  key.push_back(op->getAttrDictionary().getAsOpaquePointer());
+  uintptr_t parameters = 0;
+  for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+    key.push_back(v.getType().getAsOpaquePointer());
+    if (coster.isParameter(v))
+      parameters |= uintptr_t(1) << (i % (8 * sizeof(uintptr_t)));
   }
-  for (Operation &op : body)
-    if (isa<AdamUpdateOp>(op))
-      optimizerStateFactor = 2;
-    else if (isa<MomentumUpdateOp>(op) && optimizerStateFactor < 1)
-      optimizerStateFactor = 1;
+  for (Type t : op->getResultTypes())
+    key.push_back(t.getAsOpaquePointer());
+  key.push_back(reinterpret_cast<const void *>(parameters));
+  auto it = sets.find(key);
+  if (it != sets.end())
+    return it->second.get();
 
-  std::vector<Operation *> nodes;
-  for (Operation &op : body.without_terminator()) {
-    if (!isa<ConstantOp>(op) && isa<ShardingOpInterface>(op))
-      nodes.push_back(&op);
-    if (&op == lastForward)
-      break;
+  auto set = std::make_unique<CandidateSet>();
+  ShardingRule rule = cast<ShardingOpInterface>(op).getShardingRule();
+  FailureOr<std::optional<FactorAxes>> fixed = fixedAssignment(op, rule, mesh);
+  if (failed(fixed))
+    return failure();
+  if (*fixed) {
+    std::string error;
+    std::optional<OpLayouts> layouts = deriveLayouts(rule, **fixed, mesh, error);
+    if (!layouts)
+      return op->emitError() << "sharding of " << describeOp(op) << ": "
+                             << error;
+    set->fixed = true;
+    set->list.push_back({**fixed, std::move(*layouts), {}});
+    set->list.back().terms = coster.terms(op, rule, **fixed, set->list.back().layouts);
+  } else {
+    enumerate(op, rule, *set);
   }
+  if (set->list.empty())
+    return op->emitError() << "no valid sharding for " << describeOp(op)
+                           << " on " << mesh.toString();
+  return sets.emplace(std::move(key), std::move(set)).first->second.get();
+}
+
+const EdgeCosts &AutoSharder::edgeCosts(const CandidateSet *producer,
+                                        unsigned result,
+                                        const CandidateSet *consumer,
+                                        unsigned operand, RankedTensorType type,
+                                        bool saved) {
+  auto key = std::make_tuple(producer, result, consumer, operand, saved);
+  if (auto it = matrices.find(key); it != matrices.end())
+    return it->second;
+  EdgeCosts e;
+  e.seconds.assign(producer->list.size(),
+                   std::vector<double>(consumer->list.size(), 0));
+  e.bytes = e.seconds;
+  for (size_t a = 0; a < producer->list.size(); ++a)
+    for (size_t b = 0; b < consumer->list.size(); ++b) {
+      const layout::TensorLayout &have =
+          producer->list[a].layouts.results[result];
+      const layout::TensorLayout &want =
+          consumer->list[b].layouts.operands[operand];
+      double s = redistributionSeconds(type, have, want);
+      if (step.training) {
+        // The gradient flows back: from what the consumer's operand was to
+        // the producer's result layout, without its partial sums.
+        layout::TensorLayout back = have;
+        for (int axis : std::vector<int>(back.partialAxes()))
+          back.removePartial(axis);
+        s += redistributionSeconds(type, want, back);
+      }
+      e.seconds[a][b] = s;
+      if (saved && have != want) {
+        e.bytes[a][b] =
+            static_cast<double>(localType(type, mesh, want).getNumElements()) *
+            static_cast<double>(elementBytes(type));
+        e.hasBytes = true;
+      }
+    }
+  return matrices.emplace(key, std::move(e)).first->second;
+}
+
+FailureOr<SearchReport> AutoSharder::run() {
+  Operation *terminator = func.getBody().front().getTerminator();
+  std::vector<Operation *> nodes = forwardOps(func, step);
   llvm::DenseMap<Operation *, int> index;
-  std::vector<std::vector<Candidate>> candidates(nodes.size());
+  std::vector<const CandidateSet *> candidates(nodes.size());
   for (auto [n, op] : llvm::enumerate(nodes)) {
     index[op] = static_cast<int>(n);
-    enumerate(op, cast<ShardingOpInterface>(op).getShardingRule(),
-              candidates[n]);
-    if (candidates[n].empty())
-      return op->emitError() << "no valid sharding for " << sharding::describeOp(op);
+    FailureOr<const CandidateSet *> set = candidatesFor(op);
+    if (failed(set))
+      return failure();
+    candidates[n] = *set;
+    if (n % 64 == 0)
+      progress("costing ops", static_cast<int64_t>(n),
+               static_cast<int64_t>(nodes.size()));
   }
 
   // Edges: producer result -> consumer operand, both forward ops. Values
   // returned (the loss, outputs) must end replicated.
-  struct EdgeInfo {
+  struct EdgeRef {
     int from, to;
-    std::vector<std::vector<double>> costs;
+    const EdgeCosts *costs;
+    unsigned operand; // of the consumer
   };
-  std::vector<EdgeInfo> edges;
+  std::vector<EdgeRef> edges;
   std::vector<std::vector<double>> sinkCost(nodes.size());
   for (auto [n, op] : llvm::enumerate(nodes)) {
-    sinkCost[n].assign(candidates[n].size(), 0);
+    const CandidateSet *set = candidates[n];
+    sinkCost[n].assign(set->list.size(), 0);
     for (auto [i, v] : llvm::enumerate(op->getOperands())) {
       Operation *producer = v.getDefiningOp();
-      if (!producer || !index.count(producer))
+      auto it = producer ? index.find(producer) : index.end();
+      if (it == index.end())
         continue;
-      int p = index[producer];
+      int p = it->second;
       unsigned result = cast<OpResult>(v).getResultNumber();
-      EdgeInfo e{p, static_cast<int>(n), {}};
-      e.costs.assign(candidates[p].size(),
-                     std::vector<double>(candidates[n].size(), 0));
-      for (size_t a = 0; a < candidates[p].size(); ++a)
-        for (size_t b = 0; b < candidates[n].size(); ++b) {
-          const layout::TensorLayout &have =
-              candidates[p][a].layouts.results[result];
-          const layout::TensorLayout &want = candidates[n][b].layouts.operands[i];
-          double s = redistributionSeconds(typeOf(v), have, want);
-          if (training) {
-            // The gradient flows back: from what the consumer's operand
-            // was to the producer's result layout, without its partial
-            // sums.
-            layout::TensorLayout back = have;
-            for (int axis : std::vector<int>(back.partialAxes()))
-              back.removePartial(axis);
-            s += redistributionSeconds(typeOf(v), want, back);
-          }
-          e.costs[a][b] = s;
-        }
-      edges.push_back(std::move(e));
+      edges.push_back({p, static_cast<int>(n),
+                       &edgeCosts(candidates[p], result, set, i,
+                                  cast<RankedTensorType>(v.getType()),
+                                  step.isSaved(v)),
+                       static_cast<unsigned>(i)});
     }
     for (auto [j, r] : llvm::enumerate(op->getResults()))
-      if (llvm::is_contained(terminator->getOperands(), r))
-        for (size_t a = 0; a < candidates[n].size(); ++a)
+      if (llvm::is_contained(terminator->getOperands(), r)) {
+        auto type = cast<RankedTensorType>(r.getType());
+        for (size_t a = 0; a < set->list.size(); ++a)
           sinkCost[n][a] += redistributionSeconds(
-              typeOf(r), candidates[n][a].layouts.results[j],
-              layout::TensorLayout::replicated(typeOf(r).getRank()));
+              type, set->list[a].layouts.results[j],
+              layout::TensorLayout::replicated(type.getRank()));
+      }
+    if (n % 64 == 0)
+      progress("costing edges", static_cast<int64_t>(n),
+               static_cast<int64_t>(nodes.size()));
   }
 
+  search::CostGraph graph;
+  for (size_t n = 0; n < nodes.size(); ++n)
+    graph.addNode(std::vector<double>(candidates[n]->list.size(), 0));
+  for (const EdgeRef &e : edges)
+    graph.addEdge(e.from, e.to, e.costs->seconds);
+
   // Solve, raising lambda (seconds per byte) until the memory fits.
-  int64_t limit = memoryLimit > 0 ? memoryLimit : profile.memoryCapacity;
+  int64_t limit = options.memoryLimit > 0 ? options.memoryLimit
+                                          : options.profile.memoryCapacity;
+  int solves = 0;
   auto solveWith = [&](double lambda, double &memory) {
-    search::CostGraph graph;
     for (size_t n = 0; n < nodes.size(); ++n) {
       std::vector<double> costs;
-      for (size_t a = 0; a < candidates[n].size(); ++a)
-        costs.push_back(candidates[n][a].seconds + sinkCost[n][a] +
-                        lambda * candidates[n][a].memory);
-      graph.addNode(std::move(costs));
+      for (size_t a = 0; a < candidates[n]->list.size(); ++a) {
+        const NodeTerms &t = candidates[n]->list[a].terms;
+        costs.push_back(t.seconds() + sinkCost[n][a] + lambda * t.memoryBytes);
+      }
+      graph.setNodeCosts(static_cast<int>(n), std::move(costs));
     }
-    for (const EdgeInfo &e : edges)
-      graph.addEdge(e.from, e.to, e.costs);
+    for (auto [k, e] : llvm::enumerate(edges)) {
+      if (!e.costs->hasBytes)
+        continue;
+      Matrix costs = e.costs->seconds;
+      for (size_t a = 0; a < costs.size(); ++a)
+        for (size_t b = 0; b < costs[a].size(); ++b)
+          costs[a][b] += lambda * e.costs->bytes[a][b];
+      graph.setEdgeCosts(static_cast<int>(k), std::move(costs));
+    }
+    progress("solving", ++solves, 0);
     search::Solution s = search::solve(graph);
     memory = 0;
     for (size_t n = 0; n < nodes.size(); ++n)
-      memory += candidates[n][s.choice[n]].memory;
+      memory += candidates[n]->list[s.choice[n]].terms.memoryBytes;
+    for (const EdgeRef &e : edges)
+      memory += e.costs->bytes[s.choice[e.from]][s.choice[e.to]];
     return s;
   };
+  // Lambda: 0 if the fastest plan fits; else the most compact plan (memory
+  // first, time only breaking ties) must fit, and lambda rises from the
+  // ratio of the fastest plan's time to its memory until a plan fits, then
+  // is bisected (in log scale, to 10%) down to the smallest that fits.
   double memory = 0;
+  double lambda = 0;
   search::Solution best = solveWith(0, memory);
   if (limit > 0 && memory > static_cast<double>(limit)) {
-    double high = 1e-15, bestMemory = memory;
-    bool fits = false;
-    for (int k = 0; k < 60 && !fits; ++k) {
-      high *= 4;
-      search::Solution s = solveWith(high, bestMemory);
-      if (bestMemory <= static_cast<double>(limit)) {
-        fits = true;
+    double scale = std::max(best.cost, 1e-12) / std::max(memory, 1.0);
+    double compactMemory = 0;
+    search::Solution compact = solveWith(scale * 1e6, compactMemory);
+    if (compactMemory > static_cast<double>(limit)) {
+      // Name the largest per-device tensors of the most compact plan.
+      std::vector<NodeCoster::MemoryItem> items;
+      for (size_t n = 0; n < nodes.size(); ++n)
+        for (NodeCoster::MemoryItem &item : coster.memoryItems(
+                 nodes[n], candidates[n]->list[compact.choice[n]].layouts))
+          items.push_back(std::move(item));
+      for (const EdgeRef &e : edges)
+        if (double bytes = e.costs->bytes[compact.choice[e.from]]
+                                         [compact.choice[e.to]]) {
+          Operation *user = nodes[e.to];
+          items.push_back(
+              {"copy of a result of " + describeOp(nodes[e.from]) +
+                   " kept for the backward of " + describeOp(user),
+               bytes,
+               compactLayout(
+                   candidates[e.to]->list[compact.choice[e.to]]
+                       .layouts.operands[e.operand],
+                   mesh)});
+        }
+      llvm::stable_sort(items, [](const auto &a, const auto &b) {
+        return a.bytes > b.bytes;
+      });
+      InFlightDiagnostic d = func.emitError();
+      d << "no sharding on " << mesh.toString() << " fits in "
+        << formatBytes(static_cast<double>(limit)) << " (" << limit
+        << " bytes) per device: the most compact plan found needs "
+        << formatBytes(compactMemory) << ", "
+        << formatBytes(compactMemory - static_cast<double>(limit))
+        << " over. Its largest tensors per device:";
+      for (size_t k = 0; k < items.size() && k < 6; ++k)
+        d << "\n  " << items[k].what << ": " << formatBytes(items[k].bytes)
+          << " as " << items[k].layout;
+      d << "\nUse more devices, a smaller batch, or a larger --memory-limit";
+      return failure();
+    }
+    best = compact;
+    memory = compactMemory;
+    lambda = scale * 1e6;
+    double low = 0, high = scale;
+    for (; high < lambda; low = high, high *= 8) {
+      double m = 0;
+      search::Solution s = solveWith(high, m);
+      if (m <= static_cast<double>(limit)) {
         best = s;
-        memory = bestMemory;
+        memory = m;
+        lambda = high;
+        break;
       }
     }
-    if (!fits) {
-      // Name the largest per-device tensors of the most compact plan.
-      return func.emitError()
-             << "no sharding on " << mesh.toString() << " fits in "
-             << limit << " bytes per device: the most compact plan found "
-             << "needs " << static_cast<int64_t>(bestMemory)
-             << " bytes; use more devices or a smaller batch";
-    }
-    double low = high / 4;
-    for (int k = 0; k < 30; ++k) {
-      double mid = std::sqrt(low * high);
+    low = std::max(low, lambda / 8);
+    while (lambda > low * 1.1) {
+      double mid = std::sqrt(low * lambda);
       double m = 0;
       search::Solution s = solveWith(mid, m);
       if (m <= static_cast<double>(limit)) {
-        high = mid;
         best = s;
         memory = m;
+        lambda = mid;
       } else {
         low = mid;
       }
     }
   }
 
-  for (auto [n, op] : llvm::enumerate(nodes))
+  // The report, with each op's runner-up: its best other candidate with
+  // every other op's choice held.
+  SearchReport report;
+  report.nodes = static_cast<int>(nodes.size());
+  report.edges = static_cast<int>(edges.size());
+  report.distinctOps = static_cast<int>(sets.size());
+  report.solves = solves;
+  report.exact = best.exact;
+  report.exhaustiveNodes = best.exhaustiveNodes;
+  report.greedyFixes = best.greedyFixes;
+  report.memoryBytes = memory;
+  std::vector<std::vector<int>> incident(nodes.size());
+  for (auto [k, e] : llvm::enumerate(edges)) {
+    incident[e.from].push_back(static_cast<int>(k));
+    if (e.to != e.from)
+      incident[e.to].push_back(static_cast<int>(k));
+  }
+  for (auto [n, op] : llvm::enumerate(nodes)) {
+    const CandidateSet *set = candidates[n];
+    int chosen = best.choice[n];
+    // Seconds and bytes of candidate a of node n, its redistributions
+    // (and the copies they keep) included.
+    auto termsOf = [&](int a) {
+      double s = set->list[a].terms.seconds() + sinkCost[n][a];
+      double m = set->list[a].terms.memoryBytes;
+      for (int k : incident[n]) {
+        const EdgeRef &e = edges[k];
+        int from = e.from == static_cast<int>(n) ? a : best.choice[e.from];
+        int to = e.to == static_cast<int>(n) ? a : best.choice[e.to];
+        s += e.costs->seconds[from][to];
+        m += e.costs->bytes[from][to];
+      }
+      return std::make_pair(s, m);
+    };
+    SearchChoice c;
+    c.op = op;
+    c.fixed = set->fixed;
+    c.layouts = compactLayouts(set->list[chosen].layouts, mesh);
+    c.terms = set->list[chosen].terms;
+    auto [chosenSeconds, chosenMemory] = termsOf(chosen);
+    int runnerUp = -1;
+    double runnerUpCost = 0;
+    for (int a = 0; a < static_cast<int>(set->list.size()); ++a) {
+      if (a == chosen)
+        continue;
+      auto [seconds, memory] = termsOf(a);
+      double cost = seconds + lambda * memory;
+      if (runnerUp < 0 || cost < runnerUpCost) {
+        runnerUp = a;
+        runnerUpCost = cost;
+      }
+    }
+    if (runnerUp >= 0) {
+      auto [seconds, memory] = termsOf(runnerUp);
+      c.runnerUp = compactLayouts(set->list[runnerUp].layouts, mesh);
+      c.runnerUpSeconds = seconds - chosenSeconds;
+      c.runnerUpMemory = memory - chosenMemory;
+    }
+    report.seconds += set->list[chosen].terms.seconds() + sinkCost[n][chosen];
+    report.choices.push_back(std::move(c));
     op->setAttr(LoomDialect::kShardingAttrName,
-                sharding::factorsToAttr(func.getContext(),
-                                        candidates[n][best.choice[n]].axes,
-                                        mesh));
-  func->setAttr(LoomDialect::kSearchAttrName,
-                DictionaryAttr::get(
-                    func.getContext(),
-                    {NamedAttribute(StringAttr::get(func.getContext(), "cost"),
-                                    FloatAttr::get(Float64Type::get(func.getContext()),
-                                                   best.cost)),
-                     NamedAttribute(
-                         StringAttr::get(func.getContext(), "memory"),
-                         IntegerAttr::get(IntegerType::get(func.getContext(), 64),
-                                          static_cast<int64_t>(memory))),
-                     NamedAttribute(
-                         StringAttr::get(func.getContext(), "exact"),
-                         BoolAttr::get(func.getContext(), best.exact))}));
-  return success();
+                factorsToAttr(func.getContext(), set->list[chosen].axes, mesh));
+  }
+  for (const EdgeRef &e : edges)
+    report.seconds += e.costs->seconds[best.choice[e.from]][best.choice[e.to]];
+  return report;
 }
 
 struct AutoShardingPass
@@ -402,12 +530,11 @@ struct AutoShardingPass
   using AutoShardingBase::AutoShardingBase;
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    auto mesh = sharding::meshOf(func, "loom-auto-sharding");
+    auto mesh = meshOf(func, "loom-auto-sharding");
     if (failed(mesh))
       return signalPassFailure();
     std::string error;
-    std::optional<cost::HardwareProfile> hw =
-        cost::builtinProfile(profile);
+    std::optional<cost::HardwareProfile> hw = cost::builtinProfile(profile);
     if (!hw)
       hw = cost::loadProfile(profile, error);
     if (!hw) {
@@ -416,10 +543,33 @@ struct AutoShardingPass
                        << error;
       return signalPassFailure();
     }
-    AutoSharder sharder(func, mesh->first, mesh->second, *hw, memoryLimit);
-    if (failed(sharder.run()))
-      signalPassFailure();
+    SearchOptions options;
+    bool grown = false;
+    options.profile = profileForMesh(*hw, mesh->second, grown);
+    options.memoryLimit = memoryLimit;
+    FailureOr<SearchReport> report = searchShardings(func, options);
+    if (failed(report))
+      return signalPassFailure();
+    MLIRContext *ctx = func.getContext();
+    Builder b(ctx);
+    func->setAttr(LoomDialect::kSearchAttrName,
+                  b.getDictionaryAttr(
+                      {b.getNamedAttr("cost", b.getF64FloatAttr(report->seconds)),
+                       b.getNamedAttr("memory",
+                                      b.getI64IntegerAttr(static_cast<int64_t>(
+                                          report->memoryBytes))),
+                       b.getNamedAttr("exact", b.getBoolAttr(report->exact))}));
   }
 };
 
 } // namespace
+
+FailureOr<SearchReport>
+loom::sharding::searchShardings(func::FuncOp func,
+                                const SearchOptions &options) {
+  auto mesh = meshOf(func, "loom-auto-sharding");
+  if (failed(mesh))
+    return failure();
+  AutoSharder sharder(func, mesh->second, options);
+  return sharder.run();
+}

@@ -58,10 +58,6 @@ public:
 
 private:
   LogicalResult chooseFor(Operation *op);
-  /// The assignment `op` is fixed to (loom.sharding or loom.strategy), if
-  /// any; fails with a diagnostic when it is invalid.
-  FailureOr<std::optional<FactorAxes>> fixedAssignment(Operation *op,
-                                                       const ShardingRule &rule);
   /// Backward from the fixed ops: the layout each value's users would like,
   /// pulled through the ops that produce it (a transposed weight makes the
   /// weight want the transposed split).
@@ -103,38 +99,6 @@ EdgeCost Propagator::redistributionCost(Value v,
   return {plan->cost.bytes, plan->cost.collectives};
 }
 
-FailureOr<std::optional<FactorAxes>>
-Propagator::fixedAssignment(Operation *op, const ShardingRule &rule) {
-  std::string error;
-  // A fixed assignment: loom.sharding, or a loom.strategy's counts.
-  std::optional<FactorAxes> fixed;
-  if (auto attr = op->getAttrOfType<ArrayAttr>(LoomDialect::kShardingAttrName)) {
-    fixed = sharding::factorsFromAttr(attr, mesh, error);
-    if (!fixed) {
-      op->emitError() << "sharding of " << sharding::describeOp(op) << ": " << error;
-      return failure();
-    }
-  } else if (auto strategy =
-                 op->getAttrOfType<StrategyAttr>(LoomDialect::kStrategyAttrName)) {
-    sharding::StrategySpec spec;
-    for (DenseI64ArrayAttr counts : strategy.getInputs()) {
-      spec.emplace_back();
-      for (int64_t c : counts.asArrayRef())
-        spec.back().push_back({c, {}});
-    }
-    SmallVector<RankedTensorType> types;
-    for (Value v : op->getOperands())
-      types.push_back(typeOf(v));
-    fixed = sharding::strategyToFactors(rule, types, spec, mesh, error);
-    if (!fixed) {
-      op->emitError() << "strategy " << strategy << " of " << sharding::describeOp(op)
-                      << ": " << error;
-      return failure();
-    }
-  }
-  return fixed;
-}
-
 LogicalResult Propagator::chooseFor(Operation *op) {
   auto iface = dyn_cast<ShardingOpInterface>(op);
   if (!iface)
@@ -142,7 +106,7 @@ LogicalResult Propagator::chooseFor(Operation *op) {
   ShardingRule rule = iface.getShardingRule();
   std::string error;
 
-  FailureOr<std::optional<FactorAxes>> fixedOr = fixedAssignment(op, rule);
+  FailureOr<std::optional<FactorAxes>> fixedOr = sharding::fixedAssignment(op, rule, mesh);
   if (failed(fixedOr))
     return failure();
   std::optional<FactorAxes> fixed = *fixedOr;
@@ -266,7 +230,7 @@ LogicalResult Propagator::computePreferences(Block &body) {
     if (!iface)
       continue;
     ShardingRule rule = iface.getShardingRule();
-    FailureOr<std::optional<FactorAxes>> fixed = fixedAssignment(&op, rule);
+    FailureOr<std::optional<FactorAxes>> fixed = sharding::fixedAssignment(&op, rule, mesh);
     if (failed(fixed))
       return failure();
     FactorAxes axes(rule.factors.size());

@@ -471,4 +471,37 @@ std::string strategyToString(const StrategySpec &spec) {
   return s + "]";
 }
 
+FailureOr<std::optional<FactorAxes>>
+fixedAssignment(Operation *op, const ShardingRule &rule,
+                const layout::Mesh &mesh) {
+  std::string error;
+  // A fixed assignment: loom.sharding, or a loom.strategy's counts.
+  std::optional<FactorAxes> fixed;
+  if (auto attr = op->getAttrOfType<ArrayAttr>(LoomDialect::kShardingAttrName)) {
+    fixed = factorsFromAttr(attr, mesh, error);
+    if (!fixed) {
+      op->emitError() << "sharding of " << describeOp(op) << ": " << error;
+      return failure();
+    }
+  } else if (auto strategy =
+                 op->getAttrOfType<StrategyAttr>(LoomDialect::kStrategyAttrName)) {
+    StrategySpec spec;
+    for (DenseI64ArrayAttr counts : strategy.getInputs()) {
+      spec.emplace_back();
+      for (int64_t c : counts.asArrayRef())
+        spec.back().push_back({c, {}});
+    }
+    SmallVector<RankedTensorType> types;
+    for (Value v : op->getOperands())
+      types.push_back(cast<RankedTensorType>(v.getType()));
+    fixed = strategyToFactors(rule, types, spec, mesh, error);
+    if (!fixed) {
+      op->emitError() << "strategy " << strategy << " of " << describeOp(op)
+                      << ": " << error;
+      return failure();
+    }
+  }
+  return fixed;
+}
+
 } // namespace loom::sharding

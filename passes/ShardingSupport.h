@@ -80,6 +80,13 @@ bool induceFromOperand(const ShardingRule &rule, unsigned index,
 bool induceFromResult(const ShardingRule &rule, unsigned index,
                       const layout::TensorLayout &layout, FactorAxes &into);
 
+/// The assignment `op` is fixed to by the user (its loom.sharding, or a
+/// loom.strategy's counts), if any; fails with a diagnostic on `op` when it
+/// is invalid.
+mlir::FailureOr<std::optional<FactorAxes>>
+fixedAssignment(mlir::Operation *op, const ShardingRule &rule,
+                const layout::Mesh &mesh);
+
 mlir::ArrayAttr factorsToAttr(mlir::MLIRContext *ctx, const FactorAxes &axes,
                               const layout::Mesh &mesh);
 std::optional<FactorAxes> factorsFromAttr(mlir::ArrayAttr attr,

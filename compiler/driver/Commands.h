@@ -21,7 +21,7 @@ llvm::cl::OptionCategory &loomCategory();
 /// Prints "loom: error: MESSAGE" and returns exit code 1.
 int reportError(const llvm::Twine &message);
 
-/// `loom import` and `loom compile` (FrontEndCommands.cpp).
+/// `loom import`, `loom compile` and `loom simulate` (FrontEndCommands.cpp).
 std::optional<int> runFrontEndCommand();
 /// `loom run` (RunCommand.cpp).
 std::optional<int> runRunCommand();
@@ -29,6 +29,8 @@ std::optional<int> runRunCommand();
 std::optional<int> runExportCommand();
 /// `loom calibrate` (CalibrateCommand.cpp).
 std::optional<int> runCalibrateCommand();
+/// `loom explain` (ExplainCommand.cpp).
+std::optional<int> runExplainCommand();
 
 } // namespace loom::driver
 

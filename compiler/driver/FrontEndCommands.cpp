@@ -1,7 +1,9 @@
-//===- FrontEndCommands.cpp - `loom import` and `loom compile` ------------===//
+//===- FrontEndCommands.cpp - `loom import`, `compile` and `simulate` -----===//
 //
-// Both read an ONNX model with the same binding flags; import prints the
-// loom dialect, compile lowers it to a plan for the runtime.
+// All read an ONNX model with the same binding flags; import prints the
+// loom dialect, compile lowers it to a plan for the runtime, and simulate
+// compiles it without its weights and prints what the plan is predicted to
+// cost (the explanation `loom explain` prints for a compiled plan).
 //
 //===----------------------------------------------------------------------===//
 
@@ -9,6 +11,7 @@
 
 #include "compiler/Registration.h"
 #include "compiler/onnx/OnnxImporter.h"
+#include "compiler/plan/Explain.h"
 #include "compiler/plan/PlanEmitter.h"
 #include "dialects/LoomDialect.h"
 
@@ -17,14 +20,18 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/Passes.h"
+#include "passes/AutoSharding.h"
 #include "passes/Passes.h"
 #include "passes/StrategyFile.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <chrono>
 #include <cmath>
+#include <functional>
 #include <map>
 
 using namespace llvm;
@@ -36,27 +43,30 @@ namespace {
 cl::SubCommand importCmd("import",
                          "Import an ONNX model into the loom dialect (MLIR)");
 cl::SubCommand compileCmd("compile",
-                          "Compile an ONNX model into a plan for `loom run` "
-                          "(one device, inference, for now)");
+                          "Compile an ONNX model into a plan for `loom run`");
+cl::SubCommand simulateCmd(
+    "simulate", "Predict a model's step time and memory on a cluster, "
+                "without its weights (e.g. --cluster 8xH100-80GB --mesh "
+                "dp=16,tp=8 --mode auto)");
 
 // Shared by import and compile.
 cl::opt<std::string> modelPath(cl::Positional, cl::Required,
                                cl::desc("<MODEL.onnx>"), cl::sub(importCmd),
-                               cl::sub(compileCmd), cl::cat(loomCategory()));
+                               cl::sub(compileCmd), cl::sub(simulateCmd), cl::cat(loomCategory()));
 cl::opt<int64_t> batchFlag(
     "batch",
     cl::desc("Bind dimension 0 of every input whose batch is symbolic"),
-    cl::value_desc("N"), cl::init(0), cl::sub(importCmd), cl::sub(compileCmd),
+    cl::value_desc("N"), cl::init(0), cl::sub(importCmd), cl::sub(compileCmd), cl::sub(simulateCmd),
     cl::cat(loomCategory()));
 cl::list<std::string> dimFlags("dim",
                                cl::desc("Bind a named symbolic dimension"),
                                cl::value_desc("NAME=N"), cl::sub(importCmd),
-                               cl::sub(compileCmd), cl::cat(loomCategory()));
+                               cl::sub(compileCmd), cl::sub(simulateCmd), cl::cat(loomCategory()));
 cl::list<std::string>
     shapeFlags("input-shape",
                cl::desc("Give an input's full shape, e.g. x=8x32"),
                cl::value_desc("NAME=D0xD1x..."), cl::sub(importCmd),
-               cl::sub(compileCmd), cl::cat(loomCategory()));
+               cl::sub(compileCmd), cl::sub(simulateCmd), cl::cat(loomCategory()));
 
 // import only.
 cl::opt<std::string> importOutput("o",
@@ -78,9 +88,11 @@ cl::opt<bool> fuse(
     cl::sub(importCmd), cl::cat(loomCategory()));
 
 // compile only.
-cl::opt<std::string> planOutput("o", cl::desc("The plan file to write"),
-                                cl::value_desc("MODEL.plan"), cl::Required,
-                                cl::sub(compileCmd), cl::cat(loomCategory()));
+cl::opt<std::string> planOutput("o",
+                                cl::desc("The plan file to write (optional "
+                                         "for simulate)"),
+                                cl::value_desc("MODEL.plan"),
+                                cl::sub(compileCmd), cl::sub(simulateCmd), cl::cat(loomCategory()));
 cl::OptionCategory &trainCategory() {
   static cl::OptionCategory category("Training (loom compile --train)");
   return category;
@@ -88,34 +100,34 @@ cl::OptionCategory &trainCategory() {
 cl::opt<bool> train("train",
                     cl::desc("Compile a training step: loss, backward and "
                              "optimizer update"),
-                    cl::sub(compileCmd), cl::cat(trainCategory()));
+                    cl::sub(compileCmd), cl::sub(simulateCmd), cl::cat(trainCategory()));
 cl::opt<std::string> lossFlag("loss", cl::desc("cross_entropy or mse"),
-                              cl::init("cross_entropy"), cl::sub(compileCmd),
+                              cl::init("cross_entropy"), cl::sub(compileCmd), cl::sub(simulateCmd),
                               cl::cat(trainCategory()));
 cl::opt<std::string> optimizerFlag("optimizer",
                                    cl::desc("sgd, momentum, adam or adamw"),
-                                   cl::init("adamw"), cl::sub(compileCmd),
+                                   cl::init("adamw"), cl::sub(compileCmd), cl::sub(simulateCmd),
                                    cl::cat(trainCategory()));
 cl::opt<double> lrFlag("lr", cl::desc("Learning rate"), cl::init(1e-3),
-                       cl::sub(compileCmd), cl::cat(trainCategory()));
+                       cl::sub(compileCmd), cl::sub(simulateCmd), cl::cat(trainCategory()));
 cl::opt<double> momentumFlag("momentum", cl::desc("Momentum (momentum)"),
-                             cl::init(0.9), cl::sub(compileCmd),
+                             cl::init(0.9), cl::sub(compileCmd), cl::sub(simulateCmd),
                              cl::cat(trainCategory()));
 cl::opt<bool> nesterovFlag("nesterov", cl::desc("Nesterov momentum"),
-                           cl::sub(compileCmd), cl::cat(trainCategory()));
+                           cl::sub(compileCmd), cl::sub(simulateCmd), cl::cat(trainCategory()));
 cl::opt<double> beta1Flag("beta1", cl::desc("Adam beta1"), cl::init(0.9),
-                          cl::sub(compileCmd), cl::cat(trainCategory()));
+                          cl::sub(compileCmd), cl::sub(simulateCmd), cl::cat(trainCategory()));
 cl::opt<double> beta2Flag("beta2", cl::desc("Adam beta2"), cl::init(0.999),
-                          cl::sub(compileCmd), cl::cat(trainCategory()));
+                          cl::sub(compileCmd), cl::sub(simulateCmd), cl::cat(trainCategory()));
 cl::opt<double> epsFlag("eps", cl::desc("Adam epsilon"), cl::init(1e-8),
-                        cl::sub(compileCmd), cl::cat(trainCategory()));
+                        cl::sub(compileCmd), cl::sub(simulateCmd), cl::cat(trainCategory()));
 cl::opt<double> weightDecayFlag("weight-decay",
                                 cl::desc("Weight decay (decoupled for adamw)"),
-                                cl::init(0.0), cl::sub(compileCmd),
+                                cl::init(0.0), cl::sub(compileCmd), cl::sub(simulateCmd),
                                 cl::cat(trainCategory()));
 cl::opt<int64_t> ignoreIndexFlag("ignore-index",
                                  cl::desc("Labels cross_entropy ignores"),
-                                 cl::init(-100), cl::sub(compileCmd),
+                                 cl::init(-100), cl::sub(compileCmd), cl::sub(simulateCmd),
                                  cl::cat(trainCategory()));
 cl::opt<std::string> initFlag(
     "init",
@@ -123,29 +135,29 @@ cl::opt<std::string> initFlag(
              "seeded (uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) for tensors of "
              "rank >= 2, zeros for biases, ones for other vectors; computed "
              "by the runtime from --seed)"),
-    cl::init("onnx"), cl::sub(compileCmd), cl::cat(trainCategory()));
+    cl::init("onnx"), cl::sub(compileCmd), cl::sub(simulateCmd), cl::cat(trainCategory()));
 cl::opt<uint64_t> seedFlag("seed", cl::desc("Seed of --init seeded"),
-                           cl::init(0), cl::sub(compileCmd),
+                           cl::init(0), cl::sub(compileCmd), cl::sub(simulateCmd),
                            cl::cat(trainCategory()));
 cl::opt<int64_t> microBatchesFlag(
     "micro-batches",
     cl::desc("Split each step's batch into M micro-batches run one after "
              "another, accumulating gradients (--batch must divide by M)"),
-    cl::init(1), cl::sub(compileCmd), cl::cat(trainCategory()));
+    cl::init(1), cl::sub(compileCmd), cl::sub(simulateCmd), cl::cat(trainCategory()));
 cl::opt<std::string> scheduleFlag("lr-schedule",
                                   cl::desc("constant, or cosine (linear "
                                            "warm-up, then cosine decay)"),
-                                  cl::init("constant"), cl::sub(compileCmd),
+                                  cl::init("constant"), cl::sub(compileCmd), cl::sub(simulateCmd),
                                   cl::cat(trainCategory()));
 cl::opt<int64_t> warmupFlag("warmup-steps", cl::desc("Warm-up steps (cosine)"),
-                            cl::init(0), cl::sub(compileCmd),
+                            cl::init(0), cl::sub(compileCmd), cl::sub(simulateCmd),
                             cl::cat(trainCategory()));
 cl::opt<int64_t> totalStepsFlag("total-steps",
                                 cl::desc("Steps of the cosine schedule"),
-                                cl::init(1000), cl::sub(compileCmd),
+                                cl::init(1000), cl::sub(compileCmd), cl::sub(simulateCmd),
                                 cl::cat(trainCategory()));
 cl::opt<double> minLrFlag("min-lr", cl::desc("Final learning rate (cosine)"),
-                          cl::init(0.0), cl::sub(compileCmd),
+                          cl::init(0.0), cl::sub(compileCmd), cl::sub(simulateCmd),
                           cl::cat(trainCategory()));
 
 cl::OptionCategory &parallelCategory() {
@@ -156,7 +168,7 @@ cl::opt<std::string> meshFlag(
     "mesh",
     cl::desc("The device mesh as named axes, outermost first, e.g. "
              "dp=2,tp=4 (ranks are row-major: put tensor parallelism last)"),
-    cl::value_desc("AXIS=N,..."), cl::sub(compileCmd),
+    cl::value_desc("AXIS=N,..."), cl::sub(compileCmd), cl::sub(simulateCmd),
     cl::cat(parallelCategory()));
 cl::opt<std::string> modeFlag(
     "mode",
@@ -165,33 +177,39 @@ cl::opt<std::string> modeFlag(
              "attributes, completed by propagation) or auto (a cost-model "
              "search on --cluster). Default: semi with --strategy, else "
              "data"),
-    cl::value_desc("data|semi|auto"), cl::sub(compileCmd),
+    cl::value_desc("data|semi|auto"), cl::sub(compileCmd), cl::sub(simulateCmd),
     cl::cat(parallelCategory()));
 cl::opt<std::string> clusterFlag(
     "cluster",
     cl::desc("--mode auto: the hardware profile (a built-in name such as "
              "8xH100-80GB or 8xA100-80GB, or a JSON file from loom "
              "calibrate)"),
-    cl::value_desc("PROFILE"), cl::init("8xH100-80GB"), cl::sub(compileCmd),
+    cl::value_desc("PROFILE"), cl::init("8xH100-80GB"), cl::sub(compileCmd), cl::sub(simulateCmd),
     cl::cat(parallelCategory()));
 cl::opt<int64_t> memoryLimitFlag(
     "memory-limit",
     cl::desc("--mode auto: bytes of memory per device (default: the "
              "profile's)"),
-    cl::value_desc("BYTES"), cl::init(0), cl::sub(compileCmd),
+    cl::value_desc("BYTES"), cl::init(0), cl::sub(compileCmd), cl::sub(simulateCmd),
     cl::cat(parallelCategory()));
+cl::opt<int> topFlag(
+    "top",
+    cl::desc("simulate: list only the N nodes with the largest predicted "
+             "time (0: every node)"),
+    cl::value_desc("N"), cl::init(0), cl::sub(simulateCmd),
+    cl::cat(loomCategory()));
 cl::opt<std::string> strategyFlag(
     "strategy", cl::desc("A JSON strategy file (see docs/partitioning.md)"),
-    cl::value_desc("FILE"), cl::sub(compileCmd), cl::cat(parallelCategory()));
+    cl::value_desc("FILE"), cl::sub(compileCmd), cl::sub(simulateCmd), cl::cat(parallelCategory()));
 cl::opt<std::string> saveStrategyFlag(
     "save-strategy",
     cl::desc("Write every op's final strategy to FILE, in the --strategy "
              "format"),
-    cl::value_desc("FILE"), cl::sub(compileCmd), cl::cat(parallelCategory()));
+    cl::value_desc("FILE"), cl::sub(compileCmd), cl::sub(simulateCmd), cl::cat(parallelCategory()));
 cl::opt<std::string> emitMlirFlag(
     "emit-mlir",
     cl::desc("Also write the compiled (per-device) program as MLIR"),
-    cl::value_desc("FILE"), cl::sub(compileCmd), cl::cat(parallelCategory()));
+    cl::value_desc("FILE"), cl::sub(compileCmd), cl::sub(simulateCmd), cl::cat(parallelCategory()));
 
 /// Parses "NAME=VALUE" into its two halves.
 bool splitAssignment(StringRef text, StringRef &name, StringRef &value) {
@@ -336,8 +354,60 @@ std::optional<MeshAttr> parseMesh(MLIRContext &context, std::string &error) {
   return MeshAttr::get(&context, names, sizes);
 }
 
-/// Sharding (from --mode and --strategy) and partitioning of @main.
-int partition(ModuleOp module) {
+/// The hardware profile of --cluster; nullopt after reporting.
+std::optional<cost::HardwareProfile> loadCluster(int &exitCode) {
+  if (std::optional<cost::HardwareProfile> builtin =
+          cost::builtinProfile(clusterFlag))
+    return builtin;
+  std::string error;
+  std::optional<cost::HardwareProfile> profile =
+      cost::loadProfile(clusterFlag, error);
+  if (!profile)
+    exitCode = reportError("--cluster: hardware profile '" + clusterFlag +
+                           "' is neither built in (" +
+                           llvm::join(cost::builtinProfileNames(), ", ") +
+                           ") nor a readable file: " + error);
+  return profile;
+}
+
+/// Shows the search's progress on stderr once it has run for a second:
+/// one updating line on a terminal, else a line every ten seconds.
+class SearchProgress {
+public:
+  void operator()(StringRef phase, int64_t done, int64_t total) {
+    double now = seconds();
+    bool terminal = errs().is_displayed();
+    if (now < 1.0 || now - last < (terminal ? 0.25 : 10.0))
+      return;
+    last = now;
+    errs() << (terminal ? "\r" : "") << "loom: search: " << phase << " "
+           << done;
+    if (total > 0)
+      errs() << "/" << total;
+    errs() << format(" (%.1f s)", now) << (terminal ? "   " : "\n");
+    shown = true;
+  }
+  ~SearchProgress() {
+    if (shown && errs().is_displayed())
+      errs() << "\n";
+  }
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         start)
+        .count();
+  }
+
+private:
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  double last = 0;
+  bool shown = false;
+};
+
+/// Sharding (from --mode and --strategy) and partitioning of @main, with
+/// the explanation of the result.
+int partition(ModuleOp module, const cost::HardwareProfile &cluster,
+              int64_t searchLimit,
+              std::optional<explain::ExplanationBuilder> &explanation) {
   MLIRContext &context = *module->getContext();
   std::string error;
   std::optional<MeshAttr> meshAttr = parseMesh(context, error);
@@ -361,6 +431,9 @@ int partition(ModuleOp module) {
   if (!func)
     return reportError(modelPath + ": no function @main");
   func->setAttr(LoomDialect::kMeshAttrName, *meshAttr);
+  bool grown = false;
+  cost::HardwareProfile profile = sharding::profileForMesh(cluster, *mesh, grown);
+  explanation.emplace(profile, *mesh, mode);
 
   if (!strategyFlag.empty()) {
     auto buffer = llvm::MemoryBuffer::getFile(strategyFlag);
@@ -373,6 +446,7 @@ int partition(ModuleOp module) {
     if (!sharding::applyStrategies(func, *file, strategyFlag, *mesh, error))
       return reportError(error);
   }
+  explanation->noteFixed(func);
 
   std::string diagnostics;
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
@@ -382,38 +456,39 @@ int partition(ModuleOp module) {
     diagnostics += where + d.str() + "\n";
     return success();
   });
-  PassManager propagate(&context);
+  std::optional<sharding::SearchReport> report;
   if (mode == "auto") {
     // The search fixes the forward ops; propagation completes the rest.
-    AutoShardingOptions search;
-    search.profile = clusterFlag;
-    search.memoryLimit = memoryLimitFlag;
-    propagate.addNestedPass<func::FuncOp>(createAutoSharding(search));
+    sharding::SearchOptions search;
+    search.profile = profile;
+    search.memoryLimit = searchLimit;
+    SearchProgress progress;
+    search.progress = std::ref(progress);
+    FailureOr<sharding::SearchReport> found =
+        sharding::searchShardings(func, search);
+    if (failed(found))
+      return reportError(modelPath + ": cannot shard the model on " +
+                         mesh->toString() + ": " + diagnostics);
+    report = std::move(*found);
+    outs() << "loom: --mode auto on " << profile.name;
+    if (grown)
+      outs() << " x" << profile.nodes << " nodes";
+    outs() << ": searched " << report->nodes << " ops (" << report->distinctOps
+           << " distinct) in " << format("%.2f", progress.seconds())
+           << " s; predicted step "
+           << explain::formatSeconds(report->seconds) << ", "
+           << sharding::formatBytes(report->memoryBytes) << " per device"
+           << (report->exact ? " (exact search)" : " (heuristic search)")
+           << "\n";
   }
+  PassManager propagate(&context);
   PropagateShardingOptions options;
   options.mode = mode == "data" ? "data" : "semi";
   propagate.addNestedPass<func::FuncOp>(createPropagateSharding(options));
   if (failed(propagate.run(module)))
     return reportError(modelPath + ": cannot shard the model on " +
                        mesh->toString() + ": " + diagnostics);
-  if (auto found = func->getAttrOfType<DictionaryAttr>(
-          LoomDialect::kSearchAttrName)) {
-    auto number = [&](StringRef key) {
-      Attribute a = found.get(key);
-      if (auto f = dyn_cast_or_null<FloatAttr>(a))
-        return f.getValueAsDouble();
-      if (auto i = dyn_cast_or_null<IntegerAttr>(a))
-        return static_cast<double>(i.getInt());
-      return 0.0;
-    };
-    bool exact = isa_and_nonnull<BoolAttr>(found.get("exact")) &&
-                 cast<BoolAttr>(found.get("exact")).getValue();
-    outs() << "loom: --mode auto on " << clusterFlag << ": predicted step "
-           << format("%.3f", number("cost") * 1e3) << " ms, "
-           << format("%.1f", number("memory") / (1 << 20))
-           << " MiB per device"
-           << (exact ? " (exact search)" : " (heuristic search)") << "\n";
-  }
+  explanation->recordShardings(func, report ? &*report : nullptr);
   if (!saveStrategyFlag.empty()) {
     auto output = mlir::openOutputFile(saveStrategyFlag, &error);
     if (!output)
@@ -427,34 +502,36 @@ int partition(ModuleOp module) {
   if (failed(lower.run(module)))
     return reportError(modelPath + ": cannot partition the model on " +
                        mesh->toString() + ": " + diagnostics);
+  explanation->recordProgram(func);
   return 0;
 }
 
-int runCompile() {
+/// Imports the model, builds the training step, shards and partitions it
+/// (the search under `searchLimit` bytes per device), and emits the plan
+/// with its explanation; nullopt after reporting.
+std::optional<plan::Plan> buildPlan(const cost::HardwareProfile &cluster,
+                                    int64_t searchLimit, int &exitCode) {
+  // A context per attempt: the next one starts from the model again, with
+  // the same names.
   DialectRegistry registry;
   registerLoomDialects(registry);
   MLIRContext context(registry);
-  int exitCode = 0;
-  if (microBatchesFlag != 1) {
-    // The graph is imported for one micro-batch.
-    if (!train)
-      return reportError("--micro-batches needs --train");
-    if (microBatchesFlag < 1 || !batchFlag.getNumOccurrences() ||
-        batchFlag % microBatchesFlag != 0)
-      return reportError("--micro-batches M needs --batch N with N divisible "
-                         "by M");
-    batchFlag = batchFlag / microBatchesFlag;
-  }
-  OwningOpRef<ModuleOp> module = importModel(context, true, exitCode);
+  const bool simulating = static_cast<bool>(simulateCmd);
+  auto fail = [&](int code) -> std::optional<plan::Plan> {
+    exitCode = code;
+    return std::nullopt;
+  };
+  // A simulation needs only shapes: the weights are never read.
+  OwningOpRef<ModuleOp> module = importModel(context, !simulating, exitCode);
   if (!module)
-    return exitCode;
+    return std::nullopt;
   if (failed(runCleanup(*module)))
-    return reportError("the clean-up passes failed");
+    return fail(reportError("the clean-up passes failed"));
   if (train) {
     if (scheduleFlag != "constant" && scheduleFlag != "cosine")
-      return reportError("--lr-schedule must be constant or cosine");
+      return fail(reportError("--lr-schedule must be constant or cosine"));
     if (!(lrFlag > 0))
-      return reportError("--lr must be positive");
+      return fail(reportError("--lr must be positive"));
     BuildTrainingGraphOptions options;
     options.loss = lossFlag;
     options.optimizer = optimizerFlag;
@@ -475,28 +552,96 @@ int runCompile() {
       return success();
     });
     if (failed(pm.run(*module)))
-      return reportError(modelPath +
-                         ": cannot build the training step: " + diagnostics);
+      return fail(reportError(modelPath +
+                         ": cannot build the training step: " + diagnostics));
   }
+  std::optional<explain::ExplanationBuilder> explanation;
   if (!meshFlag.empty()) {
-    if (int code = partition(*module))
-      return code;
+    if (int code = partition(*module, cluster, searchLimit, explanation))
+      return fail(code);
   } else if (!modeFlag.empty() || !strategyFlag.empty() ||
              !saveStrategyFlag.empty()) {
-    return reportError("--mode, --strategy and --save-strategy need --mesh");
+    return fail(reportError("--mode, --strategy and --save-strategy need --mesh"));
+  } else {
+    explanation.emplace(cluster, std::nullopt, "single");
+    for (auto func : module->getOps<func::FuncOp>()) {
+      explanation->recordShardings(func, nullptr);
+      explanation->recordProgram(func);
+    }
   }
   std::string error;
   if (!emitMlirFlag.empty()) {
     auto output = mlir::openOutputFile(emitMlirFlag, &error);
     if (!output)
-      return reportError(error);
+      return fail(reportError(error));
     module->print(output->os());
     output->os() << "\n";
     output->keep();
   }
   std::optional<plan::Plan> plan = emitPlan(*module, error);
   if (!plan)
-    return reportError(modelPath + ": " + error);
+    return fail(reportError(modelPath + ": " + error));
+  *plan->mutable_explanation() = explanation->finish();
+  return plan;
+}
+
+int runCompile() {
+  int exitCode = 0;
+  const bool simulating = static_cast<bool>(simulateCmd);
+  if (!simulating && planOutput.empty())
+    return reportError("compile needs -o MODEL.plan");
+  std::optional<cost::HardwareProfile> cluster = loadCluster(exitCode);
+  if (!cluster)
+    return exitCode;
+  if (microBatchesFlag != 1) {
+    // The graph is imported for one micro-batch.
+    if (!train)
+      return reportError("--micro-batches needs --train");
+    if (microBatchesFlag < 1 || !batchFlag.getNumOccurrences() ||
+        batchFlag % microBatchesFlag != 0)
+      return reportError("--micro-batches M needs --batch N with N divisible "
+                         "by M");
+    batchFlag = batchFlag / microBatchesFlag;
+  }
+  // Memory per device is a hard limit. The search's estimate of it is
+  // additive (parameters, optimizer state, saved activations, kept copies);
+  // the plan's static memory plan is exact. When the plan exceeds the
+  // limit, search again under a limit lowered by the excess.
+  int64_t limit = memoryLimitFlag > 0 ? memoryLimitFlag.getValue()
+                                      : cluster->memoryCapacity;
+  int64_t searchLimit = memoryLimitFlag;
+  std::optional<plan::Plan> plan;
+  for (int attempt = 0;; ++attempt) {
+    plan = buildPlan(*cluster, searchLimit, exitCode);
+    if (!plan)
+      return exitCode;
+    int64_t peak = 0;
+    for (const plan::Stage &stage : plan->stages())
+      peak = std::max(peak, stage.program().state_bytes() +
+                                stage.program().arena_bytes());
+    if (plan->explanation().mode() != "auto" || limit <= 0 || peak <= limit)
+      break;
+    if (attempt == 5)
+      return reportError(
+          modelPath + ": the plan needs " + sharding::formatBytes(peak) +
+          " per device, over the limit of " + sharding::formatBytes(limit) +
+          ", after " + std::to_string(attempt + 1) +
+          " searches; use more devices, a smaller batch, or a larger "
+          "--memory-limit");
+    // Lower by the excess (at least), and by 2% more each time.
+    double current = static_cast<double>(searchLimit > 0 ? searchLimit : limit);
+    double excess = static_cast<double>(peak - limit);
+    int64_t lowered = static_cast<int64_t>(
+        std::min(current * static_cast<double>(limit) / static_cast<double>(peak),
+                 current - excess) -
+        0.02 * (attempt + 1) * static_cast<double>(limit));
+    outs() << "loom: the plan needs " << sharding::formatBytes(peak)
+           << " per device, over the limit of " << sharding::formatBytes(limit)
+           << "; searching again as if the limit were "
+           << sharding::formatBytes(lowered) << "\n";
+    searchLimit = lowered;
+  }
+  std::string error;
   if (initFlag == "seeded") {
     // Replace the initializers' data by a seeded rule on the global tensor.
     for (plan::Value &v :
@@ -537,14 +682,22 @@ int runCompile() {
     t->set_min_lr(minLrFlag);
     plan->mutable_schedule()->set_micro_batches(microBatchesFlag);
   }
-  std::string bytes;
-  if (!plan->SerializeToString(&bytes))
-    return reportError("cannot serialise the plan");
-  auto output = mlir::openOutputFile(planOutput, &error);
-  if (!output)
-    return reportError(error);
-  output->os() << bytes;
-  output->keep();
+  if (!planOutput.empty()) {
+    std::string bytes;
+    if (!plan->SerializeToString(&bytes))
+      return reportError("cannot serialise the plan");
+    auto output = mlir::openOutputFile(planOutput, &error);
+    if (!output)
+      return reportError(error);
+    output->os() << bytes;
+    output->keep();
+  }
+  if (simulating) {
+    explain::PrintOptions print;
+    print.top = topFlag;
+    explain::printExplanation(*plan, "simulated " + modelPath, print, outs());
+    return 0;
+  }
   const plan::Program &program = plan->stages(0).program();
   std::string devices;
   if (!meshFlag.empty()) {
@@ -571,7 +724,7 @@ int runCompile() {
 std::optional<int> runFrontEndCommand() {
   if (importCmd)
     return runImport();
-  if (compileCmd)
+  if (compileCmd || simulateCmd)
     return runCompile();
   return std::nullopt;
 }

@@ -1,7 +1,6 @@
 //===- LoomMain.cpp - The `loom` command line -----------------------------===//
 //
-// Subcommands as in DESIGN.md section 8. Those not built yet say so and exit
-// with status 2.
+// Subcommands as in DESIGN.md section 8.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,18 +26,6 @@ int reportError(const Twine &message) {
   return 1;
 }
 
-namespace {
-
-cl::SubCommand explainCmd("explain", "Explain a plan's strategies and costs "
-                                     "[not implemented yet]");
-cl::SubCommand simulateCmd("simulate",
-                           "Predict step time and memory on a cluster "
-                           "[not implemented yet]");
-cl::list<std::string> plannedArgs(cl::Sink, cl::sub(explainCmd),
-                                  cl::sub(simulateCmd));
-
-} // namespace
-
 int loomMain(int argc, char **argv) {
   cl::HideUnrelatedOptions(loomCategory());
   cl::SetVersionPrinter([](raw_ostream &os) {
@@ -54,7 +41,9 @@ int loomMain(int argc, char **argv) {
       "  loom run TRAIN.plan --steps N --data ... [--save DIR] [--resume DIR]\n"
       "  loom export TRAIN.plan --checkpoint DIR -o TRAINED.onnx\n"
       "  loom calibrate -o PROFILE.json [--ranks N] [--quick]\n"
-      "  loom explain | simulate   not implemented yet\n\n"
+      "  loom explain MODEL.plan [--top N]\n"
+      "  loom simulate MODEL.onnx --cluster PROFILE --mesh dp=8,tp=8 --mode "
+      "auto [--train ...]\n\n"
       "Run `loom SUBCOMMAND --help` for a subcommand's options.\n");
   if (std::optional<int> rc = runFrontEndCommand())
     return *rc;
@@ -64,16 +53,8 @@ int loomMain(int argc, char **argv) {
     return *rc;
   if (std::optional<int> rc = runCalibrateCommand())
     return *rc;
-  for (cl::SubCommand *planned : {&explainCmd, &simulateCmd})
-    if (*planned) {
-      WithColor::error(errs(), "loom")
-          << "'loom " << planned->getName()
-          << "' is not implemented yet. Today Loom compiles models for one "
-             "device or a mesh, and runs them: `loom compile MODEL.onnx "
-             "--mesh dp=2,tp=2 --mode auto -o MODEL.plan --emit-mlir "
-             "MODEL.mlir`, `loom run MODEL.plan`.\n";
-      return 2;
-    }
+  if (std::optional<int> rc = runExplainCommand())
+    return *rc;
   errs() << "loom: no subcommand given; run `loom --help`\n";
   return 1;
 }

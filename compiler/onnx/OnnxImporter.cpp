@@ -28,6 +28,43 @@ using namespace mlir;
 
 namespace loom::onnx_import {
 
+/// What the checker should see: `model` itself, or, when it keeps
+/// initializers in external files, a copy in which those are typed graph
+/// inputs instead. The checker looks for the files relative to the working
+/// directory, and a shape-only model has none; the importer reads them,
+/// relative to the model, only when it loads weights.
+static const onnx::ModelProto &
+withoutExternalData(const onnx::ModelProto &model,
+                    std::optional<onnx::ModelProto> &copy) {
+  const auto &graph = model.graph();
+  if (llvm::none_of(graph.initializer(), [](const onnx::TensorProto &t) {
+        return t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL;
+      }))
+    return model;
+  copy = model;
+  onnx::GraphProto *g = copy->mutable_graph();
+  llvm::StringSet<> inputs;
+  for (const auto &in : g->input())
+    inputs.insert(in.name());
+  google::protobuf::RepeatedPtrField<onnx::TensorProto> kept;
+  for (const onnx::TensorProto &init : g->initializer()) {
+    if (init.data_location() != onnx::TensorProto_DataLocation_EXTERNAL) {
+      *kept.Add() = init;
+      continue;
+    }
+    if (inputs.contains(init.name()))
+      continue;
+    onnx::ValueInfoProto *in = g->add_input();
+    in->set_name(init.name());
+    auto *tensor = in->mutable_type()->mutable_tensor_type();
+    tensor->set_elem_type(init.data_type());
+    for (int64_t d : init.dims())
+      tensor->mutable_shape()->add_dim()->set_dim_value(d);
+  }
+  g->mutable_initializer()->Swap(&kept);
+  return *copy;
+}
+
 StringRef statusName(ImportStatus status) {
   switch (status) {
   case ImportStatus::Ok:
@@ -303,16 +340,25 @@ std::optional<ImportResult> Importer::createArguments(func::FuncOp func) {
                        "; Loom supports FLOAT, FLOAT16, BFLOAT16, INT32, "
                        "INT64 and BOOL");
     SmallVector<int64_t> shape(init.dims().begin(), init.dims().end());
-    std::string why;
-    std::optional<std::string> bytes = tensorBytes(init, *dtype, baseDir, why);
-    if (!bytes)
+    std::optional<int64_t> count = checkedNumElements(shape);
+    if (!count)
       return error(ImportStatus::InvalidModel,
-                   "initializer '" + name + "' " + why);
-    int64_t count = *checkedNumElements(shape);
+                   "initializer '" + name + "' has an invalid shape");
     // Trainable state: floating-point tensors with more than one element.
     // Scalars and integer tensors are constants the importer may fold.
-    if (!isFloat(*dtype) || count <= 1) {
-      if (count > kMaxFoldElements)
+    bool trainable = isFloat(*dtype) && *count > 1;
+    // Without weights (shapes only, e.g. `loom simulate`), the data of
+    // trainable state is never read: its external files need not exist.
+    std::optional<std::string> bytes;
+    if (!trainable || options.withWeights) {
+      std::string why;
+      bytes = tensorBytes(init, *dtype, baseDir, why);
+      if (!bytes)
+        return error(ImportStatus::InvalidModel,
+                     "initializer '" + name + "' " + why);
+    }
+    if (!trainable) {
+      if (*count > kMaxFoldElements)
         return error(ImportStatus::Unsupported,
                      "initializer '" + name +
                          "' is a constant too large to "
@@ -445,7 +491,9 @@ ImportResult Importer::run() {
   if (!model.has_graph())
     return error(ImportStatus::InvalidModel, "the model has no graph");
   try {
-    onnx::checker::check_model(model);
+    // External data is read (and its files checked) with the weights.
+    std::optional<onnx::ModelProto> copy;
+    onnx::checker::check_model(withoutExternalData(model, copy));
   } catch (const std::exception &e) {
     return error(ImportStatus::InvalidModel,
                  Twine("the ONNX checker rejects the model: ") + e.what());

@@ -19,6 +19,16 @@ int CostGraph::addNode(std::vector<double> costs) {
   return static_cast<int>(nodes_.size()) - 1;
 }
 
+void CostGraph::setNodeCosts(int node, std::vector<double> costs) {
+  assert(costs.size() == nodes_[node].size() && "candidate count changed");
+  nodes_[node] = std::move(costs);
+}
+
+void CostGraph::setEdgeCosts(int edge, std::vector<std::vector<double>> costs) {
+  assert(costs.size() == edges_[edge].costs.size() && "candidate count changed");
+  edges_[edge].costs = std::move(costs);
+}
+
 void CostGraph::addEdge(int from, int to, Matrix costs) {
   edges_.push_back({from, to, std::move(costs)});
 }

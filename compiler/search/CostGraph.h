@@ -43,9 +43,13 @@ class CostGraph {
 public:
   /// Adds a node with one cost per candidate; returns its index.
   int addNode(std::vector<double> costs);
+  /// Replaces a node's costs (same candidate count).
+  void setNodeCosts(int node, std::vector<double> costs);
   /// Adds an edge; `costs[a][b]` is the cost when `from` takes candidate a
   /// and `to` candidate b. Parallel edges are allowed.
   void addEdge(int from, int to, std::vector<std::vector<double>> costs);
+  /// Replaces the costs of the edge added `edge`-th (same shape).
+  void setEdgeCosts(int edge, std::vector<std::vector<double>> costs);
 
   int numNodes() const { return static_cast<int>(nodes_.size()); }
   int numCandidates(int node) const {

@@ -237,9 +237,9 @@ def main():
             plan = os.path.join(d, "model.plan")
             code, output = runner.compile(model, plan, extra)
             if code != 0:
-                if not expect_valid and output.startswith("loom: error:") and \
+                if not expect_valid and "loom: error:" in output and \
                         "Stack dump" not in output:
-                    return False  # a rejected random strategy
+                    return False  # rejected with a clear error
                 failures += 1
                 total += 1
                 print(f"FAIL {model} {name}: compile: {output.strip()}")
@@ -267,24 +267,38 @@ def main():
             check(name, mesh, strategy, flags)
 
         # --mode auto: with ample memory, then with limits that force the
-        # search to split (a fraction of what the unconstrained plan needs).
+        # search to split (a fraction of what the unconstrained plan needs,
+        # as its static memory plan says). A limit no plan meets must be a
+        # clear error naming the tensors; at least one limited plan per
+        # model must compile, run and agree.
+        limited = 0
         for mesh in ("dp=2,tp=2", "dp=4", "a=2,b=2,c=2"):
             probe = os.path.join(root, "auto-probe.plan")
             code, output = runner.compile(model, probe, ["--optimizer", "sgd", "--mesh", mesh,
                                                          "--mode", "auto"])
-            match = re.search(r"([0-9.]+) MiB per device", output)
+            if code == 0:
+                code, output = runner.run([args.loom, "explain", probe])
+            match = re.search(r"^memory per device .*? \(([0-9]+) bytes\)", output, re.M)
             if code != 0 or not match:
                 failures += 1
                 total += 1
                 print(f"FAIL {model} auto {mesh}: {output.strip()}")
                 continue
-            ample = float(match.group(1)) * (1 << 20)
+            ample = int(match.group(1))
             check(f"auto {mesh}", mesh, None, ["--optimizer", "sgd", "--mode", "auto"])
             for fraction in (0.6, 0.35):
                 limit = str(int(ample * fraction))
-                check(f"auto {mesh} memory {fraction}", mesh, None,
-                      ["--optimizer", "sgd", "--mode", "auto", "--memory-limit", limit],
-                      expect_valid=False)
+                if check(f"auto {mesh} memory {fraction}", mesh, None,
+                         ["--optimizer", "sgd", "--mode", "auto", "--memory-limit", limit],
+                         expect_valid=False):
+                    limited += 1
+                else:
+                    print(f"     {model} auto {mesh} memory {fraction}: no plan fits "
+                          f"{limit} bytes (a clear error)")
+        if limited == 0:
+            failures += 1
+            total += 1
+            print(f"FAIL {model}: no memory-limited auto plan compiled")
         if args.mpi and model == "mlp":
             check("mpi dp=4", "dp=4", None, ["--optimizer", "sgd"], mpi=True)
 

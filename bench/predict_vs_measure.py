@@ -1,0 +1,447 @@
+#!/usr/bin/python3
+"""The cost model's predicted step time against the measured one, on this machine.
+
+For 1, 2 and 4 ranks, `loom calibrate --ranks R` measures a hardware profile of this
+machine as R thread ranks sharing its cores (kernel rates per class, the threads
+communicator's links). The GPT training step (SGD) is compiled with that profile
+(`--cluster`): no mesh for one rank, `--mesh dp=2`, `--mesh dp=4`, and `--mesh
+dp=2,tp=2` with the Megatron strategy file. `loom explain` gives the predicted step
+time per device (compute: each op's roofline time; communication: each collective's
+alpha-beta time; summed over the per-device program). `loom run --ranks R --comm
+threads` trains it with all the machine's cores (--threads shared by the ranks), and
+the measured step time is the median of the steady steps (after warm-up). The check
+the cost model has to pass: |predicted - measured| <= 25% of measured.
+
+`loom calibrate` refuses --ranks 1 (it measures its links between ranks), so the
+single-device plan is predicted twice: with the 2-rank profile as it is (the rates of
+one rank while another shares the machine), and with a 1-rank profile derived from
+it, whose peak FLOP/s and memory bandwidth are the 2 ranks' together (what one rank
+with every core would reach if the kernels scaled perfectly).
+
+While a configuration runs, the CPU time that other processes used is measured
+(/proc/stat minus this script's children) and printed as "others": a busy machine
+makes both the calibration and the measurement meaningless.
+
+With --breakdown, a traced run (`loom run --trace`) of each configuration gives rank
+0's time per kernel, set against the roofline time of the same instructions (the
+formulas of docs/cost-model.md applied to the plan's instructions here, checked
+against `loom explain`'s total), with the bandwidths both imply; for collectives,
+also the time of the last rank to arrive (the collective without waiting for
+others).
+
+The models: the bundled GPT (models/gpt.onnx: 2 layers, d_model 64, seq 64, vocab
+256) and, unless --no-big, the same architecture at 4 layers, d_model 256, seq 128
+(bench/partition_scaling.py's size), exported by models/export.py.
+
+Usage: bench/predict_vs_measure.py [--loom build/tools/loom/loom] [--batch 8]
+           [--steps 10] [--quick] [--no-big] [--breakdown]
+"""
+import argparse
+import collections
+import contextlib
+import io
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+TOLERANCE = 0.25
+WARMUP = 3
+
+BUNDLED = dict(layers=2, d_model=64, heads=4, vocab=256, seq=64)
+BIG = dict(layers=4, d_model=256, heads=4, vocab=256, seq=128)
+MEGATRON = os.path.join(ROOT, "models", "gpt_megatron.json")
+
+CONFIGS = [
+    # name, ranks, profile (ranks, or "derived-1"), --mesh, --strategy
+    ("single device", 1, 2, None, None),
+    ("single device", 1, "derived-1", None, None),
+    ("data parallel dp=2", 2, 2, "dp=2", None),
+    ("data parallel dp=4", 4, 4, "dp=4", None),
+    ("dp=2 x megatron tp=2", 4, 4, "dp=2,tp=2", MEGATRON),
+]
+
+
+def run(cmd):
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{result.stdout}{result.stderr}")
+    return result.stdout
+
+
+class OthersLoad:
+    """CPU time other processes use between start() and stop(), in cores."""
+
+    def start(self):
+        self.wall = time.monotonic()
+        self.busy = self._busy()
+        self.ours = self._ours()
+
+    def stop(self):
+        wall = time.monotonic() - self.wall
+        busy = self._busy() - self.busy
+        ours = self._ours() - self.ours
+        return max(0.0, busy - ours) / wall if wall > 0 else 0.0
+
+    @staticmethod
+    def _busy():
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+        return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def _ours():
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def seconds(text):
+    """'12.345 ms' / '304.3 us' / '1.234 s' -> seconds."""
+    value, unit = text.split()
+    return float(value) * {"s": 1.0, "ms": 1e-3, "us": 1e-6}[unit]
+
+
+def predicted(loom, plan):
+    """(step, compute, communication) seconds from `loom explain`."""
+    out = run([loom, "explain", plan])
+    m = re.search(r"predicted step ([\d.]+ u?m?s) per device: compute ([\d.]+ u?m?s), "
+                  r"communication ([\d.]+ u?m?s)", out)
+    if not m:
+        raise SystemExit(f"no predicted step time in `loom explain {plan}`:\n{out}")
+    return tuple(seconds(g) for g in m.groups())
+
+
+def calibrate(loom, tmp, ranks, quick):
+    """Calibrates a profile of `ranks` thread ranks: (path, profile, seconds, fit line)."""
+    path = os.path.join(tmp, f"profile-{ranks}.json")
+    cmd = [loom, "calibrate", "--ranks", str(ranks), "-o", path] + (["--quick"] if quick else [])
+    start = time.monotonic()
+    out = run(cmd)
+    took = time.monotonic() - start
+    fit = re.search(r"link fit: (.*)", out)
+    with open(path) as f:
+        return path, json.load(f), took, fit.group(1) if fit else ""
+
+
+def derive_one_rank(profile, tmp):
+    """The 2-rank profile as one rank owning the whole machine: rates summed."""
+    p = json.loads(json.dumps(profile))
+    n = p["devices_per_node"]
+    p["name"] = f"derived-1-rank (calibrated {n} ranks, rates x{n})"
+    p["peak_flops"] = {k: v * n for k, v in p["peak_flops"].items()}
+    p["memory_bandwidth"] *= n
+    p["memory_capacity"] *= n
+    p["devices_per_node"] = 1
+    p["notes"] = [f"derived by bench/predict_vs_measure.py from a {n}-rank calibration: peak "
+                  f"FLOP/s, memory bandwidth and capacity times {n}"]
+    path = os.path.join(tmp, "profile-derived-1.json")
+    with open(path, "w") as f:
+        json.dump(p, f)
+    return path, p
+
+
+def describe(profile):
+    eff = profile.get("efficiency", {})
+    link = profile["intra_node"]
+    return (f"peak f32 {profile['peak_flops']['f32'] / 1e9:.1f} GFLOP/s, memory "
+            f"{profile['memory_bandwidth'] / 1e9:.2f} GB/s, efficiency "
+            + " ".join(f"{k} {eff.get(k, 1):.2f}" for k in
+                       ("matmul", "elementwise", "reduction", "other", "conv"))
+            + f"; link {link['latency'] * 1e6:.2f} us/step, {link['bandwidth'] / 1e9:.2f} GB/s bus")
+
+
+# ---------------------------------------------------------------------------
+# --breakdown: per kernel, the roofline time of the plan's instructions against
+# the traced time.
+
+COLLECTIVES = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all"}
+# op -> (flops per element of the first operand (None: of the first result), class)
+WORK = {
+    "softmax": (5, "reduction"), "log_softmax": (5, "reduction"),
+    "softmax_cross_entropy": (5, "reduction"), "softmax_cross_entropy_grad": (5, "reduction"),
+    "layer_norm": (8, "reduction"), "layer_norm_grad": (8, "reduction"),
+    "batch_norm": (8, "reduction"),
+    "reduce_sum": (1, "reduction"), "reduce_mean": (1, "reduction"),
+    "reduce_max": (1, "reduction"), "label_count": (1, "reduction"), "mse_loss": (1, "reduction"),
+    "adam_update": (12, "elementwise"), "momentum_update": (4, "elementwise"),
+    "sgd_update": (2, "elementwise"),
+}
+COPIES = {"transpose", "reshape", "broadcast", "gather", "gather_grad", "concat", "slice",
+          "slice_grad", "constant", "cast", "local_split", "make_partial"}
+DTYPE_BYTES = {1: 4, 2: 2, 3: 2, 4: 4, 5: 8, 6: 1}
+DTYPE_PEAK = {2: "f16", 3: "bf16"}
+
+
+def plan_module(tmp):
+    """Python classes of runtime/plan.proto (protoc and python3-protobuf), or None."""
+    out = os.path.join(tmp, "proto")
+    os.makedirs(out, exist_ok=True)
+    try:
+        subprocess.run(["protoc", f"--proto_path={ROOT}/runtime", f"--python_out={out}",
+                        f"{ROOT}/runtime/plan.proto"], check=True, capture_output=True)
+        sys.path.insert(0, out)
+        import plan_pb2  # noqa: E402
+        return plan_pb2
+    except (OSError, subprocess.CalledProcessError, ImportError):
+        return None
+
+
+def kernel_class(op):
+    if op in COLLECTIVES:
+        return "collective"
+    if op == "matmul":
+        return "matmul"
+    if op in WORK:
+        return WORK[op][1]
+    return "other" if op in COPIES else "elementwise"
+
+
+def instruction_seconds(plan, profile):
+    """[(op, predicted seconds, bytes)] per instruction of the per-device program."""
+    program = plan.stages[0].program
+    values = {v.id: v for v in program.values}
+    axes = [a.size for a in plan.mesh.axes]
+
+    def elements(v):
+        return float(np.prod(list(v.type.shape))) if len(v.type.shape) else 1.0
+
+    def nbytes(v):
+        return elements(v) * DTYPE_BYTES.get(v.type.dtype, 4)
+
+    link = profile["intra_node"]
+    out = []
+    for ins in program.instructions:
+        operands = [values[i] for i in ins.operands]
+        results = [values[i] for i in ins.results]
+        attrs = {a.name: a for a in ins.attributes}
+        if ins.op in COLLECTIVES:
+            if "axes" in attrs:
+                group = int(np.prod([axes[a] for a in attrs["axes"].ints_value.values]))
+            else:
+                group = axes[attrs["axis"].int_value]
+            size = nbytes(results[0] if ins.op == "all_gather" else operands[0])
+            ring = (group - 1) / group
+            bus, steps = (2 * ring, 2 * (group - 1)) if ins.op == "all_reduce" else (ring, group - 1)
+            t = 0.0 if group <= 1 else steps * link["latency"] + bus * size / link["bandwidth"]
+            out.append((ins.op, t, size))
+            continue
+        size = sum(nbytes(v) for v in operands + results)
+        flops = elements(results[0]) if results else 0.0
+        cls = "elementwise"
+        if ins.op == "matmul":
+            shape = list(operands[0].type.shape)
+            transposed = "transpose_lhs" in attrs and attrs["transpose_lhs"].bool_value
+            flops = 2 * flops * shape[-2 if transposed else -1]
+            cls = "matmul"
+        elif ins.op in WORK:
+            per, cls = WORK[ins.op]
+            flops = per * (elements(operands[0]) if operands else 0.0)
+        elif ins.op in COPIES:
+            flops, cls = 0.0, "other"
+        eff = profile.get("efficiency", {}).get(cls, 1.0)
+        dtype = DTYPE_PEAK.get(results[0].type.dtype, "f32") if results else "f32"
+        t = max(flops / (profile["peak_flops"][dtype] * eff) if flops else 0.0,
+                size / (profile["memory_bandwidth"] * eff) if size else 0.0)
+        out.append((ins.op, t, size))
+    return out
+
+
+def breakdown(pb, plan_path, profile, trace_path, steps):
+    """Rows (kernel, count, MB, predicted s, traced s, last-arriver s) per step, rank 0."""
+    plan = pb.Plan()
+    with open(plan_path, "rb") as f:
+        plan.ParseFromString(f.read())
+    predictions = instruction_seconds(plan, profile)
+    with open(trace_path) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    ranks = sorted({e["tid"] for e in events})
+    per_rank = {r: sorted((e for e in events if e["tid"] == r), key=lambda e: e["ts"])
+                for r in ranks}
+    n = len(predictions)
+    if any(len(per_rank[r]) != n * steps for r in ranks):
+        return None, predictions
+    traced = collections.defaultdict(list)
+    last = collections.defaultdict(list)
+    for s in range(WARMUP, steps):
+        step, step_last = collections.defaultdict(float), collections.defaultdict(float)
+        for i in range(n):
+            e = per_rank[ranks[0]][s * n + i]
+            step[e["name"]] += e["dur"] * 1e-6
+            if e.get("cat") == "collective":
+                step_last[e["name"]] += min(per_rank[r][s * n + i]["dur"] for r in ranks) * 1e-6
+        for k, v in step.items():
+            traced[k].append(v)
+        for k, v in step_last.items():
+            last[k].append(v)
+    rows = {}
+    for op, t, size in predictions:
+        row = rows.setdefault(op, [op, 0, 0.0, 0.0])
+        row[1] += 1
+        row[2] += size
+        row[3] += t
+    table = []
+    for op, count, size, t in rows.values():
+        m = float(np.median(traced[op])) if op in traced else 0.0
+        lm = float(np.median(last[op])) if op in last else None
+        table.append((op, count, size, t, m, lm))
+    table.sort(key=lambda r: -max(r[3], r[4]))
+    return table, predictions
+
+
+def class_summary(table):
+    """'matmul 1.20 (2.39 / 1.99 ms), ...': predicted / traced per kernel class."""
+    sums = collections.defaultdict(lambda: [0.0, 0.0])
+    for op, _, _, t, m, lm in table:
+        s = sums[kernel_class(op)]
+        s[0] += t
+        s[1] += lm if lm is not None else m
+    parts = []
+    for cls in ("matmul", "elementwise", "reduction", "other", "collective"):
+        if cls in sums and sums[cls][1] > 0:
+            t, m = sums[cls]
+            parts.append(f"{cls} {t / m:.2f} ({t * 1e3:.2f} / {m * 1e3:.2f} ms)")
+    return ", ".join(parts)
+
+
+def print_breakdown(title, table, predictions, explained):
+    total = sum(t for _, t, _ in predictions)
+    print(f"\n{title}: rank 0 per step, per kernel (predicted: the roofline of its "
+          f"instructions, {total * 1e3:.2f} ms in all"
+          + (")" if abs(total - explained) <= 1e-3 * explained + 1e-7 else
+             f"; NOTE: `loom explain` says {explained * 1e3:.2f} ms, the formulas here are stale)"))
+    if table is None:
+        print("  (the trace does not have one event per instruction per step; skipped)")
+        return
+    print(f"  {'kernel':27} {'calls':>5} {'MB':>7} {'pred ms':>8} {'traced ms':>9} "
+          f"{'pred/traced':>11} {'pred GB/s':>9} {'traced GB/s':>11}")
+    for op, count, size, t, m, lm in table:
+        ratio = f"{t / m:11.2f}" if m > 0 else f"{'-':>11}"
+        pgb = f"{size / t / 1e9:9.2f}" if t > 0 else f"{'-':>9}"
+        mgb = f"{size / m / 1e9:11.2f}" if m > 0 else f"{'-':>11}"
+        extra = f"  (last rank to arrive: {lm * 1e3:.3f} ms)" if lm is not None else ""
+        print(f"  {op:27} {count:5d} {size / 1e6:7.2f} {t * 1e3:8.3f} {m * 1e3:9.3f} "
+              f"{ratio} {pgb} {mgb}{extra}")
+    print(f"  predicted / traced by kernel class (collectives: the last rank to arrive): "
+          f"{class_summary(table)}")
+
+
+# ---------------------------------------------------------------------------
+
+
+def model_path(tmp, size):
+    if size is BUNDLED:
+        return os.path.join(ROOT, "models", "gpt.onnx")
+    sys.path.insert(0, os.path.join(ROOT, "models"))
+    import export  # noqa: E402
+    path = os.path.join(tmp, "gpt-big.onnx")
+    with contextlib.redirect_stdout(io.StringIO()):
+        export.export("gpt", path, **size)
+    return path
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--loom", default=os.path.join(ROOT, "build", "tools", "loom", "loom"))
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=10,
+                        help=f"timed steps (after {WARMUP} warm-up)")
+    parser.add_argument("--quick", action="store_true", help="loom calibrate --quick")
+    parser.add_argument("--no-big", action="store_true",
+                        help="only the bundled GPT, not the 4-layer d_model=256 one")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="per kernel: predicted against traced time")
+    args = parser.parse_args()
+    cores = os.cpu_count()
+    started = time.monotonic()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        pb = plan_module(tmp) if args.breakdown else None
+        if args.breakdown and pb is None:
+            print("--breakdown needs protoc and python3-protobuf; skipping it")
+        profiles = {}
+        load = OthersLoad()
+        for ranks in sorted({c[2] for c in CONFIGS if isinstance(c[2], int)}):
+            load.start()
+            path, profile, took, fit = calibrate(args.loom, tmp, ranks, args.quick)
+            profiles[ranks] = (path, profile)
+            print(f"calibrate --ranks {ranks}{' --quick' if args.quick else ''}: {took:.1f} s, "
+                  f"others {load.stop():.2f} cores; {describe(profile)}")
+            print(f"  link fit: {fit}")
+        profiles["derived-1"] = derive_one_rank(profiles[2][1], tmp)
+
+        sizes = [("bundled GPT", BUNDLED)] + ([] if args.no_big else [("big GPT", BIG)])
+        results, details = [], []
+        for model_name, size in sizes:
+            onnx_path = model_path(tmp, size)
+            rng = np.random.default_rng(0)
+            shape = (args.batch, size["seq"])
+            np.save(os.path.join(tmp, "ids.npy"), rng.integers(0, size["vocab"], shape))
+            np.save(os.path.join(tmp, "labels.npy"), rng.integers(0, size["vocab"], shape))
+            data = f"input_ids={tmp}/ids.npy,labels={tmp}/labels.npy"
+            print(f"\n{model_name} {size}, batch {args.batch}, SGD; {cores} threads in all; "
+                  f"median of {args.steps} steps after {WARMUP} warm-up")
+            print(f"{'configuration':22} {'ranks':>5} {'profile':>9} {'pred ms':>9} "
+                  f"{'compute':>9} {'comm':>8} {'meas ms':>9} {'pred/meas':>9} "
+                  f"{'within 25%':>10} {'others':>6}")
+            for name, ranks, prof, mesh, strategy in CONFIGS:
+                plan = os.path.join(tmp, "p.plan")
+                prof_path, profile = profiles[prof]
+                cmd = [args.loom, "compile", onnx_path, "--batch", str(args.batch), "--train",
+                       "--optimizer", "sgd", "--lr", "0.01", "--cluster", prof_path, "-o", plan]
+                if mesh:
+                    cmd += ["--mesh", mesh]
+                if strategy:
+                    cmd += ["--strategy", strategy]
+                run(cmd)
+                step_s, compute_s, comm_s = predicted(args.loom, plan)
+                metrics = os.path.join(tmp, "metrics.jsonl")
+                steps = args.steps + WARMUP
+                cmd = [args.loom, "run", plan, "--ranks", str(ranks), "--comm", "threads",
+                       "--threads", str(cores), "--steps", str(steps), "--data", data,
+                       "--metrics", metrics]
+                load.start()
+                run(cmd)
+                others = load.stop()
+                with open(metrics) as f:
+                    times = [json.loads(line)["step_time_ms"] for line in f][WARMUP:]
+                meas_ms = float(np.median(times))
+                pred_ms = step_s * 1e3
+                ratio = pred_ms / meas_ms
+                ok = abs(pred_ms - meas_ms) <= TOLERANCE * meas_ms
+                label = f"ranks {prof}" if isinstance(prof, int) else prof
+                results.append((model_name, name, label, ok, ratio))
+                print(f"{name:22} {ranks:5d} {label:>9} {pred_ms:9.2f} {compute_s * 1e3:9.2f} "
+                      f"{comm_s * 1e3:8.2f} {meas_ms:9.2f} {ratio:9.2f} "
+                      f"{'yes' if ok else 'NO':>10} {others:6.2f}", flush=True)
+                if pb is not None and prof != "derived-1":
+                    trace = os.path.join(tmp, "trace.json")
+                    run(cmd + ["--trace", trace])
+                    table, predictions = breakdown(pb, plan, profile, trace, steps)
+                    details.append((f"{model_name}, {name} ({label})", table, predictions,
+                                    step_s))
+
+        for title, table, predictions, explained in details:
+            print_breakdown(title, table, predictions, explained)
+
+        good = sum(ok for *_, ok, _ in results)
+        worst = max(results, key=lambda r: abs(np.log(r[4])))
+        print(f"\nsummary: {good} of {len(results)} predictions within {TOLERANCE:.0%} of the "
+              f"measured step time; worst: {worst[0]}, {worst[1]} ({worst[2]}), "
+              f"predicted/measured {worst[4]:.2f}"
+              + ("" if good == len(results) else "; the cost model is OFF on this machine")
+              + f" ({time.monotonic() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

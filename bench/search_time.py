@@ -1,0 +1,93 @@
+#!/usr/bin/python3
+"""How long `--mode auto`'s strategy search takes, on models far too big to
+run here: shape-only GPTs from models/gpt_shapes.py, simulated with
+`loom simulate` (no weights are read).
+
+  - a 12-layer GPT (d=768, 12 heads, vocab 50257, seq 1024) on one
+    8xH100-80GB node (dp=2 x tp=4), with ample memory and under a 1.5 GB
+    limit per device (Megatron tensor parallelism);
+  - GPT-3 175B shapes (96 layers, d=12288, 96 heads, seq 2048) on 1024
+    devices (128 nodes of 8xH100-80GB, dp=128 x tp=8), batch 1536: under
+    the default 80 GB per device, where no plan without pipelining or
+    recompute fits (the search proves it and names the largest tensors),
+    and with the memory limit lifted, where it finds the fastest plan.
+
+For each it prints the search time Loom reports ("searched N ops (M
+distinct) in T s"), the wall time of the whole `loom simulate` (import,
+training graph, search, propagation, partitioning, plan), and the
+predicted step time. Usage: bench/search_time.py [--loom PATH]
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def generate(out, layers, d, heads, vocab, seq):
+    subprocess.run([sys.executable, os.path.join(ROOT, "models", "gpt_shapes.py"),
+                    "--layers", str(layers), "--d-model", str(d), "--heads", str(heads),
+                    "--vocab", str(vocab), "--seq", str(seq), "-o", out],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
+def simulate(loom, model, batch, mesh, limit=None):
+    cmd = [loom, "simulate", model, "--batch", str(batch), "--train", "--optimizer",
+           "adamw", "--mesh", mesh, "--mode", "auto", "--top", "1"]
+    if limit:
+        cmd += ["--memory-limit", str(limit)]
+    start = time.monotonic()
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    text = run.stdout + run.stderr
+    searches = [(int(m.group(1)), int(m.group(2)), float(m.group(3)))
+                for m in re.finditer(r"searched (\d+) ops \((\d+) distinct\) in ([0-9.]+) s", text)]
+    step = re.search(r"^predicted step (.+?) per device", text, re.M)
+    memory = re.search(r"^memory per device (.+?) \(", text, re.M)
+    if run.returncode != 0:
+        error = re.search(r"loom: error: (.*)", text)
+        outcome = "no plan fits: " + (error.group(1)[-90:] if error else "?")
+    else:
+        outcome = "step %s, %s per device" % (step.group(1) if step else "?",
+                                             memory.group(1) if memory else "?")
+    return searches, wall, outcome
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--loom", default=os.path.join(ROOT, "build", "tools", "loom", "loom"))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        gpt12 = os.path.join(tmp, "gpt12.onnx")
+        gpt3 = os.path.join(tmp, "gpt3.onnx")
+        generate(gpt12, 12, 768, 12, 50257, 1024)
+        generate(gpt3, 96, 12288, 96, 50257, 2048)
+        cases = [
+            ("GPT 12L d768, ample memory", gpt12, 64, "dp=2,tp=4", None),
+            ("GPT 12L d768, 1.5 GB/device", gpt12, 2, "dp=2,tp=4", 1500000000),
+            ("GPT-3 175B, 80 GB/device", gpt3, 1536, "dp=128,tp=8", None),
+            ("GPT-3 175B, memory unlimited", gpt3, 1536, "dp=128,tp=8", 4 * 10**12),
+        ]
+        print("%-30s %-12s %6s %6s %9s %8s  %s" % ("model", "mesh", "ops", "dist.",
+                                                 "search s", "wall s", "outcome"))
+        for name, model, batch, mesh, limit in cases:
+            searches, wall, outcome = simulate(args.loom, model, batch, mesh, limit)
+            ops = searches[-1][0] if searches else 0
+            distinct = searches[-1][1] if searches else 0
+            search = sum(s[2] for s in searches)
+            note = " (%d searches)" % len(searches) if len(searches) > 1 else ""
+            print("%-30s %-12s %6s %6s %9s %8.2f  %s%s" % (
+                name, mesh, ops or "-", distinct or "-",
+                "%.2f" % search if searches else "-", wall, outcome, note))
+    print("search s: the search alone, as loom reports it (summed over the searches "
+          "a memory limit may need); wall s: the whole `loom simulate`. A failed search "
+          "reports no time of its own: its wall time is the bound.")
+
+
+if __name__ == "__main__":
+    main()

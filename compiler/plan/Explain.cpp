@@ -1,0 +1,276 @@
+//===- Explain.cpp - What a plan is predicted to cost, and why ------------===//
+
+#include "compiler/plan/Explain.h"
+
+#include "passes/StepCost.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Format.h"
+
+#include <algorithm>
+#include <numeric>
+
+using namespace mlir;
+
+namespace loom::explain {
+
+ExplanationBuilder::ExplanationBuilder(cost::HardwareProfile profile,
+                                       std::optional<layout::Mesh> mesh,
+                                       std::string mode)
+    : profile(std::move(profile)), mesh(std::move(mesh)) {
+  explanation.set_cluster(this->profile.name);
+  explanation.set_cluster_nodes(this->profile.nodes);
+  explanation.set_mode(std::move(mode));
+}
+
+plan::Explanation::Node &ExplanationBuilder::nodeFor(const std::string &name) {
+  auto [it, inserted] =
+      nodeIndex.try_emplace(name, explanation.nodes_size());
+  if (inserted)
+    explanation.add_nodes()->set_name(name);
+  return *explanation.mutable_nodes(it->second);
+}
+
+void ExplanationBuilder::noteFixed(func::FuncOp func) {
+  func.walk([&](Operation *op) {
+    if (op->hasAttr(LoomDialect::kShardingAttrName) ||
+        op->hasAttr(LoomDialect::kStrategyAttrName))
+      fixed.insert(op);
+  });
+}
+
+/// Appends `op` to a node's "matmul+add" list, once, and at most two.
+static void addOpName(plan::Explanation::Node &node, Operation *op) {
+  std::string name = op->getName().stripDialect().str();
+  std::string list = node.op();
+  SmallVector<StringRef> parts;
+  StringRef(list).split(parts, '+');
+  if (llvm::is_contained(parts, name) || llvm::is_contained(parts, "..."))
+    return;
+  node.set_op(list.empty()           ? name
+              : parts.size() >= 2    ? list + "+..."
+                                     : list + "+" + name);
+}
+
+void ExplanationBuilder::recordShardings(func::FuncOp func,
+                                         const sharding::SearchReport *search) {
+  std::string error;
+  // Without a mesh the layouts are all replicated on one device.
+  layout::Mesh one = *layout::Mesh::create({{"device", 1}}, error);
+  const layout::Mesh &m = mesh ? *mesh : one;
+  sharding::StepShape step = sharding::analyzeStep(func);
+  sharding::NodeCoster coster(func, m, profile, step);
+  std::map<Operation *, const sharding::SearchChoice *> choices;
+  if (search)
+    for (const sharding::SearchChoice &c : search->choices)
+      choices[c.op] = &c;
+  for (Operation *op : sharding::forwardOps(func, step)) {
+    std::string name = sharding::nodeName(op);
+    if (name.empty())
+      name = sharding::describeOp(op);
+    plan::Explanation::Node &node = nodeFor(name);
+    forwardNodes.insert(name);
+    addOpName(node, op);
+    ShardingRule rule = cast<ShardingOpInterface>(op).getShardingRule();
+    std::optional<FactorAxes> axes;
+    if (auto attr = op->getAttrOfType<ArrayAttr>(LoomDialect::kShardingAttrName))
+      axes = sharding::factorsFromAttr(attr, m, error);
+    if (!axes)
+      axes = FactorAxes(rule.factors.size());
+    std::optional<sharding::OpLayouts> layouts =
+        sharding::deriveLayouts(rule, *axes, m, error);
+    if (!layouts)
+      continue;
+    node.set_memory_bytes(
+        node.memory_bytes() +
+        static_cast<int64_t>(coster.terms(op, rule, *axes, *layouts).memoryBytes));
+    if (!node.layouts().empty() || !mesh)
+      continue; // the node's first op speaks for it
+    node.set_layouts(sharding::compactLayouts(*layouts, m));
+    auto it = choices.find(op);
+    if (it != choices.end()) {
+      const sharding::SearchChoice &c = *it->second;
+      node.set_chosen_by(c.fixed ? "fixed" : "search");
+      node.set_runner_up(c.runnerUp);
+      node.set_runner_up_seconds(c.runnerUpSeconds);
+      node.set_runner_up_memory(static_cast<int64_t>(c.runnerUpMemory));
+    } else {
+      node.set_chosen_by(fixed.count(op) ? "fixed" : "propagated");
+    }
+  }
+  if (search) {
+    explanation.set_search_seconds(search->seconds);
+    explanation.set_search_memory_bytes(
+        static_cast<int64_t>(search->memoryBytes));
+    explanation.set_search_exact(search->exact);
+  }
+}
+
+void ExplanationBuilder::recordProgram(func::FuncOp program) {
+  std::string error;
+  layout::Mesh one = *layout::Mesh::create({{"device", 1}}, error);
+  sharding::GroupCache groups(mesh ? *mesh : one);
+  // The updates, one per parameter and named after it, make one line with
+  // the collectives placed for them (the gradients' all-reduces).
+  llvm::StringSet<> updates;
+  for (Operation &op : program.getBody().front())
+    if (isa<SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp>(op))
+      updates.insert(sharding::nodeName(&op));
+  for (Operation &op : program.getBody().front().without_terminator()) {
+    if (isa<ConstantOp>(op))
+      continue;
+    std::string name = sharding::nodeName(&op);
+    if (updates.contains(name))
+      name = "(optimizer updates)";
+    if (name.empty())
+      name = sharding::describeOp(&op);
+    bool forward = forwardNodes.count(name);
+    plan::Explanation::Node &node = nodeFor(name);
+    // Nodes of the forward pass are named by their forward ops already.
+    if (!forward && !isa<AllReduceOp, ReduceScatterOp, AllGatherOp,
+                         AllToAllOp, LocalSplitOp, MakePartialOp>(op))
+      addOpName(node, &op);
+    if (sharding::isCommunication(&op)) {
+      double s = sharding::collectiveOpSeconds(&op, groups, profile);
+      node.set_comm_seconds(node.comm_seconds() + s);
+      node.set_collectives(node.collectives() + 1);
+      explanation.set_comm_seconds(explanation.comm_seconds() + s);
+      explanation.set_collectives(explanation.collectives() + 1);
+      if (auto bytes = op.getAttrOfType<IntegerAttr>("predicted_bytes"))
+        explanation.set_comm_bytes(explanation.comm_bytes() + bytes.getInt());
+    } else {
+      double s = sharding::localComputeSeconds(&op, profile);
+      node.set_compute_seconds(node.compute_seconds() + s);
+      explanation.set_compute_seconds(explanation.compute_seconds() + s);
+    }
+  }
+  explanation.set_step_seconds(explanation.compute_seconds() +
+                               explanation.comm_seconds());
+}
+
+std::string formatSeconds(double seconds) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  if (seconds >= 1)
+    os << llvm::format("%.3f s", seconds);
+  else if (seconds >= 1e-3)
+    os << llvm::format("%.3f ms", seconds * 1e3);
+  else
+    os << llvm::format("%.1f us", seconds * 1e6);
+  return s;
+}
+
+namespace {
+
+std::string signedSeconds(double s) {
+  return (s < 0 ? "-" : "+") + formatSeconds(std::abs(s));
+}
+std::string signedBytes(double b) {
+  return (b < 0 ? "-" : "+") + sharding::formatBytes(std::abs(b));
+}
+
+/// Pads `text` to `width` columns.
+std::string pad(const std::string &text, size_t width) {
+  return text.size() >= width ? text : text + std::string(width - text.size(), ' ');
+}
+
+} // namespace
+
+void printExplanation(const plan::Plan &plan, const std::string &title,
+                      const PrintOptions &options, llvm::raw_ostream &os) {
+  const plan::Explanation &e = plan.explanation();
+  os << title << ": "
+     << (plan.has_training() ? "training step (" + plan.training().optimizer() +
+                                   ")"
+                             : std::string("inference"));
+  int64_t devices = 1;
+  std::string meshText;
+  for (const auto &axis : plan.mesh().axes()) {
+    devices *= axis.size();
+    meshText += (meshText.empty() ? "" : ", ") + axis.name() + "=" +
+                std::to_string(axis.size());
+  }
+  os << " on " << (meshText.empty() ? "one device" : "mesh [" + meshText + "]")
+     << (devices > 1 ? " (" + std::to_string(devices) + " devices)" : "")
+     << "\n";
+  if (e.cluster().empty()) {
+    os << "This plan carries no explanation (it was compiled by an older "
+          "Loom); compile it again.\n";
+    return;
+  }
+  os << "cluster " << e.cluster() << " (" << e.cluster_nodes()
+     << (e.cluster_nodes() == 1 ? " node" : " nodes") << "), strategies: " << e.mode();
+  if (e.mode() == "auto")
+    os << (e.search_exact() ? " (exact search)" : " (heuristic search)");
+  os << "\n";
+  os << "predicted step " << formatSeconds(e.step_seconds())
+     << " per device: compute " << formatSeconds(e.compute_seconds())
+     << ", communication " << formatSeconds(e.comm_seconds()) << " ("
+     << e.collectives() << " collectives, "
+     << sharding::formatBytes(static_cast<double>(e.comm_bytes()))
+     << " per device)\n";
+  int64_t state = 0, arena = 0;
+  for (const plan::Stage &stage : plan.stages()) {
+    state = std::max(state, stage.program().state_bytes());
+    arena = std::max(arena, stage.program().arena_bytes());
+  }
+  os << "memory per device " << sharding::formatBytes(static_cast<double>(state + arena))
+     << " (" << state + arena << " bytes): state " << sharding::formatBytes(static_cast<double>(state))
+     << " (parameters, optimizer state, constants), step arena "
+     << sharding::formatBytes(static_cast<double>(arena));
+  if (e.mode() == "auto")
+    os << "; the search counted "
+       << sharding::formatBytes(static_cast<double>(e.search_memory_bytes()))
+       << " and predicted " << formatSeconds(e.search_seconds());
+  os << "\n";
+
+  std::vector<int> order(e.nodes_size());
+  std::iota(order.begin(), order.end(), 0);
+  auto secondsOf = [&](int i) {
+    return e.nodes(i).compute_seconds() + e.nodes(i).comm_seconds();
+  };
+  if (options.top > 0) {
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return secondsOf(a) > secondsOf(b); });
+    if (static_cast<int>(order.size()) > options.top)
+      order.resize(options.top);
+    os << "\nthe " << order.size() << " nodes with the largest predicted time:\n";
+  } else {
+    os << "\nper node, in program order (forward and backward together):\n";
+  }
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"node", "ops", "layouts", "compute", "comm", "memory",
+                  "chosen by"});
+  for (int i : order) {
+    const plan::Explanation::Node &n = e.nodes(i);
+    std::string comm = formatSeconds(n.comm_seconds());
+    if (n.collectives())
+      comm += " (" + std::to_string(n.collectives()) + ")";
+    std::string chosen = n.chosen_by();
+    if (!n.runner_up().empty())
+      chosen += "; runner-up " + n.runner_up() + ": " +
+                signedSeconds(n.runner_up_seconds()) + ", " +
+                signedBytes(static_cast<double>(n.runner_up_memory()));
+    rows.push_back({n.name(), n.op(), n.layouts().empty() ? "" : n.layouts(),
+                    formatSeconds(n.compute_seconds()), comm,
+                    n.memory_bytes()
+                        ? sharding::formatBytes(static_cast<double>(n.memory_bytes()))
+                        : "",
+                    chosen});
+  }
+  std::vector<size_t> width(rows.front().size(), 0);
+  for (const auto &row : rows)
+    for (size_t c = 0; c + 1 < row.size(); ++c)
+      width[c] = std::max(width[c], row[c].size());
+  for (const auto &row : rows) {
+    std::string line = " ";
+    for (size_t c = 0; c < row.size(); ++c)
+      line += " " + (c + 1 < row.size() ? pad(row[c], width[c]) : row[c]);
+    while (!line.empty() && line.back() == ' ')
+      line.pop_back();
+    os << line << "\n";
+  }
+}
+
+} // namespace loom::explain

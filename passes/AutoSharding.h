@@ -1,0 +1,73 @@
+//===- AutoSharding.h - The strategy search of --mode auto ------*- C++ -*-===//
+//
+// The search behind `loom-auto-sharding`, callable directly so that the
+// driver gets its report (what every op chose, at what cost, and what it
+// beat) and can show progress.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_PASSES_AUTOSHARDING_H
+#define LOOM_PASSES_AUTOSHARDING_H
+
+#include "passes/StepCost.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace loom::sharding {
+
+/// What the search chose for one forward op.
+struct SearchChoice {
+  mlir::Operation *op = nullptr;
+  /// The chosen layouts (compactLayouts).
+  std::string layouts;
+  NodeTerms terms;
+  /// Whether the user fixed the op (loom.sharding or a strategy file).
+  bool fixed = false;
+  /// The runner-up: the op's best other candidate with every other op's
+  /// choice held, its layouts and how much slower (seconds, counting the
+  /// redistributions it implies) and bigger (bytes per device) it is.
+  /// Empty when the op had one candidate.
+  std::string runnerUp;
+  double runnerUpSeconds = 0;
+  double runnerUpMemory = 0;
+};
+
+struct SearchReport {
+  std::vector<SearchChoice> choices;
+  /// The objective: the search's predicted step time in seconds.
+  double seconds = 0;
+  /// Memory per device the search counted, in bytes.
+  double memoryBytes = 0;
+  /// Whether the cost-graph solve was exact (no greedy fallback).
+  bool exact = true;
+  int nodes = 0, edges = 0;
+  /// Distinct op signatures whose candidates were costed (repeated layers
+  /// share them).
+  int distinctOps = 0;
+  /// Solves of the cost graph (the memory penalty's search).
+  int solves = 0;
+  /// The node count the eliminations left for the exhaustive or greedy
+  /// step, in the final solve.
+  int exhaustiveNodes = 0, greedyFixes = 0;
+};
+
+struct SearchOptions {
+  cost::HardwareProfile profile;
+  /// Bytes per device; 0 means the profile's memory capacity.
+  int64_t memoryLimit = 0;
+  /// Called as the search advances: a phase name and how far along it is.
+  std::function<void(llvm::StringRef phase, int64_t done, int64_t total)>
+      progress;
+};
+
+/// Chooses a sharding for every forward op of `func` (annotating each with
+/// loom.sharding) by the cost model; fails with a diagnostic on `func`
+/// when no plan fits the memory limit, naming the largest tensors.
+mlir::FailureOr<SearchReport> searchShardings(mlir::func::FuncOp func,
+                                              const SearchOptions &options);
+
+} // namespace loom::sharding
+
+#endif // LOOM_PASSES_AUTOSHARDING_H

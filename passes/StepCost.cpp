@@ -1,0 +1,301 @@
+//===- StepCost.cpp - Cost terms of sharded and partitioned ops -----------===//
+
+#include "passes/StepCost.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Format.h"
+
+#include <algorithm>
+
+using namespace mlir;
+
+namespace loom::sharding {
+
+StepShape analyzeStep(func::FuncOp func) {
+  StepShape step;
+  Block &body = func.getBody().front();
+  Operation *terminator = body.getTerminator();
+  bool updates = false;
+  for (Operation &op : body) {
+    if (isa<AdamUpdateOp>(op))
+      step.optimizerStateFactor = 2;
+    else if (isa<MomentumUpdateOp>(op))
+      step.optimizerStateFactor = std::max(step.optimizerStateFactor, 1.0);
+    updates |= isa<SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp>(op);
+  }
+  auto name =
+      func.getNumResults() > 0
+          ? func.getResultAttrOfType<StringAttr>(0, LoomDialect::kOutputAttrName)
+          : StringAttr();
+  if (updates && name && name.getValue() == "loss") {
+    step.training = true;
+    step.loss = terminator->getOperand(0).getDefiningOp();
+    for (Operation &op : body) {
+      step.forward.insert(&op);
+      if (&op == step.loss)
+        break;
+    }
+  }
+  return step;
+}
+
+bool StepShape::isSaved(Value result) const {
+  return training && llvm::any_of(result.getUsers(), [&](Operation *user) {
+           return !forward.contains(user) && !isa<func::ReturnOp>(user);
+         });
+}
+
+std::vector<Operation *> forwardOps(func::FuncOp func, const StepShape &step) {
+  std::vector<Operation *> ops;
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    if (!isa<ConstantOp>(op) && isa<ShardingOpInterface>(op))
+      ops.push_back(&op);
+    if (&op == step.loss)
+      break;
+  }
+  return ops;
+}
+
+const std::vector<int64_t> &GroupCache::group(const std::vector<int> &axes) {
+  auto it = groups.find(axes);
+  if (it == groups.end())
+    it = groups.emplace(axes, layout::commGroups(mesh, axes).front()).first;
+  return it->second;
+}
+
+bool NodeCoster::isParameter(Value v) const {
+  auto arg = dyn_cast<BlockArgument>(v);
+  return arg && arg.getOwner()->getParentOp() == func.getOperation() &&
+         func.getArgAttr(arg.getArgNumber(), LoomDialect::kParamAttrName);
+}
+
+std::string dtypeName(Type elementType) {
+  return elementType.isBF16()  ? "bf16"
+         : elementType.isF16() ? "f16"
+                               : "f32";
+}
+
+static double bytesOf(RankedTensorType t) {
+  return static_cast<double>(t.getNumElements()) *
+         static_cast<double>(elementBytes(t));
+}
+
+/// Calls `f(value, layout, bytes, isParameter)` for each tensor `op` holds
+/// for the whole step: its parameter operands (with gradients and optimizer
+/// state in training) and, in training, its results the backward uses.
+template <typename F>
+static void forEachHeld(Operation *op, const OpLayouts &layouts,
+                        const layout::Mesh &mesh, const StepShape &step,
+                        const NodeCoster &coster, F f) {
+  for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+    if (!coster.isParameter(v))
+      continue;
+    double bytes = bytesOf(
+        localType(cast<RankedTensorType>(v.getType()), mesh, layouts.operands[i]));
+    f(v, layouts.operands[i],
+      step.training ? bytes * (2.0 + step.optimizerStateFactor) : bytes, true);
+  }
+  for (auto [j, r] : llvm::enumerate(op->getResults()))
+    if (step.isSaved(r))
+      f(r, layouts.results[j],
+        bytesOf(localType(cast<RankedTensorType>(r.getType()), mesh,
+                          layouts.results[j])),
+        false);
+}
+
+NodeTerms NodeCoster::terms(Operation *op, const ShardingRule &rule,
+                            const FactorAxes &axes, const OpLayouts &layouts) {
+  NodeTerms t;
+  SmallVector<RankedTensorType> operands, results;
+  for (auto [i, v] : llvm::enumerate(op->getOperands()))
+    operands.push_back(localType(cast<RankedTensorType>(v.getType()), mesh,
+                                 layouts.operands[i]));
+  for (auto [j, r] : llvm::enumerate(op->getResults()))
+    results.push_back(localType(cast<RankedTensorType>(r.getType()), mesh,
+                                layouts.results[j]));
+  OpWork work = cast<CostOpInterface>(op).estimateWork(operands, results);
+  std::string dtype =
+      results.empty() ? "f32" : dtypeName(results.front().getElementType());
+  t.computeSeconds =
+      cost::computeSeconds(profile,
+                           {work.flops, work.bytes, dtype, work.kernelClass}) *
+      (step.training ? 3.0 : 1.0);
+  forEachHeld(op, layouts, mesh, step, *this,
+              [&](Value, const layout::TensorLayout &, double bytes, bool) {
+                t.memoryBytes += bytes;
+              });
+  if (!step.training)
+    return t;
+  for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+    if (!isParameter(v))
+      continue;
+    // The optimizer update of the local parameter: it reads the parameter,
+    // its gradient and its state, and writes the parameter and the state
+    // (about ten operations per element for Adam).
+    double elements = static_cast<double>(operands[i].getNumElements());
+    double bytes = bytesOf(operands[i]);
+    t.computeSeconds += cost::computeSeconds(
+        profile, {elements * (2.0 + 4.0 * step.optimizerStateFactor),
+                  bytes * (3.0 + 2.0 * step.optimizerStateFactor),
+                  dtypeName(operands[i].getElementType()), "elementwise"});
+    // Each parameter's gradient sums over the work split on axes the
+    // parameter does not index: one all-reduce over them.
+    std::vector<int> summed;
+    for (size_t f = 0; f < axes.size() && f < rule.factors.size(); ++f) {
+      bool indexed = llvm::any_of(rule.operands[i], [&](const auto &d) {
+        return llvm::is_contained(d, static_cast<int>(f));
+      });
+      if (!indexed)
+        summed.insert(summed.end(), axes[f].begin(), axes[f].end());
+    }
+    llvm::sort(summed);
+    if (!summed.empty())
+      t.commSeconds += cost::collectiveSeconds(
+          profile, cost::CollectiveKind::AllReduce, bytesOf(operands[i]),
+          groups.group(summed));
+  }
+  return t;
+}
+
+std::vector<NodeCoster::MemoryItem>
+NodeCoster::memoryItems(Operation *op, const OpLayouts &layouts) const {
+  std::vector<MemoryItem> items;
+  forEachHeld(op, layouts, mesh, step, *this,
+              [&](Value v, const layout::TensorLayout &l, double bytes,
+                  bool parameter) {
+                std::string what;
+                if (parameter) {
+                  auto arg = cast<BlockArgument>(v);
+                  auto name = func.getArgAttrOfType<StringAttr>(
+                      arg.getArgNumber(), LoomDialect::kParamAttrName);
+                  what = "parameter '" + name.getValue().str() + "'";
+                  if (step.training)
+                    what += step.optimizerStateFactor > 0
+                                ? " (with its gradient and optimizer state)"
+                                : " (with its gradient)";
+                } else {
+                  what = "result of " + describeOp(op);
+                }
+                items.push_back({what, bytes, compactLayout(l, mesh)});
+              });
+  return items;
+}
+
+double localComputeSeconds(Operation *op, const cost::HardwareProfile &profile) {
+  auto iface = dyn_cast<CostOpInterface>(op);
+  if (!iface)
+    return 0;
+  SmallVector<RankedTensorType> operands, results;
+  for (Type t : op->getOperandTypes())
+    if (auto r = dyn_cast<RankedTensorType>(t))
+      operands.push_back(r);
+  for (Type t : op->getResultTypes())
+    if (auto r = dyn_cast<RankedTensorType>(t))
+      results.push_back(r);
+  if (operands.size() != op->getNumOperands() ||
+      results.size() != op->getNumResults())
+    return 0;
+  OpWork work = iface.estimateWork(operands, results);
+  std::string dtype =
+      results.empty() ? "f32" : dtypeName(results.front().getElementType());
+  return cost::computeSeconds(
+      profile, {work.flops, work.bytes, dtype, work.kernelClass});
+}
+
+bool isCommunication(Operation *op) {
+  return isa<AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp>(op);
+}
+
+double collectiveOpSeconds(Operation *op, GroupCache &groups,
+                           const cost::HardwareProfile &profile) {
+  if (!isCommunication(op))
+    return 0;
+  double in = bytesOf(cast<RankedTensorType>(op->getOperand(0).getType()));
+  double out = bytesOf(cast<RankedTensorType>(op->getResult(0).getType()));
+  auto axis = [](int64_t a) { return std::vector<int>{static_cast<int>(a)}; };
+  if (auto ar = dyn_cast<AllReduceOp>(op)) {
+    std::vector<int> axes(ar.getAxes().begin(), ar.getAxes().end());
+    return cost::collectiveSeconds(profile, cost::CollectiveKind::AllReduce, in,
+                                   groups.group(axes));
+  }
+  if (auto rs = dyn_cast<ReduceScatterOp>(op))
+    return cost::collectiveSeconds(profile,
+                                   cost::CollectiveKind::ReduceScatter, in,
+                                   groups.group(axis(rs.getAxis())));
+  if (auto ag = dyn_cast<AllGatherOp>(op))
+    return cost::collectiveSeconds(profile, cost::CollectiveKind::AllGather,
+                                   out, groups.group(axis(ag.getAxis())));
+  auto a2a = cast<AllToAllOp>(op);
+  return cost::collectiveSeconds(profile, cost::CollectiveKind::AllToAll, in,
+                                 groups.group(axis(a2a.getAxis())));
+}
+
+std::string compactLayout(const layout::TensorLayout &layout,
+                          const layout::Mesh &mesh) {
+  std::string s = "[";
+  for (int d = 0; d < layout.rank(); ++d) {
+    if (d)
+      s += ",";
+    const std::vector<int> &axes = layout.dimAxes(d);
+    if (axes.empty())
+      s += "-";
+    for (size_t k = 0; k < axes.size(); ++k)
+      s += (k ? "*" : "") + mesh.axisName(axes[k]);
+  }
+  s += "]";
+  if (!layout.partialAxes().empty()) {
+    s += "+sum(";
+    for (size_t k = 0; k < layout.partialAxes().size(); ++k)
+      s += (k ? "," : "") + mesh.axisName(layout.partialAxes()[k]);
+    s += ")";
+  }
+  return s;
+}
+
+std::string compactLayouts(const OpLayouts &layouts, const layout::Mesh &mesh) {
+  std::string s;
+  for (size_t i = 0; i < layouts.operands.size(); ++i)
+    s += (i ? " x " : "") + compactLayout(layouts.operands[i], mesh);
+  s += " -> ";
+  for (size_t j = 0; j < layouts.results.size(); ++j)
+    s += (j ? ", " : "") + compactLayout(layouts.results[j], mesh);
+  return s;
+}
+
+std::string nodeName(Operation *op) {
+  Location loc = op->getLoc();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations())
+      if (isa<NameLoc>(l)) {
+        loc = l;
+        break;
+      }
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  return "";
+}
+
+cost::HardwareProfile profileForMesh(const cost::HardwareProfile &profile,
+                                     const layout::Mesh &mesh, bool &grown) {
+  cost::HardwareProfile p = profile;
+  int64_t per = std::max<int64_t>(p.devicesPerNode, 1);
+  int64_t needed = (mesh.numDevices() + per - 1) / per;
+  grown = needed > p.nodes;
+  p.nodes = std::max(p.nodes, needed);
+  return p;
+}
+
+std::string formatBytes(double bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << llvm::format(u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
+  return s;
+}
+
+} // namespace loom::sharding

@@ -1,0 +1,153 @@
+//===- StepCost.h - Cost terms of sharded and partitioned ops ---*- C++ -*-===//
+//
+// The cost model (compiler/cost) applied to the loom dialect, shared by the
+// strategy search (loom-auto-sharding) and the explanation a plan carries
+// (compiler/plan/Explain):
+//
+//   - a training step's shape: which ops are the forward pass (those up to
+//     the loss) and how much optimizer state a parameter carries;
+//   - the terms of one forward op under one sharding, as the search counts
+//     them before the backward pass is partitioned: its compute (forward,
+//     and the backward as twice the forward), the all-reduce of its
+//     parameters' gradients, and the per-device memory it holds for the
+//     whole step (parameters, gradients, optimizer state, saved results);
+//   - the time of an op of a partitioned (per-device) program: roofline
+//     compute for every op, alpha-beta for collectives.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_PASSES_STEPCOST_H
+#define LOOM_PASSES_STEPCOST_H
+
+#include "compiler/cost/CostModel.h"
+#include "passes/ShardingSupport.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/SmallPtrSet.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace loom::sharding {
+
+/// What kind of step a function is.
+struct StepShape {
+  /// A training step: result 0 is the loss and parameters are updated.
+  bool training = false;
+  /// The op producing the loss (training only).
+  mlir::Operation *loss = nullptr;
+  /// Optimizer state per parameter byte: 0 (SGD), 1 (momentum), 2 (Adam).
+  double optimizerStateFactor = 0;
+  /// The forward ops (training only): a forward result is saved for the
+  /// backward pass when an op outside this set uses it.
+  llvm::SmallPtrSet<mlir::Operation *, 16> forward;
+
+  bool isSaved(mlir::Value result) const;
+};
+StepShape analyzeStep(mlir::func::FuncOp func);
+
+/// The ops that are nodes of the strategy search, in program order: every
+/// op with a sharding rule (constants excepted) up to the loss of a
+/// training step, or all of them in an inference graph.
+std::vector<mlir::Operation *> forwardOps(mlir::func::FuncOp func,
+                                          const StepShape &step);
+
+/// The terms of one forward op under one sharding, per device.
+struct NodeTerms {
+  /// Forward compute, times 3 in a training step (backward = 2 forward),
+  /// plus the optimizer updates of its parameters.
+  double computeSeconds = 0;
+  /// All-reduces of the parameter gradients over the axes that split work
+  /// the parameters do not index.
+  double commSeconds = 0;
+  /// Parameters, gradients and optimizer state of the op's parameter
+  /// operands, plus its results the backward pass uses (training).
+  double memoryBytes = 0;
+  double seconds() const { return computeSeconds + commSeconds; }
+};
+
+/// The ranks of rank 0's group over a set of mesh axes (which link a
+/// collective over those axes uses), computed once per set.
+class GroupCache {
+public:
+  explicit GroupCache(const layout::Mesh &mesh) : mesh(mesh) {}
+  const std::vector<int64_t> &group(const std::vector<int> &axes);
+
+private:
+  const layout::Mesh &mesh;
+  std::map<std::vector<int>, std::vector<int64_t>> groups;
+};
+
+class NodeCoster {
+public:
+  NodeCoster(mlir::func::FuncOp func, const layout::Mesh &mesh,
+             const cost::HardwareProfile &profile, const StepShape &step)
+      : func(func), mesh(mesh), profile(profile), step(step), groups(mesh) {}
+
+  NodeTerms terms(mlir::Operation *op, const ShardingRule &rule,
+                  const FactorAxes &axes, const OpLayouts &layouts);
+
+  /// The tensors behind NodeTerms::memoryBytes, for messages.
+  struct MemoryItem {
+    /// "parameter 'fc.weight' (with its gradient and optimizer state)" or
+    /// "result of '/fc/MatMul'".
+    std::string what;
+    double bytes = 0;
+    /// Its per-device layout (compactLayout).
+    std::string layout;
+  };
+  std::vector<MemoryItem> memoryItems(mlir::Operation *op,
+                                      const OpLayouts &layouts) const;
+
+  /// Whether `v` is a trainable parameter (an argument marked loom.param).
+  bool isParameter(mlir::Value v) const;
+
+  GroupCache &groupCache() { return groups; }
+
+private:
+  mutable mlir::func::FuncOp func; // accessors of FuncOp are not const
+  const layout::Mesh &mesh;
+  const cost::HardwareProfile &profile;
+  StepShape step;
+  GroupCache groups;
+};
+
+/// The element type name the profile's peaks are keyed by ("f32", "bf16",
+/// "f16"; other types count as f32).
+std::string dtypeName(mlir::Type elementType);
+
+/// Roofline seconds of an op of a per-device program (its types are the
+/// local ones); 0 for ops without the cost interface (collectives).
+double localComputeSeconds(mlir::Operation *op,
+                           const cost::HardwareProfile &profile);
+
+/// Alpha-beta seconds of a collective op of a per-device program; 0 for
+/// other ops and for local_split and make_partial, which move nothing.
+double collectiveOpSeconds(mlir::Operation *op, GroupCache &groups,
+                           const cost::HardwareProfile &profile);
+
+/// Whether `op` is a collective that moves data between devices.
+bool isCommunication(mlir::Operation *op);
+
+/// A compact layout: `[dp,-,tp]`, several axes on a dimension as `dp*tp`,
+/// partial sums as `+sum(tp)`.
+std::string compactLayout(const layout::TensorLayout &layout,
+                          const layout::Mesh &mesh);
+/// An op's layouts: `[dp,-] x [-,tp] -> [dp,tp]`.
+std::string compactLayouts(const OpLayouts &layouts, const layout::Mesh &mesh);
+
+/// Bytes for people: "1000 B", "1.5 MiB".
+std::string formatBytes(double bytes);
+
+/// The ONNX node an op came from (its name location), or "".
+std::string nodeName(mlir::Operation *op);
+
+/// The profile the mesh runs on: `profile` with as many nodes as the
+/// mesh's devices need (at least its own). `grown` says whether it grew.
+cost::HardwareProfile profileForMesh(const cost::HardwareProfile &profile,
+                                     const layout::Mesh &mesh, bool &grown);
+
+} // namespace loom::sharding
+
+#endif // LOOM_PASSES_STEPCOST_H
