@@ -47,11 +47,15 @@ def simulate(loom, model, batch, mesh, limit=None):
     text = run.stdout + run.stderr
     searches = [(int(m.group(1)), int(m.group(2)), float(m.group(3)))
                 for m in re.finditer(r"searched (\d+) ops \((\d+) distinct\) in ([0-9.]+) s", text)]
+    failed = [(0, 0, float(m.group(1)))
+              for m in re.finditer(r"searched in ([0-9.]+) s; no plan", text)]
     step = re.search(r"^predicted step (.+?) per device", text, re.M)
     memory = re.search(r"^memory per device (.+?) \(", text, re.M)
     if run.returncode != 0:
-        error = re.search(r"loom: error: (.*)", text)
-        outcome = "no plan fits: " + (error.group(1)[-90:] if error else "?")
+        need = re.search(r"the most compact plan found needs (.*?) over", text)
+        outcome = ("no plan fits: the most compact needs " + need.group(1) + " over"
+                   if need else "failed: " + text.strip()[-200:])
+        searches += failed
     else:
         outcome = "step %s, %s per device" % (step.group(1) if step else "?",
                                              memory.group(1) if memory else "?")
@@ -77,16 +81,15 @@ def main():
                                                  "search s", "wall s", "outcome"))
         for name, model, batch, mesh, limit in cases:
             searches, wall, outcome = simulate(args.loom, model, batch, mesh, limit)
-            ops = searches[-1][0] if searches else 0
-            distinct = searches[-1][1] if searches else 0
+            ops = max((s[0] for s in searches), default=0)
+            distinct = max((s[1] for s in searches), default=0)
             search = sum(s[2] for s in searches)
             note = " (%d searches)" % len(searches) if len(searches) > 1 else ""
             print("%-30s %-12s %6s %6s %9s %8.2f  %s%s" % (
                 name, mesh, ops or "-", distinct or "-",
                 "%.2f" % search if searches else "-", wall, outcome, note))
     print("search s: the search alone, as loom reports it (summed over the searches "
-          "a memory limit may need); wall s: the whole `loom simulate`. A failed search "
-          "reports no time of its own: its wall time is the bound.")
+          "a memory limit may need); wall s: the whole `loom simulate`.")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Loom's main job on its built-in default, as far as Loom goes today
-# (partitioning with user strategies; the automatic search comes next):
-# compile the bundled GPT (2 layers, d=64) into an AdamW training step for a
-# batch of 8, split over 4 devices as data parallel x Megatron tensor
-# parallel (mesh dp=2,tp=2, models/gpt_megatron.json), train it for 30 steps
-# on 4 ranks (threads) on a text every Debian machine ships (character
-# level), save a checkpoint and write the trained model back to ONNX.
-# Installs and builds first when needed.
+# Loom's main job on its built-in default: measure this machine (a hardware
+# profile of 4 ranks sharing its cores), let the automatic search choose
+# how to split the bundled GPT (2 layers, d=64; an AdamW training step for a
+# batch of 8) over a mesh of 4 devices (dp=2 x tp=2), show what it chose
+# and why (loom explain), train it for 30 steps on 4 ranks (threads) on a
+# text every Debian machine ships (character level), save a checkpoint and
+# write the trained model back to ONNX. Installs and builds first when
+# needed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null
@@ -14,15 +14,18 @@ bash scripts/build.sh build >/dev/null
 out=build/demo
 rm -rf "$out" && mkdir -p "$out"
 loom=build/tools/loom/loom
+$loom calibrate --ranks 4 -o "$out/cpu.json" | tail -1
 $loom compile models/gpt.onnx --batch 8 --train --optimizer adamw --lr 3e-3 \
   --lr-schedule cosine --warmup-steps 5 --total-steps 30 --min-lr 3e-4 \
-  --mesh dp=2,tp=2 --strategy models/gpt_megatron.json \
+  --mesh dp=2,tp=2 --mode auto --cluster "$out/cpu.json" \
   --save-strategy "$out/strategy.json" -o "$out/gpt-train.plan"
+$loom explain "$out/gpt-train.plan" --top 8
 $loom run "$out/gpt-train.plan" --ranks 4 --steps 30 \
   --tokens /usr/share/common-licenses/GPL-3 --metrics "$out/metrics.jsonl" \
   --trace "$out/trace.json" --save "$out/checkpoint"
 $loom export "$out/gpt-train.plan" --checkpoint "$out/checkpoint" \
   -o "$out/gpt-trained.onnx"
 echo "loom: metrics in $out/metrics.jsonl, trace in $out/trace.json (one" \
-  "track per rank), every op's strategy in $out/strategy.json, trained" \
-  "model in $out/gpt-trained.onnx"
+  "track per rank), every op's strategy in $out/strategy.json (the plan's" \
+  "full explanation: loom explain $out/gpt-train.plan), trained model in" \
+  "$out/gpt-trained.onnx"

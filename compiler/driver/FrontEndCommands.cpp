@@ -466,9 +466,16 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
     search.progress = std::ref(progress);
     FailureOr<sharding::SearchReport> found =
         sharding::searchShardings(func, search);
-    if (failed(found))
+    if (failed(found)) {
+      outs() << "loom: --mode auto on " << profile.name;
+      if (grown)
+        outs() << " x" << profile.nodes << " nodes";
+      outs() << ": searched in " << format("%.2f", progress.seconds())
+             << " s; no plan\n";
+      outs().flush();
       return reportError(modelPath + ": cannot shard the model on " +
                          mesh->toString() + ": " + diagnostics);
+    }
     report = std::move(*found);
     outs() << "loom: --mode auto on " << profile.name;
     if (grown)
