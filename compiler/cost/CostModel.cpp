@@ -14,7 +14,7 @@ double computeSeconds(const HardwareProfile &profile, const OpWork &work) {
       work.flops > 0 ? work.flops / (profile.peak(work.dtype) * eff) : 0.0;
   double memory =
       work.bytes > 0 ? work.bytes / (profile.memoryBandwidth * eff) : 0.0;
-  return std::max(compute, memory);
+  return profile.opOverhead + std::max(compute, memory);
 }
 
 const char *collectiveName(CollectiveKind kind) {

@@ -8,7 +8,10 @@
 // kernel of class `kernelClass` with efficiency e = profile.efficiencyOf(
 // kernelClass), takes
 //
-//     t = max(flops / (peak[dtype] * e), bytes / (memoryBandwidth * e)).
+//     t = overhead + max(flops / (peak[dtype] * e),
+//                        bytes / (memoryBandwidth * e))
+//
+// where overhead is the profile's op_overhead (the fixed cost of a call).
 //
 // Communication (alpha-beta with nccl-tests bus factors). A collective of
 // `kind` over a group of n ranks on `bytes` takes

@@ -12,6 +12,7 @@
 //     "intra_node": {"bandwidth": 3.7e+11, "latency": 5e-06},
 //     "inter_node": {"bandwidth": 4.8e+10, "latency": 1e-05},
 //     "efficiency": {"matmul": 1, ...},      optional
+//     "op_overhead": 4e-06,                   optional (seconds per kernel)
 //     "notes": ["...", ...]                   optional
 //   }
 //
@@ -63,6 +64,7 @@ bool HardwareProfile::operator==(const HardwareProfile &o) const {
          memoryBandwidth == o.memoryBandwidth &&
          memoryCapacity == o.memoryCapacity && intraNode == o.intraNode &&
          interNode == o.interNode && efficiency == o.efficiency &&
+         opOverhead == o.opOverhead &&
          notes == o.notes;
 }
 
@@ -146,6 +148,8 @@ std::string HardwareProfile::toJson() const {
   s += "  \"inter_node\": " + link(interNode);
   if (!efficiency.empty())
     s += ",\n  \"efficiency\": " + numberMap(efficiency, kKernelClasses);
+  if (opOverhead != 0)
+    s += ",\n  \"op_overhead\": " + formatNumber(opOverhead);
   if (!notes.empty()) {
     s += ",\n  \"notes\": [";
     for (size_t i = 0; i < notes.size(); ++i)
@@ -202,6 +206,9 @@ std::string validateProfile(const HardwareProfile &p) {
     if (!positive(l.latency))
       return notPositive(std::string(field) + ".latency", l.latency);
   }
+  if (!(p.opOverhead >= 0) || !std::isfinite(p.opOverhead))
+    return "\"op_overhead\" must be a number of seconds >= 0, got " +
+           formatNumber(p.opOverhead);
   for (const auto &[cls, v] : p.efficiency) {
     if (std::find(kKernelClasses.begin(), kKernelClasses.end(), cls) ==
         kKernelClasses.end())
@@ -350,7 +357,7 @@ std::optional<HardwareProfile> parseProfile(const std::string &text,
   r.checkKeys(*root, "",
               {"name", "devices_per_node", "nodes", "peak_flops",
                "memory_bandwidth", "memory_capacity", "intra_node",
-               "inter_node", "efficiency", "notes"});
+               "inter_node", "efficiency", "op_overhead", "notes"});
   HardwareProfile p;
   if (const Value *name = r.field(*root, "", "name")) {
     if (std::optional<llvm::StringRef> s = name->getAsString())
@@ -368,6 +375,8 @@ std::optional<HardwareProfile> parseProfile(const std::string &text,
   p.interNode = r.link(*root, "inter_node");
   if (const Object *eff = r.object(*root, "", "efficiency", false))
     p.efficiency = r.numbers(*eff, "efficiency.");
+  if (root->get("op_overhead"))
+    p.opOverhead = r.number(*root, "", "op_overhead");
   if (const Value *notes = r.field(*root, "", "notes", false)) {
     const llvm::json::Array *list = notes->getAsArray();
     if (!list)

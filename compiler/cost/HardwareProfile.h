@@ -54,6 +54,9 @@ struct HardwareProfile {
   /// reach, in (0, 1]; classes are those of kKernelClasses, and a class
   /// absent here reaches 1.0.
   std::map<std::string, double> efficiency;
+  /// Seconds every kernel call costs besides its roofline time (dispatch,
+  /// launch); 0 if the profile does not say.
+  double opOverhead = 0;
   /// Free text: where the figures come from, what was assumed.
   std::vector<std::string> notes;
 

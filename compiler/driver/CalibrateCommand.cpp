@@ -4,29 +4,36 @@
 // hardware profile (compiler/cost/HardwareProfile.h). A "device" is one rank
 // of `loom run --ranks N --comm threads`: a thread of this process with
 // cores / N kernel threads. Every kernel measurement runs on all N ranks at
-// once (as a partitioned run does, so that ranks share memory bandwidth as
-// they will) and reports the mean over ranks of each rank's best rate.
+// once (as a partitioned run does, so that ranks share cores and memory
+// bandwidth as they will) and times a batch of calls from a common start
+// until the slowest rank is done.
 //
 //   peak_flops.f32    the best f32 "matmul" rate over a few square sizes
 //                     (2 M N K flops per call); each size's fraction of it
 //                     goes into the notes
 //   peak_flops.bf16   the "matmul" rate on bf16 (f16) operands at the best
 //   peak_flops.f16    f32 size, whatever path the backend takes for them
-//   memory_bandwidth  the faster of an "add" of two large f32 tensors
-//                     (3 x 4 x size bytes) and a copy of one ("reshape",
-//                     2 x 4 x size bytes)
-//   efficiency        per kernel class, the roofline time of one
-//                     representative kernel over its measured time (capped
-//                     at 1): matmul 1 by definition (it defines the peak),
-//                     elementwise the add's bandwidth over the memory
-//                     bandwidth, conv from a 3x3 "conv2d", reduction from a
-//                     row "reduce_sum", other from a row "softmax" (counted
-//                     as memory traffic only)
+//   memory_bandwidth  the fastest of an "add" (3 x 4 x size bytes) and a
+//                     copy ("reshape", 2 x 4 x size bytes), on large f32
+//                     tensors and on tensors the size of a step's
+//                     activations (which stay in cache)
+//   op_overhead       the median time of tiny kernels of every class
+//   efficiency        per kernel class, the roofline time of a mix of the
+//                     class's kernels at step sizes over their measured
+//                     time (capped at 1): matmul from linear-layer and
+//                     attention shapes against the peak; elementwise from
+//                     add, bias add, mul, sub, erf and neg; reduction from
+//                     reduce_sum, softmax and layer_norm; other (data
+//                     movement) from transpose and a copy; conv from a 3x3
+//                     "conv2d"
 //   intra_node        collectives of the threads communicator over the N
 //                     ranks (all-reduce, all-gather, reduce-scatter,
-//                     all-to-all; 4 KiB to 16 MiB): the cost model's
+//                     all-to-all; 4 KiB to 16 MiB), each call timed on a
+//                     rank that arrives last, the others already waiting
+//                     (as in a step): the cost model's
 //                     t = steps x latency + bus factor x bytes / bandwidth
-//                     fitted by least squares on relative error
+//                     fitted by least squares on relative error. With one
+//                     rank, the links are measured between two.
 //   inter_node        a copy of intra_node (one node: nothing to measure)
 //   memory_capacity   MemTotal of /proc/meminfo / N
 //
@@ -50,6 +57,7 @@
 #include <condition_variable>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -70,8 +78,8 @@ cl::opt<std::string> backendName("backend", cl::desc("cpu (default)"),
 cl::opt<int> ranksFlag(
     "ranks",
     cl::desc("Ranks (devices) of the profile, run as threads of this "
-             "process (default: the cores, between 2 and 4; at most twice "
-             "the cores)"),
+             "process (default: the cores, between 2 and 4; 1 for a "
+             "single-device run; at most twice the cores)"),
     cl::init(0), cl::sub(calibrateCmd), cl::cat(loomCategory()));
 cl::opt<int> threadsFlag("threads",
                          cl::desc("Threads for the CPU kernels, shared evenly "
@@ -96,6 +104,10 @@ double secondsSince(Clock::time_point start) {
 struct Settings {
   std::vector<int64_t> matmulSizes;
   int64_t addElements;
+  /// Elements of the step-sized tensors of the class mixes (rows x cols).
+  int64_t stepRows, stepCols;
+  /// The linear-layer matmuls of the mix: tokens x in -> out.
+  int64_t tokens, hidden;
   int64_t rows, cols; // reduce_sum and softmax operands
   int64_t convBatch, convChannels, convSize;
   std::vector<int64_t> collectiveBytes;
@@ -113,6 +125,8 @@ Settings settings(bool quick) {
   if (quick) {
     s.matmulSizes = {32, 64, 128};
     s.addElements = 1 << 18;
+    s.stepRows = 64, s.stepCols = 256;
+    s.tokens = 128, s.hidden = 64;
     s.rows = 256, s.cols = 1024;
     s.convBatch = 2, s.convChannels = 16, s.convSize = 16;
     s.collectiveBytes = {4 << 10, 16 << 10, 64 << 10, 256 << 10};
@@ -122,6 +136,8 @@ Settings settings(bool quick) {
   }
   s.matmulSizes = {256, 512, 1024, 2048};
   s.addElements = 1 << 24;
+  s.stepRows = 256, s.stepCols = 1024;
+  s.tokens = 1024, s.hidden = 256;
   s.rows = 4096, s.cols = 4096;
   s.convBatch = 8, s.convChannels = 64, s.convSize = 32;
   s.collectiveBytes = {4 << 10, 16 << 10, 64 << 10, 256 << 10,
@@ -193,8 +209,10 @@ private:
 /// Seconds per call of the kernel call `make` builds, on `ranks` threads at
 /// once, each with its own CPU backend using `threadsPerRank` threads: after
 /// a warm-up call, the ranks run `s.trials` batches of the same number of
-/// calls together (each batch lasting at least `s.batchSeconds`), and the
-/// result is the mean over ranks of each rank's best batch.
+/// calls together (each batch lasting at least `s.batchSeconds`), each
+/// batch timed from the common start until the slowest rank is done (a
+/// rank that ran alone on a core while others waited would look faster
+/// than any rank of a run is); the result is the best batch.
 double timeOnEveryRank(int ranks, int threadsPerRank,
                        const std::function<KernelCall()> &make,
                        const Settings &s, std::string &error) {
@@ -231,7 +249,8 @@ double timeOnEveryRank(int ranks, int threadsPerRank,
         start = Clock::now();
         for (int64_t i = 0; i < calls; ++i)
           (void)(*kernel)(args);
-        best = std::min(best, secondsSince(start) / static_cast<double>(calls));
+        double slowest = sync.agreeMax(secondsSince(start));
+        best = std::min(best, slowest / static_cast<double>(calls));
       }
       results[r] = best;
     });
@@ -260,51 +279,178 @@ double matmulRate(int ranks, int threads, int64_t n, rt::DType dtype,
   return error.empty() ? 2.0 * n * n * n / t : 0.0;
 }
 
-/// A representative kernel of a class and its roofline work.
-struct ClassBench {
-  std::string kernelClass;
+/// One kernel of a class's mix, and its roofline work.
+struct MixKernel {
   std::function<KernelCall()> make;
   cost::OpWork work;
 };
 
-std::vector<ClassBench> classBenches(const Settings &s) {
-  std::vector<ClassBench> benches;
-  int64_t r = s.rows, c = s.cols;
-  benches.push_back({"reduction",
-                     [=] {
-                       KernelCall k{"reduce_sum", {}, {}, {}};
-                       k.attrs.set("axes", std::vector<int64_t>{1});
-                       k.inputs = {Buffer(rt::DType::F32, {r, c})};
-                       k.outputs = {Buffer(rt::DType::F32, {r})};
-                       return k;
-                     },
-                     {double(r * c), 4.0 * (r * c + r), "f32", "reduction"}});
-  benches.push_back({"other",
-                     [=] {
-                       KernelCall k{"softmax", {}, {}, {}};
-                       k.attrs.set("axis", int64_t(1));
-                       k.inputs = {Buffer(rt::DType::F32, {r, c})};
-                       k.outputs = {Buffer(rt::DType::F32, {r, c})};
-                       return k;
-                     },
-                     {0, 4.0 * 2 * r * c, "f32", "other"}});
+/// The kernels whose measured time against their roofline gives a class's
+/// efficiency.
+struct ClassMix {
+  std::string kernelClass;
+  std::vector<MixKernel> kernels;
+};
+
+/// The roofline work of `call` as dialects/Cost.cpp counts it: every
+/// operand and result byte once, and `flops`.
+cost::OpWork workOf(const KernelCall &call, double flops,
+                    const std::string &kernelClass) {
+  double bytes = 0;
+  for (const Buffer &b : call.inputs)
+    bytes += static_cast<double>(b.bytes.size());
+  for (const Buffer &b : call.outputs)
+    bytes += static_cast<double>(b.bytes.size());
+  return {flops, bytes, "f32", kernelClass};
+}
+
+MixKernel mixKernel(std::function<KernelCall()> make, double flopsPerOutput,
+                    const std::string &kernelClass) {
+  KernelCall sample = make();
+  double out = static_cast<double>(rt::numElements(sample.outputs[0].shape));
+  double in = static_cast<double>(rt::numElements(sample.inputs[0].shape));
+  double flops = kernelClass == "reduction" ? flopsPerOutput * in
+                                            : flopsPerOutput * out;
+  return {std::move(make), workOf(sample, flops, kernelClass)};
+}
+
+KernelCall f32Call(std::string op, std::vector<rt::Shape> inputs,
+                   rt::Shape output) {
+  KernelCall k{std::move(op), {}, {}, {}};
+  for (rt::Shape &shape : inputs)
+    k.inputs.push_back(Buffer(rt::DType::F32, std::move(shape)));
+  k.outputs = {Buffer(rt::DType::F32, std::move(output))};
+  return k;
+}
+
+/// The class mixes, on r x c tensors (the size of a step's activations).
+std::vector<ClassMix> classMixes(const Settings &s, int64_t r, int64_t c) {
+  int64_t n = r * c;
+  std::vector<ClassMix> mixes;
+  ClassMix elementwise{"elementwise", {}};
+  for (const char *op : {"add", "mul", "sub"})
+    elementwise.kernels.push_back(mixKernel(
+        [=] { return f32Call(op, {{n}, {n}}, {n}); }, 1, "elementwise"));
+  elementwise.kernels.push_back(mixKernel(
+      [=] { return f32Call("add", {{r, c}, {c}}, {r, c}); }, 1, "elementwise"));
+  for (const char *op : {"erf", "neg"})
+    elementwise.kernels.push_back(mixKernel(
+        [=] { return f32Call(op, {{n}}, {n}); }, 1, "elementwise"));
+  mixes.push_back(std::move(elementwise));
+
+  ClassMix reduction{"reduction", {}};
+  reduction.kernels.push_back(mixKernel(
+      [=] {
+        KernelCall k = f32Call("reduce_sum", {{r, c}}, {r});
+        k.attrs.set("axes", std::vector<int64_t>{1});
+        return k;
+      },
+      1, "reduction"));
+  reduction.kernels.push_back(mixKernel(
+      [=] {
+        KernelCall k = f32Call("softmax", {{r, c}}, {r, c});
+        k.attrs.set("axis", int64_t(1));
+        return k;
+      },
+      5, "reduction"));
+  reduction.kernels.push_back(mixKernel(
+      [=] {
+        KernelCall k = f32Call("layer_norm", {{r, c}, {c}, {c}}, {r, c});
+        k.attrs.set("axis", int64_t(1));
+        k.attrs.set("epsilon", 1e-5);
+        return k;
+      },
+      8, "reduction"));
+  mixes.push_back(std::move(reduction));
+
+  ClassMix other{"other", {}};
+  other.kernels.push_back(mixKernel(
+      [=] {
+        KernelCall k = f32Call("transpose", {{r, c}}, {c, r});
+        k.attrs.set("permutation", std::vector<int64_t>{1, 0});
+        return k;
+      },
+      0, "other"));
+  other.kernels.push_back(
+      mixKernel([=] { return f32Call("reshape", {{n}}, {n}); }, 0, "other"));
+  mixes.push_back(std::move(other));
+
+  // Linear layers (tokens x hidden, hidden x 4 hidden) and attention
+  // (batched, head size 64 or less), against the peak; the tokens scale
+  // with the rows.
+  int64_t t = std::max<int64_t>(16, s.tokens * r / s.stepRows), h = s.hidden, hd = std::min<int64_t>(64, h / 4),
+          heads = t / 128 > 0 ? 32 : 8, seq = std::min<int64_t>(128, t / 4);
+  ClassMix matmul{"matmul", {}};
+  auto linear = [&](int64_t m, int64_t k, int64_t nn) {
+    matmul.kernels.push_back(mixKernel(
+        [=] { return f32Call("matmul", {{m, k}, {k, nn}}, {m, nn}); },
+        2.0 * static_cast<double>(k), "matmul"));
+  };
+  linear(t, h, h);
+  linear(t, h, 4 * h);
+  linear(t, 4 * h, h);
+  matmul.kernels.push_back(mixKernel(
+      [=] {
+        return f32Call("matmul", {{heads, seq, hd}, {heads, hd, seq}},
+                       {heads, seq, seq});
+      },
+      2.0 * static_cast<double>(hd), "matmul"));
+  matmul.kernels.push_back(mixKernel(
+      [=] {
+        return f32Call("matmul", {{heads, seq, seq}, {heads, seq, hd}},
+                       {heads, seq, hd});
+      },
+      2.0 * static_cast<double>(seq), "matmul"));
+  mixes.push_back(std::move(matmul));
+
   int64_t b = s.convBatch, ch = s.convChannels, hw = s.convSize;
-  double convFlops = 2.0 * b * ch * hw * hw * ch * 9;
-  double convBytes = 4.0 * (2 * b * ch * hw * hw + ch * ch * 9);
-  benches.push_back({"conv",
-                     [=] {
-                       KernelCall k{"conv2d", {}, {}, {}};
-                       k.attrs.set("strides", std::vector<int64_t>{1, 1});
-                       k.attrs.set("padding", std::vector<int64_t>{1, 1, 1, 1});
-                       k.attrs.set("dilations", std::vector<int64_t>{1, 1});
-                       k.attrs.set("groups", int64_t(1));
-                       k.inputs = {Buffer(rt::DType::F32, {b, ch, hw, hw}),
-                                   Buffer(rt::DType::F32, {ch, ch, 3, 3})};
-                       k.outputs = {Buffer(rt::DType::F32, {b, ch, hw, hw})};
-                       return k;
-                     },
-                     {convFlops, convBytes, "f32", "conv"}});
-  return benches;
+  ClassMix conv{"conv", {}};
+  conv.kernels.push_back(
+      {[=] {
+         KernelCall k = f32Call("conv2d", {{b, ch, hw, hw}, {ch, ch, 3, 3}},
+                                {b, ch, hw, hw});
+         k.attrs.set("strides", std::vector<int64_t>{1, 1});
+         k.attrs.set("padding", std::vector<int64_t>{1, 1, 1, 1});
+         k.attrs.set("dilations", std::vector<int64_t>{1, 1});
+         k.attrs.set("groups", int64_t(1));
+         return k;
+       },
+       {2.0 * b * ch * hw * hw * ch * 9,
+        4.0 * (2 * b * ch * hw * hw + ch * ch * 9), "f32", "conv"}});
+  mixes.push_back(std::move(conv));
+  return mixes;
+}
+
+/// Kernels of every class on a few elements: their time is the fixed cost
+/// of a call.
+std::vector<std::function<KernelCall()>> tinyKernels() {
+  return {
+      [] { return f32Call("add", {{16}, {16}}, {16}); },
+      [] { return f32Call("mul", {{16}, {16}}, {16}); },
+      [] { return f32Call("erf", {{16}}, {16}); },
+      [] {
+        KernelCall k = f32Call("softmax", {{4, 8}}, {4, 8});
+        k.attrs.set("axis", int64_t(1));
+        return k;
+      },
+      [] {
+        KernelCall k = f32Call("reduce_sum", {{4, 8}}, {4});
+        k.attrs.set("axes", std::vector<int64_t>{1});
+        return k;
+      },
+      [] {
+        KernelCall k = f32Call("layer_norm", {{4, 8}, {8}, {8}}, {4, 8});
+        k.attrs.set("axis", int64_t(1));
+        k.attrs.set("epsilon", 1e-5);
+        return k;
+      },
+      [] {
+        KernelCall k = f32Call("transpose", {{4, 8}}, {8, 4});
+        k.attrs.set("permutation", std::vector<int64_t>{1, 0});
+        return k;
+      },
+      [] { return f32Call("matmul", {{4, 8}, {8, 4}}, {4, 4}); },
+  };
 }
 
 //===----------------------------------------------------------------------===//
@@ -312,7 +458,10 @@ std::vector<ClassBench> classBenches(const Settings &s) {
 //===----------------------------------------------------------------------===//
 
 /// Times every collective of the threads communicator over `ranks` ranks
-/// at each size; rank 0's time between two barriers, per call.
+/// at each size, as a step meets them: the other ranks are already waiting
+/// in the collective when rank 0 arrives (it spins for a while after a
+/// barrier), and the time is rank 0's from its call to its return; the
+/// median over the calls.
 std::vector<cost::CollectiveTiming>
 measureCollectives(int ranks, const Settings &s, std::string &error) {
   using cost::CollectiveKind;
@@ -354,20 +503,32 @@ measureCollectives(int ranks, const Settings &s, std::string &error) {
             }
           };
           int64_t calls =
-              std::clamp<int64_t>(s.collectiveVolume / bytes, 4, 200);
+              std::clamp<int64_t>(s.collectiveVolume / bytes, 5, 41);
           std::string e = once();
-          e += comm.barrier(group);
-          Clock::time_point start = Clock::now();
-          for (int64_t i = 0; i < calls && e.empty(); ++i)
-            e = once();
-          e += comm.barrier(group);
-          double t = secondsSince(start) / static_cast<double>(calls);
+          std::vector<double> times;
+          for (int64_t i = 0; i < calls && e.empty(); ++i) {
+            e = comm.barrier(group);
+            if (r == 0) {
+              // Arrive last: long enough for the others to block.
+              Clock::time_point spin = Clock::now();
+              while (secondsSince(spin) < 200e-6)
+                ;
+            }
+            Clock::time_point start = Clock::now();
+            if (e.empty())
+              e = once();
+            times.push_back(secondsSince(start));
+          }
           if (!e.empty()) {
             errors[r] = e;
             return; // every rank fails the same way
           }
-          if (r == 0)
-            samples.push_back({kind, static_cast<double>(bytes), ranks, t});
+          if (r == 0) {
+            std::nth_element(times.begin(), times.begin() + times.size() / 2,
+                             times.end());
+            samples.push_back({kind, static_cast<double>(bytes), ranks,
+                               times[times.size() / 2]});
+          }
         }
     });
   for (std::thread &t : workers)
@@ -414,10 +575,10 @@ int runCalibrate() {
     return reportError("backend '" + backendName +
                        "' is not built yet; this Loom calibrates 'cpu'");
   int cores = std::max(1u, std::thread::hardware_concurrency());
-  int ranks = ranksFlag ? static_cast<int>(ranksFlag) : std::clamp(cores, 2, 4);
-  if (ranks < 2)
-    return reportError("--ranks must be at least 2 (the links are measured "
-                       "between ranks)");
+  int ranks = ranksFlag.getNumOccurrences() ? static_cast<int>(ranksFlag)
+                                             : std::clamp(cores, 2, 4);
+  if (ranks < 1)
+    return reportError("--ranks must be at least 1");
   if (ranks > 2 * cores)
     return reportError("--ranks " + std::to_string(ranks) +
                        " is more than twice the " + std::to_string(cores) +
@@ -473,9 +634,8 @@ int runCalibrate() {
            << bestSize << "^3: " << fixed(rate / 1e9, 2) << " GFLOP/s\n";
   }
 
-  // Memory bandwidth: the faster of a large add and a large copy.
-  int64_t elems = s.addElements;
-  auto streamRate = [&](const char *op, int operands) {
+  // Memory bandwidth: the fastest add or copy, large or step-sized.
+  auto streamRate = [&](const char *op, int operands, int64_t elems) {
     double t = timeOnEveryRank(
         ranks, threads,
         [&] {
@@ -489,38 +649,67 @@ int runCalibrate() {
     return error.empty() ? 4.0 * operands * static_cast<double>(elems) / t
                          : 0.0;
   };
-  double addRate = streamRate("add", 3);
+  int64_t large = s.addElements, small = s.stepRows * s.stepCols;
+  double addRate = streamRate("add", 3, large);
+  double copyRate = error.empty() ? streamRate("reshape", 2, large) : 0;
+  double stepAddRate = error.empty() ? streamRate("add", 3, small) : 0;
+  double stepCopyRate = error.empty() ? streamRate("reshape", 2, small) : 0;
   if (!error.empty())
-    return reportError("add: " + error);
-  double copyRate = streamRate("reshape", 2);
-  if (!error.empty())
-    return reportError("reshape: " + error);
-  p.memoryBandwidth = std::max(addRate, copyRate);
+    return reportError("memory bandwidth: " + error);
+  p.memoryBandwidth =
+      std::max({addRate, copyRate, stepAddRate, stepCopyRate});
+  std::string bandwidthNote =
+      formatBytes(4 * large) + " f32 tensors: add " + fixed(addRate / 1e9, 2) +
+      " GB/s, copy " + fixed(copyRate / 1e9, 2) + " GB/s; " +
+      formatBytes(4 * small) + " (step-sized): add " +
+      fixed(stepAddRate / 1e9, 2) + " GB/s, copy " +
+      fixed(stepCopyRate / 1e9, 2) + " GB/s";
   outs() << "  memory bandwidth: " << fixed(p.memoryBandwidth / 1e9, 2)
-         << " GB/s per rank (" << formatBytes(4 * elems) << " f32 tensors: add "
-         << fixed(addRate / 1e9, 2) << " GB/s, copy "
-         << fixed(copyRate / 1e9, 2) << " GB/s)\n";
+         << " GB/s per rank (" << bandwidthNote << ")\n";
 
-  // Efficiencies: roofline time (at full efficiency) over measured time.
-  cost::HardwareProfile roofline = p;
-  p.efficiency = {
-      {"matmul", 1.0},
-      {"elementwise", std::clamp(addRate / p.memoryBandwidth, 1e-3, 1.0)}};
-  for (const ClassBench &bench : classBenches(s)) {
-    double t = timeOnEveryRank(ranks, threads, bench.make, s, error);
+  // The fixed cost of a kernel call: the median time of tiny kernels of
+  // every class, whose roofline time is nothing.
+  std::vector<double> tiny;
+  for (const std::function<KernelCall()> &make : tinyKernels()) {
+    tiny.push_back(timeOnEveryRank(ranks, threads, make, s, error));
     if (!error.empty())
-      return reportError(bench.kernelClass + ": " + error);
-    double ideal = cost::computeSeconds(roofline, bench.work);
-    p.efficiency[bench.kernelClass] = std::clamp(ideal / t, 1e-3, 1.0);
+      return reportError("tiny kernels: " + error);
   }
+  std::nth_element(tiny.begin(), tiny.begin() + tiny.size() / 2, tiny.end());
+  p.opOverhead = tiny[tiny.size() / 2];
+  outs() << "  kernel call overhead: " << fixed(p.opOverhead * 1e6, 2)
+         << " us (median of " << tiny.size() << " tiny kernels)\n";
+
+  // Efficiencies: the mix's roofline time (at full efficiency) over its
+  // measured time less the calls' overhead.
+  cost::HardwareProfile roofline = p;
+  roofline.opOverhead = 0;
+  // Two sizes of step tensors: one that stays in a core's cache and one
+  // that does not (a step has both).
+  std::map<std::string, std::pair<double, double>> totals; // ideal, measured
+  for (int64_t scale : {int64_t(4), int64_t(1)})
+    for (const ClassMix &mix :
+         classMixes(s, s.stepRows / scale, s.stepCols)) {
+      auto &[ideal, measured] = totals[mix.kernelClass];
+      for (const MixKernel &k : mix.kernels) {
+        double t = timeOnEveryRank(ranks, threads, k.make, s, error);
+        if (!error.empty())
+          return reportError(mix.kernelClass + ": " + error);
+        measured += std::max(t - p.opOverhead, 0.5 * t);
+        ideal += cost::computeSeconds(roofline, k.work);
+      }
+    }
+  for (const auto &[kernelClass, t] : totals)
+    p.efficiency[kernelClass] = std::clamp(t.first / t.second, 1e-3, 1.0);
   outs() << "  efficiency:";
   for (const std::string &c : cost::kKernelClasses)
     outs() << " " << c << " " << fixed(p.efficiency[c], 2);
   outs() << "\n";
 
-  // Links.
+  // Links (between two ranks when the profile has one).
+  int linkRanks = std::max(ranks, 2);
   std::vector<cost::CollectiveTiming> samples =
-      measureCollectives(ranks, s, error);
+      measureCollectives(linkRanks, s, error);
   if (!error.empty())
     return reportError(error);
   double largest = 0;
@@ -529,7 +718,7 @@ int runCalibrate() {
   for (const cost::CollectiveTiming &c : samples) {
     if (c.bytes < largest)
       continue;
-    double busBw = cost::busFactor(c.kind, ranks) * c.bytes / c.seconds;
+    double busBw = cost::busFactor(c.kind, linkRanks) * c.bytes / c.seconds;
     outs() << "  " << cost::collectiveName(c.kind) << " of "
            << formatBytes(static_cast<int64_t>(c.bytes)) << ": "
            << fixed(c.seconds * 1e6, 1) << " us, bus bandwidth "
@@ -561,14 +750,23 @@ int runCalibrate() {
           std::to_string(bestSize) +
           "^3; the cpu backend computes them in f32, converting operands and "
           "result, so they are below the f32 peak",
-      "memory_bandwidth: the faster of add (" + fixed(addRate / 1e9, 2) +
-          " GB/s) and a copy (reshape, " + fixed(copyRate / 1e9, 2) +
-          " GB/s) of " + formatBytes(4 * elems) + " f32 tensors",
-      "efficiency: roofline time over measured time of add (elementwise), "
-      "reduce_sum (reduction), softmax (other, memory traffic only) and a "
-      "3x3 conv2d (conv); matmul is 1 by definition",
-      "intra_node: threads-communicator collectives (all_reduce, all_gather, "
-      "reduce_scatter, all_to_all) from " +
+      "memory_bandwidth: the fastest add or copy (reshape) of " +
+          bandwidthNote,
+      "op_overhead: the median time of tiny kernels (add, mul, erf, softmax, "
+      "reduce_sum, layer_norm, transpose, matmul on a few elements)",
+      "efficiency: roofline time over measured time (less op_overhead) of a "
+      "mix per class, "
+      "on step-sized tensors (" + std::to_string(s.stepRows / 4) + " x " +
+          std::to_string(s.stepCols) + " and " + std::to_string(s.stepRows) +
+          " x " + std::to_string(s.stepCols) +
+          " f32): add, bias add, mul, sub, erf, neg (elementwise); "
+          "reduce_sum, softmax, layer_norm (reduction); transpose and a copy "
+          "(other); linear-layer and attention matmuls against the peak "
+          "(matmul); a 3x3 conv2d (conv)",
+      "intra_node: threads-communicator collectives over " +
+          std::to_string(linkRanks) +
+          " ranks (all_reduce, all_gather, reduce_scatter, all_to_all), each "
+          "call timed on a rank arriving last with the others waiting, from " +
           formatBytes(s.collectiveBytes.front()) + " to " +
           formatBytes(s.collectiveBytes.back()) +
           ", fitted to steps x latency + bus bytes / bandwidth" +

@@ -51,6 +51,16 @@ TEST(Roofline, MemoryBoundAdd) {
   EXPECT_DOUBLE_EQ(computeSeconds(h100(), add), 12 * elements / 3.35e12);
 }
 
+// The profile's op overhead is added to every op's roofline time.
+TEST(Roofline, OpOverhead) {
+  HardwareProfile p = h100();
+  p.opOverhead = 5e-6;
+  double elements = 1 << 20;
+  OpWork add{elements, 3 * 4 * elements, "f32", "elementwise"};
+  EXPECT_DOUBLE_EQ(computeSeconds(p, add), 5e-6 + 12 * elements / 3.35e12);
+  EXPECT_DOUBLE_EQ(computeSeconds(p, OpWork{0, 0, "f32", "other"}), 5e-6);
+}
+
 // The kernel class's efficiency scales both roofs; unknown classes take
 // "other"'s, unknown element types the f32 peak; no work costs nothing.
 TEST(Roofline, EfficiencyAndFallbacks) {

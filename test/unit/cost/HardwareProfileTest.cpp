@@ -107,6 +107,24 @@ TEST(HardwareProfile, OptionalFields) {
   EXPECT_DOUBLE_EQ(p->efficiencyOf("whatever"), 1.0);
 }
 
+// The fixed cost of a kernel call: optional, read, written back, and never
+// negative.
+TEST(HardwareProfile, OpOverhead) {
+  std::string error;
+  std::optional<HardwareProfile> p = parseProfile(
+      edited("\"notes\":", "\"op_overhead\": 3.5e-06,\n  \"notes\":"), "p",
+      error);
+  ASSERT_TRUE(p) << error;
+  EXPECT_DOUBLE_EQ(p->opOverhead, 3.5e-6);
+  std::optional<HardwareProfile> back = parseProfile(p->toJson(), "p", error);
+  ASSERT_TRUE(back) << error;
+  EXPECT_EQ(*back, *p);
+  EXPECT_NE(p->toJson().find("\"op_overhead\": 3.5e-06"), std::string::npos);
+  EXPECT_DOUBLE_EQ(parseProfile(kFullProfile, "p", error)->opOverhead, 0.0);
+  EXPECT_EQ(parseError(edited("\"notes\":", "\"op_overhead\": -1,\n  \"notes\":")),
+            "p.json: \"op_overhead\" must be a number of seconds >= 0, got -1");
+}
+
 // toJson writes what parseProfile reads back to an equal profile, for
 // awkward numbers and strings that need escaping too.
 TEST(HardwareProfile, RoundTrip) {
@@ -234,7 +252,7 @@ TEST(HardwareProfileErrors, UnknownKeys) {
             "p.json: unknown key \"node\" (expected \"name\", "
             "\"devices_per_node\", \"nodes\", \"peak_flops\", "
             "\"memory_bandwidth\", \"memory_capacity\", \"intra_node\", "
-            "\"inter_node\", \"efficiency\", \"notes\")");
+            "\"inter_node\", \"efficiency\", \"op_overhead\", \"notes\")");
   EXPECT_EQ(parseError(edited("\"latency\": 2e-6", "\"lat\": 2e-6")),
             "p.json: unknown key \"intra_node.lat\" (expected "
             "\"bandwidth\", \"latency\")");
