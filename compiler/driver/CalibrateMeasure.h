@@ -1,0 +1,123 @@
+//===- CalibrateMeasure.h - What `loom calibrate` measures ------*- C++ -*-===//
+//
+// The measurements behind `loom calibrate`: kernels of the CPU backend timed
+// on N thread ranks at once (from a common start to the slowest rank), the
+// mixes of kernels that give each kernel class's efficiency, the tiny
+// kernels that give the fixed cost of a call, and the collectives of the
+// threads communicator timed on a rank arriving last.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_COMPILER_DRIVER_CALIBRATEMEASURE_H
+#define LOOM_COMPILER_DRIVER_CALIBRATEMEASURE_H
+
+#include "compiler/cost/CostModel.h"
+#include "runtime/Backend.h"
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace loom::driver::calibrate {
+
+using Clock = std::chrono::steady_clock;
+
+inline double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// How long and how big the measurements are.
+struct Settings {
+  std::vector<int64_t> matmulSizes;
+  int64_t addElements;
+  /// Elements of the step-sized tensors of the class mixes (rows x cols).
+  int64_t stepRows, stepCols;
+  /// The linear-layer matmuls of the mix: tokens x in -> out.
+  int64_t tokens, hidden;
+  int64_t convBatch, convChannels, convSize;
+  std::vector<int64_t> collectiveBytes;
+  /// Bytes each collective measurement moves in all (calls = this / size,
+  /// between 4 and 200).
+  int64_t collectiveVolume;
+  /// Each kernel measurement: the best of `trials` batches of calls, each
+  /// batch lasting at least `batchSeconds`.
+  double batchSeconds;
+  int trials;
+};
+
+/// The settings of a full or a --quick calibration.
+Settings settings(bool quick);
+
+/// A buffer for a kernel operand, filled with small values.
+struct Buffer {
+  rt::DType dtype;
+  rt::Shape shape;
+  std::vector<unsigned char> bytes;
+
+  Buffer(rt::DType dtype, rt::Shape shape) : dtype(dtype), shape(shape) {
+    int64_t n = rt::numElements(shape);
+    bytes.resize(n * rt::dtypeSize(dtype));
+    for (int64_t i = 0; i < n; ++i) {
+      float v = 0.25f + 0.001f * static_cast<float>(i % 977);
+      if (dtype == rt::DType::F32)
+        reinterpret_cast<float *>(bytes.data())[i] = v;
+      else
+        reinterpret_cast<uint16_t *>(bytes.data())[i] =
+            dtype == rt::DType::BF16 ? rt::floatToBf16(v) : rt::floatToHalf(v);
+    }
+  }
+  rt::TensorView view() { return {dtype, shape, bytes.data()}; }
+};
+
+/// One kernel call, ready to repeat.
+struct KernelCall {
+  std::string op;
+  rt::Attrs attrs;
+  std::vector<Buffer> inputs, outputs;
+};
+
+/// One kernel of a class's mix, and its roofline work.
+struct MixKernel {
+  std::function<KernelCall()> make;
+  cost::OpWork work;
+};
+
+/// The kernels whose measured time against their roofline gives a class's
+/// efficiency.
+struct ClassMix {
+  std::string kernelClass;
+  std::vector<MixKernel> kernels;
+};
+
+/// Seconds per call of the kernel call `make` builds, on `ranks` threads at
+/// once, each with its own CPU backend using `threadsPerRank` threads (see
+/// the definition). Sets `error` if the backend rejects the call.
+double timeOnEveryRank(int ranks, int threadsPerRank,
+                       const std::function<KernelCall()> &make,
+                       const Settings &s, std::string &error);
+
+/// Rate (FLOP/s) of an n^3 matmul in `dtype`.
+double matmulRate(int ranks, int threads, int64_t n, rt::DType dtype,
+                  const Settings &s, std::string &error);
+
+/// A call of `op` on f32 buffers of the given shapes.
+KernelCall f32Call(std::string op, std::vector<rt::Shape> inputs,
+                   rt::Shape output);
+
+/// The class mixes, on r x c tensors (the size of a step's activations).
+std::vector<ClassMix> classMixes(const Settings &s, int64_t r, int64_t c);
+
+/// Kernels of every class on a few elements: their time is the fixed cost
+/// of a call.
+std::vector<std::function<KernelCall()>> tinyKernels();
+
+/// The threads communicator's collectives over `ranks` ranks at each of
+/// `s.collectiveBytes` (see the definition).
+std::vector<cost::CollectiveTiming>
+measureCollectives(int ranks, const Settings &s, std::string &error);
+
+} // namespace loom::driver::calibrate
+
+#endif // LOOM_COMPILER_DRIVER_CALIBRATEMEASURE_H
