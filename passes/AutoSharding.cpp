@@ -64,6 +64,13 @@ struct Candidate {
   NodeTerms terms;
 };
 
+/// An edge of the cost graph: producer node -> consumer node.
+struct EdgeRef {
+  int from, to;
+  const EdgeCosts *costs;
+  unsigned operand; // of the consumer
+};
+
 /// The candidates of every op with one signature.
 struct CandidateSet {
   std::vector<Candidate> list;
@@ -93,6 +100,13 @@ private:
                      const layout::TensorLayout &after,
                      const layout::Step &step, const std::vector<int64_t> &shape,
                      int64_t elementBytes);
+  /// The error when even the most compact plan (`choice`, `memory` bytes)
+  /// exceeds `limit`: its largest tensors per device.
+  LogicalResult infeasible(const std::vector<Operation *> &nodes,
+                           const std::vector<const CandidateSet *> &candidates,
+                           const std::vector<EdgeRef> &edges,
+                           const std::vector<int> &choice, double memory,
+                           int64_t limit);
   void progress(StringRef phase, int64_t done, int64_t total) {
     if (options.progress)
       options.progress(phase, done, total);
@@ -290,6 +304,44 @@ const EdgeCosts &AutoSharder::edgeCosts(const CandidateSet *producer,
   return matrices.emplace(key, std::move(e)).first->second;
 }
 
+LogicalResult
+AutoSharder::infeasible(const std::vector<Operation *> &nodes,
+                        const std::vector<const CandidateSet *> &candidates,
+                        const std::vector<EdgeRef> &edges,
+                        const std::vector<int> &choice, double memory,
+                        int64_t limit) {
+  std::vector<NodeCoster::MemoryItem> items;
+  for (size_t n = 0; n < nodes.size(); ++n)
+    for (NodeCoster::MemoryItem &item :
+         coster.memoryItems(nodes[n], candidates[n]->list[choice[n]].layouts))
+      items.push_back(std::move(item));
+  for (const EdgeRef &e : edges)
+    if (double bytes = e.costs->bytes[choice[e.from]][choice[e.to]]) {
+      Operation *user = nodes[e.to];
+      items.push_back(
+          {"copy of a result of " + describeOp(nodes[e.from]) +
+               " kept for the backward of " + describeOp(user),
+           bytes,
+           compactLayout(
+               candidates[e.to]->list[choice[e.to]].layouts.operands[e.operand],
+               mesh)});
+    }
+  llvm::stable_sort(
+      items, [](const auto &a, const auto &b) { return a.bytes > b.bytes; });
+  InFlightDiagnostic d = func.emitError();
+  d << "no sharding on " << mesh.toString() << " fits in "
+    << formatBytes(static_cast<double>(limit)) << " (" << limit
+    << " bytes) per device: the most compact plan found needs "
+    << formatBytes(memory) << ", "
+    << formatBytes(memory - static_cast<double>(limit))
+    << " over. Its largest tensors per device:";
+  for (size_t k = 0; k < items.size() && k < 6; ++k)
+    d << "\n  " << items[k].what << ": " << formatBytes(items[k].bytes)
+      << " as " << items[k].layout;
+  d << "\nUse more devices, a smaller batch, or a larger --memory-limit";
+  return failure();
+}
+
 FailureOr<SearchReport> AutoSharder::run() {
   Operation *terminator = func.getBody().front().getTerminator();
   std::vector<Operation *> nodes = forwardOps(func, step);
@@ -308,11 +360,6 @@ FailureOr<SearchReport> AutoSharder::run() {
 
   // Edges: producer result -> consumer operand, both forward ops. Values
   // returned (the loss, outputs) must end replicated.
-  struct EdgeRef {
-    int from, to;
-    const EdgeCosts *costs;
-    unsigned operand; // of the consumer
-  };
   std::vector<EdgeRef> edges;
   std::vector<std::vector<double>> sinkCost(nodes.size());
   for (auto [n, op] : llvm::enumerate(nodes)) {
@@ -392,68 +439,31 @@ FailureOr<SearchReport> AutoSharder::run() {
     double scale = std::max(best.cost, 1e-12) / std::max(memory, 1.0);
     double compactMemory = 0;
     search::Solution compact = solveWith(scale * 1e6, compactMemory);
-    if (compactMemory > static_cast<double>(limit)) {
-      // Name the largest per-device tensors of the most compact plan.
-      std::vector<NodeCoster::MemoryItem> items;
-      for (size_t n = 0; n < nodes.size(); ++n)
-        for (NodeCoster::MemoryItem &item : coster.memoryItems(
-                 nodes[n], candidates[n]->list[compact.choice[n]].layouts))
-          items.push_back(std::move(item));
-      for (const EdgeRef &e : edges)
-        if (double bytes = e.costs->bytes[compact.choice[e.from]]
-                                         [compact.choice[e.to]]) {
-          Operation *user = nodes[e.to];
-          items.push_back(
-              {"copy of a result of " + describeOp(nodes[e.from]) +
-                   " kept for the backward of " + describeOp(user),
-               bytes,
-               compactLayout(
-                   candidates[e.to]->list[compact.choice[e.to]]
-                       .layouts.operands[e.operand],
-                   mesh)});
-        }
-      llvm::stable_sort(items, [](const auto &a, const auto &b) {
-        return a.bytes > b.bytes;
-      });
-      InFlightDiagnostic d = func.emitError();
-      d << "no sharding on " << mesh.toString() << " fits in "
-        << formatBytes(static_cast<double>(limit)) << " (" << limit
-        << " bytes) per device: the most compact plan found needs "
-        << formatBytes(compactMemory) << ", "
-        << formatBytes(compactMemory - static_cast<double>(limit))
-        << " over. Its largest tensors per device:";
-      for (size_t k = 0; k < items.size() && k < 6; ++k)
-        d << "\n  " << items[k].what << ": " << formatBytes(items[k].bytes)
-          << " as " << items[k].layout;
-      d << "\nUse more devices, a smaller batch, or a larger --memory-limit";
-      return failure();
-    }
+    if (compactMemory > static_cast<double>(limit))
+      return infeasible(nodes, candidates, edges, compact.choice, compactMemory,
+                        limit);
     best = compact;
     memory = compactMemory;
     lambda = scale * 1e6;
-    double low = 0, high = scale;
-    for (; high < lambda; low = high, high *= 8) {
+    // Keeps the plan of `candidate` if it fits.
+    auto fitsWith = [&](double candidate) {
       double m = 0;
-      search::Solution s = solveWith(high, m);
-      if (m <= static_cast<double>(limit)) {
-        best = s;
-        memory = m;
-        lambda = high;
-        break;
-      }
-    }
+      search::Solution s = solveWith(candidate, m);
+      if (m > static_cast<double>(limit))
+        return false;
+      best = std::move(s);
+      memory = m;
+      lambda = candidate;
+      return true;
+    };
+    double low = 0;
+    for (double high = scale; high < lambda && !fitsWith(high); high *= 8)
+      low = high;
     low = std::max(low, lambda / 8);
     while (lambda > low * 1.1) {
       double mid = std::sqrt(low * lambda);
-      double m = 0;
-      search::Solution s = solveWith(mid, m);
-      if (m <= static_cast<double>(limit)) {
-        best = s;
-        memory = m;
-        lambda = mid;
-      } else {
+      if (!fitsWith(mid))
         low = mid;
-      }
     }
   }
 
@@ -461,12 +471,8 @@ FailureOr<SearchReport> AutoSharder::run() {
   // every other op's choice held.
   SearchReport report;
   report.nodes = static_cast<int>(nodes.size());
-  report.edges = static_cast<int>(edges.size());
   report.distinctOps = static_cast<int>(sets.size());
-  report.solves = solves;
   report.exact = best.exact;
-  report.exhaustiveNodes = best.exhaustiveNodes;
-  report.greedyFixes = best.greedyFixes;
   report.memoryBytes = memory;
   std::vector<std::vector<int>> incident(nodes.size());
   for (auto [k, e] : llvm::enumerate(edges)) {
@@ -534,13 +540,9 @@ struct AutoShardingPass
     if (failed(mesh))
       return signalPassFailure();
     std::string error;
-    std::optional<cost::HardwareProfile> hw = cost::builtinProfile(profile);
-    if (!hw)
-      hw = cost::loadProfile(profile, error);
+    std::optional<cost::HardwareProfile> hw = cost::findProfile(profile, error);
     if (!hw) {
-      func.emitError() << "hardware profile '" << profile
-                       << "' is neither built in nor a readable file: "
-                       << error;
+      func.emitError() << error;
       return signalPassFailure();
     }
     SearchOptions options;

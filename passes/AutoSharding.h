@@ -42,15 +42,11 @@ struct SearchReport {
   double memoryBytes = 0;
   /// Whether the cost-graph solve was exact (no greedy fallback).
   bool exact = true;
-  int nodes = 0, edges = 0;
+  /// The forward ops searched.
+  int nodes = 0;
   /// Distinct op signatures whose candidates were costed (repeated layers
   /// share them).
   int distinctOps = 0;
-  /// Solves of the cost graph (the memory penalty's search).
-  int solves = 0;
-  /// The node count the eliminations left for the exhaustive or greedy
-  /// step, in the final solve.
-  int exhaustiveNodes = 0, greedyFixes = 0;
 };
 
 struct SearchOptions {

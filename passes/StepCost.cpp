@@ -75,6 +75,17 @@ std::string dtypeName(Type elementType) {
                                : "f32";
 }
 
+/// Roofline seconds of `op` on operands and results of the given types.
+static double workSeconds(Operation *op, ArrayRef<RankedTensorType> operands,
+                          ArrayRef<RankedTensorType> results,
+                          const cost::HardwareProfile &profile) {
+  OpWork work = cast<CostOpInterface>(op).estimateWork(operands, results);
+  std::string dtype =
+      results.empty() ? "f32" : dtypeName(results.front().getElementType());
+  return cost::computeSeconds(
+      profile, {work.flops, work.bytes, dtype, work.kernelClass});
+}
+
 static double bytesOf(RankedTensorType t) {
   return static_cast<double>(t.getNumElements()) *
          static_cast<double>(elementBytes(t));
@@ -113,13 +124,8 @@ NodeTerms NodeCoster::terms(Operation *op, const ShardingRule &rule,
   for (auto [j, r] : llvm::enumerate(op->getResults()))
     results.push_back(localType(cast<RankedTensorType>(r.getType()), mesh,
                                 layouts.results[j]));
-  OpWork work = cast<CostOpInterface>(op).estimateWork(operands, results);
-  std::string dtype =
-      results.empty() ? "f32" : dtypeName(results.front().getElementType());
   t.computeSeconds =
-      cost::computeSeconds(profile,
-                           {work.flops, work.bytes, dtype, work.kernelClass}) *
-      (step.training ? 3.0 : 1.0);
+      workSeconds(op, operands, results, profile) * (step.training ? 3.0 : 1.0);
   forEachHeld(op, layouts, mesh, step, *this,
               [&](Value, const layout::TensorLayout &, double bytes, bool) {
                 t.memoryBytes += bytes;
@@ -182,8 +188,7 @@ NodeCoster::memoryItems(Operation *op, const OpLayouts &layouts) const {
 }
 
 double localComputeSeconds(Operation *op, const cost::HardwareProfile &profile) {
-  auto iface = dyn_cast<CostOpInterface>(op);
-  if (!iface)
+  if (!isa<CostOpInterface>(op))
     return 0;
   SmallVector<RankedTensorType> operands, results;
   for (Type t : op->getOperandTypes())
@@ -195,11 +200,7 @@ double localComputeSeconds(Operation *op, const cost::HardwareProfile &profile) 
   if (operands.size() != op->getNumOperands() ||
       results.size() != op->getNumResults())
     return 0;
-  OpWork work = iface.estimateWork(operands, results);
-  std::string dtype =
-      results.empty() ? "f32" : dtypeName(results.front().getElementType());
-  return cost::computeSeconds(
-      profile, {work.flops, work.bytes, dtype, work.kernelClass});
+  return workSeconds(op, operands, results, profile);
 }
 
 bool isCommunication(Operation *op) {

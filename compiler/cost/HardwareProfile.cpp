@@ -27,7 +27,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <set>
 
 namespace loom::cost {
@@ -81,33 +80,12 @@ std::string formatNumber(double value) {
   return std::string(buf, r.ptr);
 }
 
+/// `s` as a JSON string (llvm::json's escaping; invalid UTF-8 replaced).
 std::string quote(const std::string &s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-    case '"':
-      out += "\\\"";
-      break;
-    case '\\':
-      out += "\\\\";
-      break;
-    case '\n':
-      out += "\\n";
-      break;
-    case '\t':
-      out += "\\t";
-      break;
-    default:
-      if (static_cast<unsigned char>(c) < 0x20) {
-        char esc[8];
-        std::snprintf(esc, sizeof(esc), "\\u%04x", c);
-        out += esc;
-      } else {
-        out += c;
-      }
-    }
-  }
-  return out + "\"";
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  os << llvm::json::Value(llvm::json::fixUTF8(s));
+  return out;
 }
 
 /// `{"k1": v1, "k2": v2}` on one line, keys in `order` first, then the
@@ -524,6 +502,22 @@ std::optional<HardwareProfile> builtinProfile(const std::string &name) {
 
 std::vector<std::string> builtinProfileNames() {
   return {"8xA100-80GB", "8xH100-80GB"};
+}
+
+std::optional<HardwareProfile> findProfile(const std::string &nameOrPath,
+                                           std::string &error) {
+  if (std::optional<HardwareProfile> builtin = builtinProfile(nameOrPath))
+    return builtin;
+  std::string why;
+  std::optional<HardwareProfile> profile = loadProfile(nameOrPath, why);
+  if (!profile) {
+    std::string names;
+    for (const std::string &n : builtinProfileNames())
+      names += (names.empty() ? "" : ", ") + n;
+    error = "hardware profile '" + nameOrPath + "' is neither built in (" +
+            names + ") nor a readable file: " + why;
+  }
+  return profile;
 }
 
 } // namespace loom::cost

@@ -113,6 +113,12 @@ std::optional<HardwareProfile> builtinProfile(const std::string &name);
 /// The names builtinProfile knows, sorted.
 std::vector<std::string> builtinProfileNames();
 
+/// A built-in profile by name, else the profile file at `nameOrPath`; on
+/// failure nullopt and `error`, which lists the built-in names and says why
+/// the file was not read.
+std::optional<HardwareProfile> findProfile(const std::string &nameOrPath,
+                                           std::string &error);
+
 } // namespace loom::cost
 
 #endif // LOOM_COMPILER_COST_HARDWAREPROFILE_H

@@ -23,7 +23,6 @@
 #include "passes/AutoSharding.h"
 #include "passes/Passes.h"
 #include "passes/StrategyFile.h"
-#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -356,17 +355,11 @@ std::optional<MeshAttr> parseMesh(MLIRContext &context, std::string &error) {
 
 /// The hardware profile of --cluster; nullopt after reporting.
 std::optional<cost::HardwareProfile> loadCluster(int &exitCode) {
-  if (std::optional<cost::HardwareProfile> builtin =
-          cost::builtinProfile(clusterFlag))
-    return builtin;
   std::string error;
   std::optional<cost::HardwareProfile> profile =
-      cost::loadProfile(clusterFlag, error);
+      cost::findProfile(clusterFlag, error);
   if (!profile)
-    exitCode = reportError("--cluster: hardware profile '" + clusterFlag +
-                           "' is neither built in (" +
-                           llvm::join(cost::builtinProfileNames(), ", ") +
-                           ") nor a readable file: " + error);
+    exitCode = reportError("--cluster: " + error);
   return profile;
 }
 
@@ -466,10 +459,10 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
     search.progress = std::ref(progress);
     FailureOr<sharding::SearchReport> found =
         sharding::searchShardings(func, search);
+    outs() << "loom: --mode auto on " << profile.name;
+    if (grown)
+      outs() << " x" << profile.nodes << " nodes";
     if (failed(found)) {
-      outs() << "loom: --mode auto on " << profile.name;
-      if (grown)
-        outs() << " x" << profile.nodes << " nodes";
       outs() << ": searched in " << format("%.2f", progress.seconds())
              << " s; no plan\n";
       outs().flush();
@@ -477,9 +470,6 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
                          mesh->toString() + ": " + diagnostics);
     }
     report = std::move(*found);
-    outs() << "loom: --mode auto on " << profile.name;
-    if (grown)
-      outs() << " x" << profile.nodes << " nodes";
     outs() << ": searched " << report->nodes << " ops (" << report->distinctOps
            << " distinct) in " << format("%.2f", progress.seconds())
            << " s; predicted step "

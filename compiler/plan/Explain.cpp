@@ -15,10 +15,17 @@ using namespace mlir;
 
 namespace loom::explain {
 
+/// A mesh of one device: plans without a mesh have every layout replicated.
+static layout::Mesh oneDevice() {
+  std::string error;
+  return *layout::Mesh::create({{"device", 1}}, error);
+}
+
 ExplanationBuilder::ExplanationBuilder(cost::HardwareProfile profile,
                                        std::optional<layout::Mesh> mesh,
                                        std::string mode)
-    : profile(std::move(profile)), mesh(std::move(mesh)) {
+    : profile(std::move(profile)), mesh(mesh ? *mesh : oneDevice()),
+      hasMesh(mesh.has_value()) {
   explanation.set_cluster(this->profile.name);
   explanation.set_cluster_nodes(this->profile.nodes);
   explanation.set_mode(std::move(mode));
@@ -56,11 +63,8 @@ static void addOpName(plan::Explanation::Node &node, Operation *op) {
 void ExplanationBuilder::recordShardings(func::FuncOp func,
                                          const sharding::SearchReport *search) {
   std::string error;
-  // Without a mesh the layouts are all replicated on one device.
-  layout::Mesh one = *layout::Mesh::create({{"device", 1}}, error);
-  const layout::Mesh &m = mesh ? *mesh : one;
   sharding::StepShape step = sharding::analyzeStep(func);
-  sharding::NodeCoster coster(func, m, profile, step);
+  sharding::NodeCoster coster(func, mesh, profile, step);
   std::map<Operation *, const sharding::SearchChoice *> choices;
   if (search)
     for (const sharding::SearchChoice &c : search->choices)
@@ -75,19 +79,19 @@ void ExplanationBuilder::recordShardings(func::FuncOp func,
     ShardingRule rule = cast<ShardingOpInterface>(op).getShardingRule();
     std::optional<FactorAxes> axes;
     if (auto attr = op->getAttrOfType<ArrayAttr>(LoomDialect::kShardingAttrName))
-      axes = sharding::factorsFromAttr(attr, m, error);
+      axes = sharding::factorsFromAttr(attr, mesh, error);
     if (!axes)
       axes = FactorAxes(rule.factors.size());
     std::optional<sharding::OpLayouts> layouts =
-        sharding::deriveLayouts(rule, *axes, m, error);
+        sharding::deriveLayouts(rule, *axes, mesh, error);
     if (!layouts)
       continue;
     node.set_memory_bytes(
         node.memory_bytes() +
         static_cast<int64_t>(coster.terms(op, rule, *axes, *layouts).memoryBytes));
-    if (!node.layouts().empty() || !mesh)
+    if (!node.layouts().empty() || !hasMesh)
       continue; // the node's first op speaks for it
-    node.set_layouts(sharding::compactLayouts(*layouts, m));
+    node.set_layouts(sharding::compactLayouts(*layouts, mesh));
     auto it = choices.find(op);
     if (it != choices.end()) {
       const sharding::SearchChoice &c = *it->second;
@@ -108,9 +112,7 @@ void ExplanationBuilder::recordShardings(func::FuncOp func,
 }
 
 void ExplanationBuilder::recordProgram(func::FuncOp program) {
-  std::string error;
-  layout::Mesh one = *layout::Mesh::create({{"device", 1}}, error);
-  sharding::GroupCache groups(mesh ? *mesh : one);
+  sharding::GroupCache groups(mesh);
   // The updates, one per parameter and named after it, make one line with
   // the collectives placed for them (the gradients' all-reduces).
   llvm::StringSet<> updates;

@@ -52,7 +52,9 @@ private:
   plan::Explanation::Node &nodeFor(const std::string &name);
 
   cost::HardwareProfile profile;
-  std::optional<layout::Mesh> mesh;
+  /// The mesh, or one device when the plan has none.
+  layout::Mesh mesh;
+  bool hasMesh;
   plan::Explanation explanation;
   std::map<std::string, int> nodeIndex;
   std::set<mlir::Operation *> fixed;
