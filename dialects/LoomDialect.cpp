@@ -120,7 +120,7 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   if (name == kStrategyAttrName || name == kStageAttrName ||
-      name == kRecomputeAttrName) {
+      name == kRecomputeAttrName || name == kRecomputedAttrName) {
     if (isFunctionOrModule)
       return op->emitError()
              << "'" << name << "' belongs on an op, not a function or module";
@@ -142,6 +142,21 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
     if (!isa<FunctionOpInterface>(op) || !isa<DictionaryAttr>(attr.getValue()))
       return op->emitError()
              << "'" << name << "' must be a dictionary on a function";
+    return success();
+  }
+  if (name == kZeroAttrName) {
+    auto level = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<FunctionOpInterface>(op) || !level ||
+        level.getType().isInteger(1) || level.getInt() < 0 ||
+        level.getInt() > 3)
+      return op->emitError()
+             << "'" << name << "' must be an integer from 0 to 3 on a function";
+    return success();
+  }
+  if (name == kRegatherAttrName) {
+    if (!isa<AllGatherOp>(op) || !isa<UnitAttr>(attr.getValue()))
+      return op->emitError()
+             << "'" << name << "' must be a unit attribute on loom.all_gather";
     return success();
   }
   if (name == kSpmdAttrName) {
@@ -176,7 +191,7 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
-  if (name == kRecomputeAttrName) {
+  if (name == kRecomputeAttrName || name == kRecomputedAttrName) {
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitError() << "'" << name << "' must be a unit attribute";
     return success();
@@ -240,6 +255,15 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
       name == kBufferAttrName || name == kStateAttrName) {
     if (!isa<StringAttr>(attr.getValue()))
       return op->emitError() << "'" << name << "' must be a string";
+    return success();
+  }
+  if (name == kZeroAttrName) {
+    auto level = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!level || level.getType().isInteger(1) || level.getInt() < 1 ||
+        level.getInt() > 3)
+      return op->emitError()
+             << "'" << name
+             << "' must be an integer from 1 to 3 on an argument";
     return success();
   }
   if (name == kInitAttrName) {

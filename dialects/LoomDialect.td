@@ -54,7 +54,12 @@ def Loom_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kStrategyAttrName = "loom.strategy";
     static constexpr ::llvm::StringLiteral kLayoutAttrName = "loom.layout";
     static constexpr ::llvm::StringLiteral kStageAttrName = "loom.stage";
+    /// On a forward op: the backward pass recomputes its results instead
+    /// of keeping them. Set by the user, --recompute or the search.
     static constexpr ::llvm::StringLiteral kRecomputeAttrName = "loom.recompute";
+    /// On the copy of a forward op that recomputes it for the backward
+    /// pass (kept apart from the original by CSE).
+    static constexpr ::llvm::StringLiteral kRecomputedAttrName = "loom.recomputed";
     /// Set by loom-propagate-sharding on every op: the mesh axes assigned
     /// to each factor of its sharding rule.
     static constexpr ::llvm::StringLiteral kShardingAttrName = "loom.sharding";
@@ -63,6 +68,14 @@ def Loom_Dialect : Dialect {
     /// Set by loom-auto-sharding on a function: what the search found
     /// (a dictionary: cost in seconds, memory in bytes per device, exact).
     static constexpr ::llvm::StringLiteral kSearchAttrName = "loom.search";
+    /// Optimizer sharding (ZeRO). On a training function: its level, 0 to 3
+    /// (optimizer state; + gradients; + parameters). On an argument: the
+    /// level its layout was split over the data-parallel axes by.
+    static constexpr ::llvm::StringLiteral kZeroAttrName = "loom.zero";
+    /// Set by loom-partition on the gathers of a ZeRO-3 parameter made for
+    /// the backward pass, so that they are not merged with the forward's
+    /// (the point is not to keep the gathered parameter across the step).
+    static constexpr ::llvm::StringLiteral kRegatherAttrName = "loom.regather";
     /// Function-argument attributes set by the ONNX importer.
     static constexpr ::llvm::StringLiteral kInputAttrName = "loom.input";
     static constexpr ::llvm::StringLiteral kParamAttrName = "loom.param";

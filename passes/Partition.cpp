@@ -10,6 +10,7 @@
 
 #include "passes/Passes.h"
 #include "passes/ShardingSupport.h"
+#include "passes/StepCost.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
@@ -48,6 +49,8 @@ private:
                                 const layout::TensorLayout &from,
                                 const layout::TensorLayout &to);
   LogicalResult partitionOp(Operation *op);
+  /// The ZeRO level `v` (an argument) was split by, 0 if none.
+  int zeroLevelOf(Value v);
 
   func::FuncOp func;
   MeshAttr meshAttr;
@@ -59,6 +62,9 @@ private:
   llvm::DenseMap<Value, SmallVector<Local, 1>> copies;
   /// Global types of the arguments (they are retyped in place).
   llvm::DenseMap<Value, RankedTensorType> argGlobalTypes;
+  /// Past the loss of a training step: ZeRO-3 parameters are gathered
+  /// again rather than kept from the forward pass.
+  bool inBackward = false;
   sharding::PlannerCache planners{mesh};
 };
 
@@ -102,10 +108,14 @@ FailureOr<Value> Partitioner::redistribute(OpBuilder &b, Location loc,
       v = ReduceScatterOp::create(b, loc, type, v, i64(step.axis()),
                                   i64(step.dim), predicted);
       break;
-    case layout::StepKind::AllGather:
-      v = AllGatherOp::create(b, loc, type, v, i64(step.axis()), i64(step.dim),
-                              predicted);
+    case layout::StepKind::AllGather: {
+      auto gather = AllGatherOp::create(b, loc, type, v, i64(step.axis()),
+                                        i64(step.dim), predicted);
+      if (inBackward && zeroLevelOf(local) == 3)
+        gather->setAttr(LoomDialect::kRegatherAttrName, b.getUnitAttr());
+      v = gather;
       break;
+    }
     case layout::StepKind::AllToAll:
       v = AllToAllOp::create(b, loc, type, v, i64(step.axis()), i64(step.dim),
                              i64(step.toDim), predicted);
@@ -126,19 +136,20 @@ FailureOr<Value> Partitioner::redistribute(OpBuilder &b, Location loc,
 
 LogicalResult Partitioner::partitionOp(Operation *op) {
   auto iface = dyn_cast<ShardingOpInterface>(op);
-  auto attr = op->getAttrOfType<ArrayAttr>(LoomDialect::kShardingAttrName);
-  if (!iface || !attr)
+  if (!iface || !op->hasAttr(LoomDialect::kShardingAttrName))
     return op->emitOpError("has no `loom.sharding`; run "
                            "loom-propagate-sharding before loom-partition");
-  ShardingRule rule = iface.getShardingRule();
   std::string error;
-  std::optional<FactorAxes> axes = sharding::factorsFromAttr(attr, mesh, error);
   std::optional<sharding::OpLayouts> layouts =
-      axes ? sharding::deriveLayouts(rule, *axes, mesh, error) : std::nullopt;
+      sharding::layoutsOf(op, mesh, error);
   if (!layouts)
     return op->emitOpError("invalid `loom.sharding`: ") << error;
 
   OpBuilder b(op);
+  // ZeRO 2 and 3 reduce-scatter a gradient where it is complete, not at
+  // its update, so that only the slice lives until then.
+  bool update = isa<SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp>(op);
+  bool earlyGradient = update && zeroLevelOf(op->getOperand(0)) >= 2;
   SmallVector<Value> operands;
   for (auto [i, v] : llvm::enumerate(op->getOperands())) {
     const Local &in = locals.find(v)->second;
@@ -152,8 +163,11 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
     RankedTensorType global = argGlobalTypes.lookup(v);
     if (!global)
       global = typeOf(v);
-    FailureOr<Value> moved = redistribute(b, op->getLoc(), in.value, global,
-                                          in.layout, want);
+    OpBuilder at = b;
+    if (earlyGradient && i == 1)
+      at.setInsertionPointAfterValue(in.value);
+    FailureOr<Value> moved =
+        redistribute(at, op->getLoc(), in.value, global, in.layout, want);
     if (failed(moved))
       return failure();
     made.push_back({*moved, want});
@@ -187,6 +201,15 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
   return success();
 }
 
+int Partitioner::zeroLevelOf(Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg || arg.getOwner() != &func.getBody().front())
+    return 0;
+  auto level = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                  LoomDialect::kZeroAttrName);
+  return level ? static_cast<int>(level.getInt()) : 0;
+}
+
 LogicalResult Partitioner::run() {
   Block &body = func.getBody().front();
   // Arguments: retyped to their local types.
@@ -215,9 +238,17 @@ LogicalResult Partitioner::run() {
   SmallVector<Operation *> globalOps;
   for (Operation &op : body.without_terminator())
     globalOps.push_back(&op);
-  for (Operation *op : globalOps)
+  Operation *loss = sharding::analyzeStep(func).loss;
+  for (Operation *op : globalOps) {
     if (failed(partitionOp(op)))
       return failure();
+    if (op != loss)
+      continue;
+    inBackward = true;
+    for (BlockArgument arg : func.getArguments())
+      if (zeroLevelOf(arg) == 3)
+        copies.erase(arg);
+  }
 
   // Results: replicated, or the layout of the argument an update replaces.
   Operation *terminator = body.getTerminator();

@@ -162,6 +162,44 @@ def Partition : Pass<"loom-partition", "mlir::func::FuncOp"> {
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def ShardOptimizer : Pass<"loom-shard-optimizer", "mlir::func::FuncOp"> {
+  let summary = "Splits optimizer updates over the data-parallel axes (ZeRO)";
+  let description = [{
+    After sharding (every op has its `loom.sharding`), before
+    `loom-partition`. For each parameter update whose gradient is a partial
+    sum over mesh axes the update is replicated over, the update is split
+    over those axes on the first dimension they divide. Level 1: the
+    optimizer state arguments take the split layout (the gradient is
+    reduce-scattered at the update and the new parameter all-gathered).
+    Level 2: also the gradient (loom-partition places its reduce-scatter
+    where the gradient is complete). Level 3: also the parameter argument
+    (gathered before each use, again for the backward pass). Marks the
+    function and the split parameters with `loom.zero`.
+  }];
+  let options = [
+    Option<"level", "level", "int", "1", "The ZeRO level: 1, 2 or 3">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def Recompute : Pass<"loom-recompute", "mlir::func::FuncOp"> {
+  let summary = "Recomputes marked forward ops in the backward pass";
+  let description = [{
+    In a training step, the backward pass's uses of the results of forward
+    ops marked `loom.recompute` are rewritten to use copies of those ops
+    (marked `loom.recomputed`), made just before the first backward op
+    that needs them; marked operands are recomputed in turn, unmarked ones
+    are kept. Run after sharding (the copies keep their original's
+    `loom.sharding`) or on a single-device step. With `spec`, marks ops
+    first: `layers` (every op of each layer but its last) or
+    comma-separated globs on ONNX node names.
+  }];
+  let options = [
+    Option<"spec", "spec", "std::string", "\"\"",
+           "Ops to mark first: layers, or ONNX node name globs">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
 
 def AutoSharding : Pass<"loom-auto-sharding", "mlir::func::FuncOp"> {
   let summary = "Chooses the forward ops' shardings by cost (--mode auto)";

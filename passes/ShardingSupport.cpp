@@ -272,6 +272,21 @@ std::optional<OpLayouts> deriveLayouts(const ShardingRule &rule,
   return out;
 }
 
+std::optional<OpLayouts> layoutsOf(Operation *op, const layout::Mesh &mesh,
+                                   std::string &error) {
+  auto iface = dyn_cast<ShardingOpInterface>(op);
+  auto attr = op->getAttrOfType<ArrayAttr>(LoomDialect::kShardingAttrName);
+  if (!iface || !attr) {
+    error = "has no `loom.sharding`";
+    return std::nullopt;
+  }
+  ShardingRule rule = iface.getShardingRule();
+  std::optional<FactorAxes> axes = factorsFromAttr(attr, mesh, error);
+  if (!axes)
+    return std::nullopt;
+  return deriveLayouts(rule, *axes, mesh, error);
+}
+
 bool induceFromOperand(const ShardingRule &rule, unsigned index,
                        const layout::TensorLayout &layout, FactorAxes &into) {
   return induce(rule, rule.operands[index], layout, into);

@@ -69,6 +69,11 @@ std::optional<OpLayouts> deriveLayouts(const ShardingRule &rule,
                                        const layout::Mesh &mesh,
                                        std::string &error);
 
+/// The layouts `op`'s `loom.sharding` gives it; nullopt with `error` set
+/// (without the op's name) when it has none or it breaks its rule.
+std::optional<OpLayouts>
+layoutsOf(mlir::Operation *op, const layout::Mesh &mesh, std::string &error);
+
 /// Adds to `into` the assignment operand `index`'s `layout` implies (its
 /// partial axes ignored): the axes of each dimension go to its first
 /// factor of size above 1. Axes already used and factors already assigned

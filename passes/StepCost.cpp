@@ -1,6 +1,7 @@
 //===- StepCost.cpp - Cost terms of sharded and partitioned ops -----------===//
 
 #include "passes/StepCost.h"
+#include "passes/OptimizerSharding.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
@@ -29,9 +30,12 @@ StepShape analyzeStep(func::FuncOp func) {
           : StringAttr();
   if (updates && name && name.getValue() == "loss") {
     step.training = true;
+    step.zeroLevel = zeroLevel(func);
     step.loss = terminator->getOperand(0).getDefiningOp();
     for (Operation &op : body) {
       step.forward.insert(&op);
+      if (op.hasAttr(LoomDialect::kRecomputeAttrName) && &op != step.loss)
+        step.recomputed.insert(&op);
       if (&op == step.loss)
         break;
     }
@@ -40,9 +44,12 @@ StepShape analyzeStep(func::FuncOp func) {
 }
 
 bool StepShape::isSaved(Value result) const {
-  return training && llvm::any_of(result.getUsers(), [&](Operation *user) {
-           return !forward.contains(user) && !isa<func::ReturnOp>(user);
-         });
+  if (!training || recomputed.contains(result.getDefiningOp()))
+    return false;
+  return llvm::any_of(result.getUsers(), [&](Operation *user) {
+    return (!forward.contains(user) && !isa<func::ReturnOp>(user)) ||
+           recomputed.contains(user);
+  });
 }
 
 std::vector<Operation *> forwardOps(func::FuncOp func, const StepShape &step) {
@@ -91,6 +98,42 @@ static double bytesOf(RankedTensorType t) {
          static_cast<double>(elementBytes(t));
 }
 
+/// How many ways ZeRO splits the update of parameter operand `i` (1: not
+/// at all): the size of its gradient's axes, when a dimension divides.
+static int64_t zeroWays(Operation *op, unsigned i, const OpLayouts &layouts,
+                        const layout::Mesh &mesh, const StepShape &step) {
+  if (!step.training || step.zeroLevel == 0)
+    return 1;
+  std::vector<int> axes = gradientAxes(layouts, i);
+  auto global = cast<RankedTensorType>(op->getOperand(i).getType());
+  if (!zeroLayout(layouts.operands[i], axes, global.getShape(), mesh))
+    return 1;
+  int64_t ways = 1;
+  for (int a : axes)
+    ways *= mesh.axisSize(a);
+  return ways;
+}
+
+/// Bytes per device a parameter of `bytes` (its layout's share) holds for
+/// the step with its gradient and optimizer state, its update split
+/// `ways` ways by ZeRO.
+static double parameterBytes(double bytes, const StepShape &step,
+                             int64_t ways) {
+  if (!step.training)
+    return bytes;
+  double n = static_cast<double>(ways), s = step.optimizerStateFactor;
+  switch (step.zeroLevel) {
+  case 1:
+    return bytes * (2.0 + s / n);
+  case 2:
+    return bytes * (1.0 + (1.0 + s) / n);
+  case 3:
+    return bytes * (2.0 + s) / n;
+  default:
+    return bytes * (2.0 + s);
+  }
+}
+
 /// Calls `f(value, layout, bytes, isParameter)` for each tensor `op` holds
 /// for the whole step: its parameter operands (with gradients and optimizer
 /// state in training) and, in training, its results the backward uses.
@@ -104,7 +147,7 @@ static void forEachHeld(Operation *op, const OpLayouts &layouts,
     double bytes = bytesOf(
         localType(cast<RankedTensorType>(v.getType()), mesh, layouts.operands[i]));
     f(v, layouts.operands[i],
-      step.training ? bytes * (2.0 + step.optimizerStateFactor) : bytes, true);
+      parameterBytes(bytes, step, zeroWays(op, i, layouts, mesh, step)), true);
   }
   for (auto [j, r] : llvm::enumerate(op->getResults()))
     if (step.isSaved(r))
@@ -124,8 +167,10 @@ NodeTerms NodeCoster::terms(Operation *op, const ShardingRule &rule,
   for (auto [j, r] : llvm::enumerate(op->getResults()))
     results.push_back(localType(cast<RankedTensorType>(r.getType()), mesh,
                                 layouts.results[j]));
-  t.computeSeconds =
-      workSeconds(op, operands, results, profile) * (step.training ? 3.0 : 1.0);
+  double passes = !step.training                 ? 1.0
+                  : step.recomputed.contains(op) ? 4.0
+                                                 : 3.0;
+  t.computeSeconds = workSeconds(op, operands, results, profile) * passes;
   forEachHeld(op, layouts, mesh, step, *this,
               [&](Value, const layout::TensorLayout &, double bytes, bool) {
                 t.memoryBytes += bytes;
@@ -138,14 +183,19 @@ NodeTerms NodeCoster::terms(Operation *op, const ShardingRule &rule,
     // The optimizer update of the local parameter: it reads the parameter,
     // its gradient and its state, and writes the parameter and the state
     // (about ten operations per element for Adam).
+    // With ZeRO, each device updates a 1/ways slice.
+    int64_t ways = zeroWays(op, i, layouts, mesh, step);
+    double share = 1.0 / static_cast<double>(ways);
     double elements = static_cast<double>(operands[i].getNumElements());
     double bytes = bytesOf(operands[i]);
     t.computeSeconds += cost::computeSeconds(
-        profile, {elements * (2.0 + 4.0 * step.optimizerStateFactor),
-                  bytes * (3.0 + 2.0 * step.optimizerStateFactor),
+        profile, {share * elements * (2.0 + 4.0 * step.optimizerStateFactor),
+                  share * bytes * (3.0 + 2.0 * step.optimizerStateFactor),
                   dtypeName(operands[i].getElementType()), "elementwise"});
     // Each parameter's gradient sums over the work split on axes the
-    // parameter does not index: one all-reduce over them.
+    // parameter does not index: one all-reduce over them. ZeRO
+    // reduce-scatters it and all-gathers the updated slices instead (and
+    // at level 3 gathers the parameter for the forward and the backward).
     std::vector<int> summed;
     for (size_t f = 0; f < axes.size() && f < rule.factors.size(); ++f) {
       bool indexed = llvm::any_of(rule.operands[i], [&](const auto &d) {
@@ -155,10 +205,20 @@ NodeTerms NodeCoster::terms(Operation *op, const ShardingRule &rule,
         summed.insert(summed.end(), axes[f].begin(), axes[f].end());
     }
     llvm::sort(summed);
-    if (!summed.empty())
+    if (summed.empty())
+      continue;
+    const std::vector<int64_t> &group = groups.group(summed);
+    if (ways == 1) {
       t.commSeconds += cost::collectiveSeconds(
-          profile, cost::CollectiveKind::AllReduce, bytesOf(operands[i]),
-          groups.group(summed));
+          profile, cost::CollectiveKind::AllReduce, bytes, group);
+      continue;
+    }
+    t.commSeconds +=
+        cost::collectiveSeconds(profile, cost::CollectiveKind::ReduceScatter,
+                                bytes, group) +
+        (step.zeroLevel == 3 ? 2.0 : 1.0) *
+            cost::collectiveSeconds(profile, cost::CollectiveKind::AllGather,
+                                    bytes, group);
   }
   return t;
 }

@@ -39,9 +39,14 @@ struct StepShape {
   mlir::Operation *loss = nullptr;
   /// Optimizer state per parameter byte: 0 (SGD), 1 (momentum), 2 (Adam).
   double optimizerStateFactor = 0;
+  /// Optimizer sharding (the function's loom.zero): 0 to 3.
+  int zeroLevel = 0;
   /// The forward ops (training only): a forward result is saved for the
   /// backward pass when an op outside this set uses it.
   llvm::SmallPtrSet<mlir::Operation *, 16> forward;
+  /// Forward ops marked loom.recompute: their results are not saved (the
+  /// backward recomputes them), but their unmarked operands are.
+  llvm::SmallPtrSet<mlir::Operation *, 16> recomputed;
 
   bool isSaved(mlir::Value result) const;
 };
@@ -55,8 +60,9 @@ std::vector<mlir::Operation *> forwardOps(mlir::func::FuncOp func,
 
 /// The terms of one forward op under one sharding, per device.
 struct NodeTerms {
-  /// Forward compute, times 3 in a training step (backward = 2 forward),
-  /// plus the optimizer updates of its parameters.
+  /// Forward compute, times 3 in a training step (backward = 2 forward;
+  /// 4 when the backward recomputes it), plus the optimizer updates of its
+  /// parameters.
   double computeSeconds = 0;
   /// All-reduces of the parameter gradients over the axes that split work
   /// the parameters do not index.

@@ -1,6 +1,7 @@
 //===- StrategyFile.cpp - User strategies as JSON -------------------------===//
 
 #include "passes/StrategyFile.h"
+#include "passes/StepCost.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/GlobPattern.h"
@@ -14,12 +15,6 @@ using namespace mlir;
 namespace loom::sharding {
 
 namespace {
-
-std::string nodeName(Operation *op) {
-  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
-    return name.getName().str();
-  return {};
-}
 
 std::string opName(Operation *op) {
   return op->getName().stripDialect().str();
@@ -128,6 +123,13 @@ std::optional<StrategyFile> parseStrategyFile(StringRef text,
           return std::nullopt;
         }
         entry.partial = axes.axes;
+      } else if (key == "recompute") {
+        std::optional<bool> b = kv.second.getAsBoolean();
+        if (!b) {
+          error = where + ": \"recompute\" must be true or false";
+          return std::nullopt;
+        }
+        entry.recompute = *b;
       } else if (key == "index") {
         std::optional<int64_t> i = kv.second.getAsInteger();
         if (!i || *i < 0) {
@@ -165,12 +167,13 @@ std::optional<StrategyFile> parseStrategyFile(StringRef text,
         }
       } else {
         error = where + ": unknown key \"" + key.str() +
-                "\" (expected node, pattern, op, index, strategy, partial)";
+                "\" (expected node, pattern, op, index, strategy, partial, "
+                "recompute)";
         return std::nullopt;
       }
     }
-    if (entry.spec.empty()) {
-      error = where + ": missing \"strategy\"";
+    if (entry.spec.empty() && !entry.recompute) {
+      error = where + ": missing \"strategy\" (or \"recompute\": true)";
       return std::nullopt;
     }
     if (entry.node.empty() && entry.pattern.empty() && entry.op.empty()) {
@@ -267,6 +270,28 @@ bool applyStrategies(func::FuncOp func, const StrategyFile &file,
         nodes = nodeOrder;
       }
       int applied = 0;
+      if (e.recompute) {
+        // Recompute marks every forward op of the entry's nodes (of its
+        // kind, if it names one).
+        StepShape step = analyzeStep(func);
+        int marked = 0;
+        for (const std::string &n : nodes)
+          for (Operation *op : byNode[n])
+            if (step.forward.contains(op) && op != step.loss &&
+                (e.op.empty() || opName(op) == e.op)) {
+              op->setAttr(LoomDialect::kRecomputeAttrName,
+                          UnitAttr::get(func.getContext()));
+              ++marked;
+            }
+        if (!step.training || marked == 0) {
+          error = where + ": \"recompute\" " +
+                  (step.training ? "matches no forward op"
+                                 : "needs a training step (--train)");
+          return false;
+        }
+        if (e.spec.empty())
+          continue;
+      }
       for (const std::string &n : nodes) {
         SmallVector<Operation *> ops;
         for (Operation *op : byNode[n])

@@ -1,4 +1,5 @@
-//===- StrategyFile.h - User strategies as JSON ------------------*- C++ -*-===//
+//===- StrategyFile.h - User strategies as JSON ------------------*- C++
+//-*-===//
 //
 // The strategy file of `loom compile --strategy` and `--save-strategy`:
 //
@@ -6,11 +7,13 @@
 //     "mesh": "dp=2,tp=2",                       (optional: checked)
 //     "strategies": [
 //       {"node": "/fc1/MatMul", "strategy": [[1, 1], [1, "tp"]]},
-//       {"pattern": "/h.*/mlp/*", "op": "matmul", "strategy": [[2, 1], [1, 2]]},
+//       {"pattern": "/h.*/mlp/*", "op": "matmul", "strategy": [[2, 1], [1,
+//       2]]},
 //       {"op": "conv2d", "strategy": [["dp", 1, 1, 1], [1, 1, 1, 1]]},
 //       {"node": "/fc1/MatMul", "op": "matmul", "index": 1, "strategy": ...},
 //       {"node": "/h.0/Add", "op": "add", "index": 3, "strategy": ...,
-//        "partial": "tp"}
+//        "partial": "tp"},
+//       {"pattern": "/h.*/attn/*", "recompute": true}
 //     ]
 //   }
 //
@@ -24,7 +27,8 @@
 // strategy: the forward op, since gradients come after it. Node entries
 // override pattern entries, which override op entries. `partial` (saved
 // files only need it) keeps a linear op's operands and result partial sums
-// over the named axes.
+// over the named axes. `"recompute": true` marks every forward op of the
+// entry's nodes for recompute in the backward pass (see Recompute.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,6 +52,9 @@ struct StrategyEntry {
   /// For linear ops (add, sub): mesh axes over which the operands and the
   /// result stay partial sums.
   std::vector<std::string> partial;
+  /// Recompute the forward ops of the entry's nodes in the backward pass
+  /// (an entry may carry only this, without a strategy).
+  bool recompute = false;
   /// 1-based position in the file, for messages.
   size_t ordinal = 0;
 };

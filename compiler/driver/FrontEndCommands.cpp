@@ -21,7 +21,9 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/Passes.h"
 #include "passes/AutoSharding.h"
+#include "passes/OptimizerSharding.h"
 #include "passes/Passes.h"
+#include "passes/Recompute.h"
 #include "passes/StrategyFile.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -191,6 +193,23 @@ cl::opt<int64_t> memoryLimitFlag(
              "profile's)"),
     cl::value_desc("BYTES"), cl::init(0), cl::sub(compileCmd), cl::sub(simulateCmd),
     cl::cat(parallelCategory()));
+cl::opt<std::string> zeroFlag(
+    "zero",
+    cl::desc("Optimizer sharding over the data-parallel axes (ZeRO): 0 "
+             "(none), 1 (optimizer state), 2 (+ gradients), 3 (+ "
+             "parameters). Default: 0, or under --mode auto the level the "
+             "search finds fastest within the memory limit"),
+    cl::value_desc("0|1|2|3"), cl::sub(compileCmd), cl::sub(simulateCmd),
+    cl::cat(parallelCategory()));
+cl::opt<std::string> recomputeFlag(
+    "recompute",
+    cl::desc("Recompute forward ops in the backward pass instead of keeping "
+             "their results: `layers` (every op of each layer but the last, "
+             "whose output is kept) or comma-separated ONNX node name "
+             "patterns (e.g. '/blocks.*/attn/*'). Default: none, or under "
+             "--mode auto `layers` when no plan fits without it"),
+    cl::value_desc("layers|PATTERNS"), cl::sub(compileCmd),
+    cl::sub(simulateCmd), cl::cat(parallelCategory()));
 cl::opt<int> topFlag(
     "top",
     cl::desc("simulate: list only the N nodes with the largest predicted "
@@ -440,6 +459,11 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
       return reportError(error);
   }
   explanation->noteFixed(func);
+  llvm::SmallPtrSet<Operation *, 16> userFixed;
+  for (Operation &op : func.getBody().front())
+    if (op.hasAttr(LoomDialect::kShardingAttrName) ||
+        op.hasAttr(LoomDialect::kStrategyAttrName))
+      userFixed.insert(&op);
 
   std::string diagnostics;
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
@@ -449,32 +473,105 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
     diagnostics += where + d.str() + "\n";
     return success();
   });
+  int zero = 0;
+  if (!zeroFlag.empty()) {
+    if (zeroFlag.size() != 1 || zeroFlag[0] < '0' || zeroFlag[0] > '3')
+      return reportError("--zero must be 0, 1, 2 or 3, got '" + zeroFlag + "'");
+    zero = zeroFlag[0] - '0';
+    if (zero > 0 && !train)
+      return reportError("--zero " + zeroFlag +
+                         " shards optimizer state: it needs --train");
+  }
   std::optional<sharding::SearchReport> report;
-  if (mode == "auto") {
-    // The search fixes the forward ops; propagation completes the rest.
+  std::optional<SearchProgress> progress;
+  if (mode == "auto")
+    progress.emplace();
+  auto searchOptions = [&] {
     sharding::SearchOptions search;
     search.profile = profile;
     search.memoryLimit = searchLimit;
-    SearchProgress progress;
-    search.progress = std::ref(progress);
+    search.progress = std::ref(*progress);
+    return search;
+  };
+  const bool chooseZero = mode == "auto" && train && zeroFlag.empty();
+  const bool chooseRecompute = mode == "auto" && train && recomputeFlag.empty();
+  std::string recompute = recomputeFlag;
+  int trials = 0;
+  if (chooseZero || chooseRecompute) {
+    // The ZeRO level and recompute are part of the search: the fastest
+    // level whose plan fits (lower levels first on a tie: they communicate
+    // less), recomputing layers only when nothing fits without. When
+    // nothing fits at all, the most compact choice's search says why.
+    std::optional<double> best;
+    std::vector<int> levels =
+        chooseZero ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{zero};
+    std::vector<std::string> policies = {recompute};
+    if (chooseRecompute)
+      policies.push_back("layers");
+    for (const std::string &policy : policies) {
+      for (int level : levels) {
+        OpBuilder builder(func);
+        auto trial = cast<func::FuncOp>(builder.clone(*func));
+        trial.setSymName("main_trial");
+        trial->setAttr(LoomDialect::kZeroAttrName,
+                       builder.getI64IntegerAttr(level));
+        std::string ignored;
+        bool marked =
+            policy.empty() || policy == recomputeFlag ||
+            succeeded(sharding::markRecompute(trial, policy, ignored));
+        FailureOr<sharding::SearchReport> found =
+            marked ? sharding::searchShardings(trial, searchOptions())
+                   : FailureOr<sharding::SearchReport>(failure());
+        trials += marked;
+        trial.erase();
+        if (succeeded(found) && (!best || found->seconds < *best * 0.999)) {
+          best = found->seconds;
+          zero = level;
+          recompute = policy;
+        }
+      }
+      if (best)
+        break;
+    }
+    if (!best) {
+      zero = levels.back();
+      recompute = policies.back();
+    }
+    diagnostics.clear();
+    if (recompute != recomputeFlag) {
+      if (FailureOr<int> n = sharding::markRecompute(func, recompute, error);
+          failed(n))
+        recompute = recomputeFlag;
+    }
+  }
+  if (zero > 0)
+    func->setAttr(LoomDialect::kZeroAttrName,
+                  OpBuilder(func).getI64IntegerAttr(zero));
+  if (mode == "auto") {
+    // The search fixes the forward ops; propagation completes the rest.
     FailureOr<sharding::SearchReport> found =
-        sharding::searchShardings(func, search);
+        sharding::searchShardings(func, searchOptions());
     outs() << "loom: --mode auto on " << profile.name;
     if (grown)
       outs() << " x" << profile.nodes << " nodes";
+    std::string searches =
+        trials ? " over " + std::to_string(trials + 1) + " searches" : "";
     if (failed(found)) {
-      outs() << ": searched in " << format("%.2f", progress.seconds())
-             << " s; no plan\n";
+      outs() << ": searched in " << format("%.2f", progress->seconds()) << " s"
+             << searches << "; no plan\n";
       outs().flush();
       return reportError(modelPath + ": cannot shard the model on " +
                          mesh->toString() + ": " + diagnostics);
     }
     report = std::move(*found);
     outs() << ": searched " << report->nodes << " ops (" << report->distinctOps
-           << " distinct) in " << format("%.2f", progress.seconds())
-           << " s; predicted step "
-           << explain::formatSeconds(report->seconds) << ", "
-           << sharding::formatBytes(report->memoryBytes) << " per device"
+           << " distinct) in " << format("%.2f", progress->seconds()) << " s"
+           << searches << "; "
+           << (zero ? "ZeRO-" + std::to_string(zero) + "; " : "")
+           << (!recompute.empty() ? "recompute " + recompute + "; " : "")
+           << "predicted step " << explain::formatSeconds(report->seconds)
+           << ", " << sharding::formatBytes(report->memoryBytes)
+           << " per device"
            << (report->exact ? " (exact search)" : " (heuristic search)")
            << "\n";
   }
@@ -493,6 +590,31 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
     output->os() << sharding::writeStrategyFile(func, *mesh);
     output->keep();
   }
+  if (zero > 0) {
+    FailureOr<sharding::ZeroReport> zeroReport =
+        sharding::shardOptimizer(func, zero);
+    if (failed(zeroReport))
+      return reportError(modelPath + ": cannot shard the optimizer (--zero " +
+                         std::to_string(zero) + "): " + diagnostics);
+    explanation->recordZero(*zeroReport);
+    // The updates now want split gradients: the backward ops (but those
+    // the user fixed) are propagated again, so that a gradient stays a
+    // partial sum up to its reduce-scatter instead of being all-reduced
+    // on the way.
+    Operation *loss = sharding::analyzeStep(func).loss;
+    bool backward = false;
+    for (Operation &op : func.getBody().front()) {
+      if (backward && !userFixed.contains(&op) &&
+          !isa<SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp>(op))
+        op.removeAttr(LoomDialect::kShardingAttrName);
+      backward |= &op == loss;
+    }
+    if (failed(propagate.run(module)))
+      return reportError(modelPath + ": cannot shard the model on " +
+                         mesh->toString() + " with --zero " +
+                         std::to_string(zero) + ": " + diagnostics);
+  }
+  explanation->recordRecompute(sharding::applyRecompute(func), recompute);
   PassManager lower(&context);
   lower.addNestedPass<func::FuncOp>(createPartition());
   lower.addPass(createCSEPass());
@@ -552,6 +674,14 @@ std::optional<plan::Plan> buildPlan(const cost::HardwareProfile &cluster,
       return fail(reportError(modelPath +
                          ": cannot build the training step: " + diagnostics));
   }
+  if (!recomputeFlag.empty()) {
+    if (!train)
+      return fail(reportError("--recompute needs --train"));
+    std::string error;
+    for (auto func : module->getOps<func::FuncOp>())
+      if (failed(sharding::markRecompute(func, recomputeFlag, error)))
+        return fail(reportError(modelPath + ": " + error));
+  }
   std::optional<explain::ExplanationBuilder> explanation;
   if (!meshFlag.empty()) {
     if (int code = partition(*module, cluster, searchLimit, explanation))
@@ -563,6 +693,8 @@ std::optional<plan::Plan> buildPlan(const cost::HardwareProfile &cluster,
     explanation.emplace(cluster, std::nullopt, "single");
     for (auto func : module->getOps<func::FuncOp>()) {
       explanation->recordShardings(func, nullptr);
+      explanation->recordRecompute(sharding::applyRecompute(func),
+                                   recomputeFlag);
       explanation->recordProgram(func);
     }
   }

@@ -111,6 +111,24 @@ void ExplanationBuilder::recordShardings(func::FuncOp func,
   }
 }
 
+void ExplanationBuilder::recordRecompute(
+    const sharding::RecomputeReport &recompute, const std::string &policy) {
+  if (recompute.marked == 0)
+    return;
+  explanation.set_recompute(policy.empty() ? "marks" : policy);
+  explanation.set_recompute_ops(recompute.marked);
+  explanation.set_recompute_unsaved_bytes(
+      static_cast<int64_t>(recompute.unsavedBytes));
+}
+
+void ExplanationBuilder::recordZero(const sharding::ZeroReport &zero) {
+  explanation.set_zero_level(zero.level);
+  explanation.set_zero_sharded(static_cast<int32_t>(zero.sharded.size()));
+  for (const std::string &name : zero.whole)
+    explanation.add_zero_whole(name);
+  explanation.set_zero_saved_bytes(static_cast<int64_t>(zero.savedBytes));
+}
+
 void ExplanationBuilder::recordProgram(func::FuncOp program) {
   sharding::GroupCache groups(mesh);
   // The updates, one per parameter and named after it, make one line with
@@ -217,6 +235,30 @@ void printExplanation(const plan::Plan &plan, const std::string &title,
     state = std::max(state, stage.program().state_bytes());
     arena = std::max(arena, stage.program().arena_bytes());
   }
+  if (e.zero_level() > 0) {
+    static const char *what[] = {"", "optimizer state",
+                                 "optimizer state and gradients",
+                                 "optimizer state, gradients and parameters"};
+    os << "optimizer sharding: ZeRO-" << e.zero_level() << " ("
+       << what[std::min(e.zero_level(), 3)]
+       << " split over the data-parallel axes), " << e.zero_sharded()
+       << (e.zero_sharded() == 1 ? " parameter" : " parameters") << " split";
+    if (e.zero_whole_size() > 0) {
+      os << ", " << e.zero_whole_size() << " left whole (";
+      for (int i = 0; i < e.zero_whole_size() && i < 4; ++i)
+        os << (i ? ", " : "") << e.zero_whole(i);
+      os << (e.zero_whole_size() > 4 ? ", ...)" : ")");
+    }
+    os << "; saves "
+       << sharding::formatBytes(static_cast<double>(e.zero_saved_bytes()))
+       << " per device\n";
+  }
+  if (e.recompute_ops() > 0)
+    os << "recompute (" << e.recompute() << "): " << e.recompute_ops()
+       << " forward ops recomputed in the backward; it no longer keeps "
+       << sharding::formatBytes(
+              static_cast<double>(e.recompute_unsaved_bytes()))
+       << " of their results per device\n";
   os << "memory per device " << sharding::formatBytes(static_cast<double>(state + arena))
      << " (" << state + arena << " bytes): state " << sharding::formatBytes(static_cast<double>(state))
      << " (parameters, optimizer state, constants), step arena "

@@ -19,6 +19,8 @@
 
 #include "compiler/cost/HardwareProfile.h"
 #include "passes/AutoSharding.h"
+#include "passes/OptimizerSharding.h"
+#include "passes/Recompute.h"
 #include "runtime/plan.pb.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -43,6 +45,12 @@ public:
   /// forward ops, with its layouts, memory and (from `search`) runner-up.
   void recordShardings(mlir::func::FuncOp func,
                        const sharding::SearchReport *search);
+  /// After recompute: what it marked and no longer keeps (nothing when it
+  /// marked no op); `policy` is how the ops were marked.
+  void recordRecompute(const sharding::RecomputeReport &recompute,
+                       const std::string &policy);
+  /// After optimizer sharding: its level and what it split and saved.
+  void recordZero(const sharding::ZeroReport &zero);
   /// After partitioning: every op's predicted time, added to its node.
   void recordProgram(mlir::func::FuncOp program);
   /// The explanation, with the plan's memory totals.

@@ -10,7 +10,9 @@ and the model is trained for --steps steps on it:
                        loom compile ... --mesh AXES [--strategy FILE] -o p.plan
                        loom run p.plan --ranks R ...      (threads, one per rank)
 
-Configurations: data parallel on 2, 4 and 8 ranks; Megatron tensor parallelism (column
+Configurations: data parallel on 2, 4 and 8 ranks; optimizer sharding (ZeRO 1, 2 and 3,
+with SGD, momentum and AdamW, alone and with tensor parallelism); recompute (of every
+layer, with tensor parallelism and with ZeRO-3; of attention, from a strategy file); Megatron tensor parallelism (column
 then row split of each MLP and attention pair; for the CNN, output- then input-channel
 split of a residual block's convolutions) on 2 and 4; mixed dp x tp meshes of 4 and 8;
 --random random strategies per model: a random mesh of 2 to 8 devices and random
@@ -152,6 +154,28 @@ def fixed_configs(model):
     # epsilon keeps such elements' updates small, so the comparison sees the update rule.
     configs.append(("adamw dp=2,tp=2", "dp=2,tp=2", MEGATRON[model]("dp"),
                     ["--optimizer", "adamw", "--eps", "1e-3"]))
+    # Optimizer sharding (ZeRO) over the data-parallel axes, alone and with tp.
+    configs.append(("zero1 adamw dp=4", "dp=4", None,
+                    ["--optimizer", "adamw", "--eps", "1e-3", "--zero", "1"]))
+    configs.append(("zero2 sgd dp=8", "dp=8", None, ["--optimizer", "sgd", "--zero", "2"]))
+    configs.append(("zero2 momentum dp=2,tp=2", "dp=2,tp=2", MEGATRON[model]("dp"),
+                    ["--optimizer", "momentum", "--zero", "2"]))
+    configs.append(("zero3 sgd dp=2,tp=4", "dp=2,tp=4", MEGATRON[model]("dp"),
+                    ["--optimizer", "sgd", "--zero", "3"]))
+    configs.append(("zero3 adamw dp=4", "dp=4", None,
+                    ["--optimizer", "adamw", "--eps", "1e-3", "--zero", "3"]))
+    # Recompute of every layer (for the MLP: each Gemm's matmul, recomputed for its
+    # bias add's backward).
+    configs.append(("recompute layers dp=2,tp=2", "dp=2,tp=2", MEGATRON[model]("dp"),
+                    ["--optimizer", "momentum", "--recompute", "layers"]))
+    configs.append(("recompute layers zero3 dp=4", "dp=4", None,
+                    ["--optimizer", "adamw", "--eps", "1e-3", "--zero", "3",
+                     "--recompute", "layers"]))
+    if model == "gpt":
+        configs.append(("recompute attention (strategy file) dp=2,tp=2", "dp=2,tp=2",
+                        MEGATRON[model]("dp") + [{"pattern": "/blocks.*/attn/*",
+                                                  "recompute": True}],
+                        ["--optimizer", "sgd"]))
     return configs
 
 
