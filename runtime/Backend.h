@@ -5,6 +5,13 @@
 // asks a backend for the kernel of each op. A backend that lacks an op says
 // so by name, and lists the ops it supports.
 //
+// A backend also owns the memory its kernels read and write. The executor
+// allocates a plan's arena and state through it and moves values in and out
+// through its copy hooks. The defaults are host memory, which the executor
+// may also read and write directly (hostAccessible()); a device backend
+// (CUDA) overrides them, and the executor then stages every value it reads
+// or writes through host buffers.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef LOOM_RUNTIME_BACKEND_H
@@ -12,6 +19,7 @@
 
 #include "runtime/Kernel.h"
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,11 +35,50 @@ public:
   virtual std::vector<std::string> supportedOps() const = 0;
   /// Threads the backend's kernels may use (0: the backend's default).
   virtual void setNumThreads(int threads) = 0;
+
+  //===--- Memory (host memory by default) ----------------------------===//
+
+  /// Whether the host may read and write this backend's memory directly.
+  /// When false, the executor only touches it through the hooks below.
+  virtual bool hostAccessible() const { return true; }
+  /// `bytes` of zeroed memory aligned to at least 64 bytes, or nullptr.
+  virtual void *allocate(size_t bytes);
+  virtual void deallocate(void *ptr);
+  virtual void copyToDevice(void *dst, const void *src, size_t bytes);
+  virtual void copyToHost(void *dst, const void *src, size_t bytes);
+  virtual void copyOnDevice(void *dst, const void *src, size_t bytes);
+  /// `height` rows of `width` bytes, rows `srcPitch` and `dstPitch` apart.
+  virtual void copy2DOnDevice(void *dst, size_t dstPitch, const void *src,
+                              size_t srcPitch, size_t width, size_t height);
+  virtual void zero(void *dst, size_t bytes);
+  /// Waits for the backend's queued work; "" or what failed (a kernel's
+  /// asynchronous error).
+  virtual std::string synchronize() { return ""; }
 };
 
 /// The CPU backend: oneDNN primitives where oneDNN has them, plain C++ with
 /// OpenMP elsewhere.
 std::unique_ptr<Backend> createCpuBackend();
+
+/// Whether this build has the CUDA backend (the toolkit was found).
+bool cudaBackendBuilt();
+/// The number of CUDA devices; 0 and `error` ("no CUDA device: <why>") when
+/// there is none or this build lacks CUDA.
+int cudaDeviceCount(std::string &error);
+/// The CUDA backend on device `device` (modulo the devices present, so that
+/// ranks beyond the device count share GPUs as virtual devices); nullptr
+/// and `error` ("no CUDA device: ...") when there is none or this build
+/// lacks CUDA.
+std::unique_ptr<Backend> createCudaBackend(int device, std::string &error);
+
+/// The CUDA stream (a cudaStream_t) every kernel of a CUDA backend is
+/// queued on; nullptr for any other backend.
+void *cudaStreamOf(const Backend &backend);
+
+/// The backend named `name` ("cpu" or "cuda"; `device` is the CUDA device),
+/// or nullptr and `error`.
+std::unique_ptr<Backend> createBackend(const std::string &name, int device,
+                                       std::string &error);
 
 } // namespace loom::rt
 

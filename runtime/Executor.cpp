@@ -31,19 +31,45 @@ std::optional<DType> toDType(int d) {
   return std::nullopt;
 }
 
-/// Memory that is 64-byte aligned, zero-initialised.
+/// Zero-initialised memory of the backend (host memory for the CPU).
 struct AlignedBuffer {
-  explicit AlignedBuffer(int64_t bytes)
-      : size(bytes), data(static_cast<unsigned char *>(std::aligned_alloc(
-                         64, ((bytes + 63) / 64 + 1) * 64))) {
+  AlignedBuffer(Backend &backend, int64_t bytes)
+      : backend(backend), size(bytes),
+        data(static_cast<unsigned char *>(
+            backend.allocate(static_cast<size_t>(bytes)))) {}
+  ~AlignedBuffer() {
     if (data)
-      std::memset(data, 0, ((bytes + 63) / 64 + 1) * 64);
+      backend.deallocate(data);
   }
-  ~AlignedBuffer() { std::free(data); }
   AlignedBuffer(const AlignedBuffer &) = delete;
   AlignedBuffer &operator=(const AlignedBuffer &) = delete;
+  Backend &backend;
   int64_t size;
   unsigned char *data;
+};
+
+/// A collective's byte moves on the backend's memory (device communicators).
+class BackendBufferOps final : public BufferOps {
+public:
+  explicit BackendBufferOps(Backend &backend) : backend(backend) {}
+  void copy(void *dst, const void *src, size_t bytes) override {
+    if (bytes && dst != src)
+      backend.copyOnDevice(dst, src, bytes);
+  }
+  void copy2D(void *dst, size_t dstPitch, const void *src, size_t srcPitch,
+              size_t width, size_t height) override {
+    if (width && height)
+      backend.copy2DOnDevice(dst, dstPitch, src, srcPitch, width, height);
+  }
+  void zero(void *dst, size_t bytes) override {
+    if (bytes)
+      backend.zero(dst, bytes);
+  }
+  void *allocate(size_t bytes) override { return backend.allocate(bytes); }
+  void deallocate(void *ptr) override { backend.deallocate(ptr); }
+
+private:
+  Backend &backend;
 };
 
 bool isPersistent(int kind) {
@@ -223,7 +249,11 @@ struct Executor::Impl {
   /// A one-rank communicator for a one-device mesh run without one.
   std::unique_ptr<Communicator> ownComm;
   std::unique_ptr<CollectiveRunner> collectives;
+  /// The backend's copies, for a communicator that takes device memory.
+  std::unique_ptr<BackendBufferOps> deviceOps;
   std::unique_ptr<AlignedBuffer> state, arena;
+  /// Host copies of outputs and state read back from a device backend.
+  mutable std::map<int32_t, HostBuffer> hostCopies;
   /// Per value: its view into state or arena memory (local type), its
   /// global shape and its layout.
   std::vector<TensorView> views;
@@ -244,6 +274,39 @@ struct Executor::Impl {
   std::map<int32_t, int64_t> randomBounds;
 
   const layout::Mesh *meshPtr() const { return mesh ? &*mesh : nullptr; }
+  /// Whether the executor reads and writes the backend's memory directly.
+  bool direct() const { return backend->hostAccessible(); }
+  /// Calls `fn` on a host view of `v`: `v` itself when the backend's memory
+  /// is host-accessible, else a host copy, read from the device first when
+  /// `read` and written back after when `write`.
+  template <typename F>
+  void onHost(const TensorView &v, bool read, bool write, F &&fn) const {
+    if (direct()) {
+      fn(v);
+      return;
+    }
+    HostBuffer host{v.dtype, v.shape, {}};
+    host.bytes.resize(v.bytes());
+    if (read && v.bytes())
+      backend->copyToHost(host.bytes.data(), v.data, v.bytes());
+    fn(host.view());
+    if (write && v.bytes())
+      backend->copyToDevice(v.data, host.bytes.data(), v.bytes());
+  }
+  /// A host view of value `id`: the value itself, or a copy read back from
+  /// the device (valid until the next read of the same value).
+  TensorView hostView(int32_t id) const {
+    const TensorView &v = views[id];
+    if (direct() || !v.data)
+      return v;
+    HostBuffer &copy = hostCopies[id];
+    copy.dtype = v.dtype;
+    copy.shape = v.shape;
+    copy.bytes.resize(v.bytes());
+    if (v.bytes())
+      backend->copyToHost(copy.bytes.data(), v.data, v.bytes());
+    return copy.view();
+  }
   /// This rank's shard of value `id`.
   Shard shard(int32_t id) const {
     return shardOf(layouts[id], meshPtr(), globalShapes[id], rank);
@@ -562,13 +625,19 @@ std::string Executor::Impl::load() {
     if (!v.data().empty()) {
       TensorView global{view.dtype, globalShapes[v.id()],
                         const_cast<char *>(v.data().data())};
-      copyShardOut(global, mine, view);
+      onHost(view, false, true, [&](const TensorView &local) {
+        copyShardOut(global, mine, local);
+      });
     } else if ((v.kind() == plan::Value::PARAMETER ||
                 v.kind() == plan::Value::BUFFER) &&
-               v.has_init() && mine.holdsValue &&
-               !fillShardFromInitializer(v.init(), v.name(), mine.globalShape,
-                                         mine.offsets, view, error)) {
-      return error;
+               v.has_init() && mine.holdsValue) {
+      bool filled = true;
+      onHost(view, false, true, [&](const TensorView &local) {
+        filled = fillShardFromInitializer(v.init(), v.name(), mine.globalShape,
+                                          mine.offsets, local, error);
+      });
+      if (!filled)
+        return error;
     }
   }
   plan::Program *mutableProgram = plan.mutable_stages(0)->mutable_program();
@@ -607,11 +676,17 @@ std::unique_ptr<Executor> Executor::create(plan::Plan plan, Backend &backend,
       impl.ownComm = std::move(createThreadsCommunicators(1).front());
       impl.comm = impl.ownComm.get();
     }
-    impl.collectives =
-        std::make_unique<CollectiveRunner>(*impl.mesh, *impl.comm);
+    // A device communicator exchanges the backend's memory in place; any
+    // other is given host copies (see run()).
+    if (!backend.hostAccessible() && impl.comm->takesDeviceMemory())
+      impl.deviceOps = std::make_unique<BackendBufferOps>(backend);
+    impl.collectives = std::make_unique<CollectiveRunner>(
+        *impl.mesh, *impl.comm, impl.deviceOps.get());
   }
-  impl.state = std::make_unique<AlignedBuffer>(impl.program->state_bytes());
-  impl.arena = std::make_unique<AlignedBuffer>(impl.program->arena_bytes());
+  impl.state =
+      std::make_unique<AlignedBuffer>(backend, impl.program->state_bytes());
+  impl.arena =
+      std::make_unique<AlignedBuffer>(backend, impl.program->arena_bytes());
   if (!impl.state->data || !impl.arena->data) {
     error = "cannot allocate the plan's memory (" +
             std::to_string(impl.program->state_bytes() +
@@ -674,14 +749,18 @@ bool Executor::setInput(const std::string &name, const TensorView &value,
   }
   Shard mine = impl->shard(it->second);
   if (value.dtype == dst.dtype) {
-    copyShardOut(value, mine, dst);
+    impl->onHost(dst, false, true, [&](const TensorView &local) {
+      copyShardOut(value, mine, local);
+    });
     return true;
   }
   HostBuffer converted;
   if (!convertTensor(value, dst.dtype, converted, "input '" + name + "'",
                      error))
     return false;
-  copyShardOut(converted.view(), mine, dst);
+  impl->onHost(dst, false, true, [&](const TensorView &local) {
+    copyShardOut(converted.view(), mine, local);
+  });
   return true;
 }
 
@@ -693,7 +772,9 @@ void Executor::setRandomInputs(uint64_t seed) {
     int64_t limit = bound != impl->randomBounds.end() ? bound->second : 16;
     Shard mine = impl->shard(id);
     if (mine.globalShape == mine.localShape && mine.holdsValue) {
-      fillRandom(v, limit, rng);
+      impl->onHost(v, false, true, [&](const TensorView &local) {
+        fillRandom(local, limit, rng);
+      });
       continue;
     }
     // Draw the whole global tensor, so that the stream stays in step with a
@@ -701,7 +782,9 @@ void Executor::setRandomInputs(uint64_t seed) {
     HostBuffer global{v.dtype, mine.globalShape, {}};
     global.bytes.resize(numElements(global.shape) * dtypeSize(v.dtype));
     fillRandom(global.view(), limit, rng);
-    copyShardOut(global.view(), mine, v);
+    impl->onHost(v, false, true, [&](const TensorView &local) {
+      copyShardOut(global.view(), mine, local);
+    });
   }
 }
 
@@ -719,11 +802,25 @@ bool Executor::run(std::string &error, TraceWriter *trace) {
       for (int32_t id : step.results)
         args.outputs.push_back(impl->views[id]);
       e = (*step.kernel)(args);
+      // Asynchronous kernels: time each with --trace, else only report
+      // their errors at the end of the step.
+      if (e.empty() && trace)
+        e = impl->backend->synchronize();
     } else {
       int64_t before = impl->comm->bytesReceived();
-      e = impl->collectives->run(step.inst->op(), step.attrs,
-                                 impl->views[step.operands[0]],
-                                 impl->views[step.results[0]]);
+      const TensorView &in = impl->views[step.operands[0]];
+      const TensorView &out = impl->views[step.results[0]];
+      if (impl->direct() || impl->deviceOps) {
+        e = impl->collectives->run(step.inst->op(), step.attrs, in, out);
+      } else {
+        // A host communicator on device memory: through host copies.
+        impl->onHost(in, true, false, [&](const TensorView &hostIn) {
+          impl->onHost(out, false, true, [&](const TensorView &hostOut) {
+            e = impl->collectives->run(step.inst->op(), step.attrs, hostIn,
+                                       hostOut);
+          });
+        });
+      }
       CollectiveStat &stat = impl->collectiveStats[impl->statOf[i]];
       ++stat.calls;
       stat.bytesReceived += impl->comm->bytesReceived() - before;
@@ -745,6 +842,10 @@ bool Executor::run(std::string &error, TraceWriter *trace) {
                      {{"location", step.inst->location()}});
     }
   }
+  if (std::string e = impl->backend->synchronize(); !e.empty()) {
+    error = "running the step on backend '" + impl->backend->name() + "': " + e;
+    return false;
+  }
   return true;
 }
 
@@ -757,18 +858,18 @@ TensorView Executor::output(const std::string &name) const {
   auto it = impl->outputIds.find(name);
   if (it == impl->outputIds.end())
     return {};
-  return impl->views[it->second];
+  return impl->hostView(it->second);
 }
 
 bool Executor::isTraining() const { return impl->plan.has_training(); }
 
 TensorView Executor::stateTensor(const StateInfo &s) const {
-  return impl->views[s.value];
+  return impl->hostView(s.value);
 }
 
 bool Executor::gatherState(const StateInfo &s, HostBuffer &global,
                            std::string &error) const {
-  const TensorView &local = impl->views[s.value];
+  const TensorView local = impl->hostView(s.value);
   const layout::TensorLayout &layout = impl->layouts[s.value];
   global.dtype = local.dtype;
   global.shape = impl->globalShapes[s.value];
@@ -786,9 +887,24 @@ bool Executor::gatherState(const StateInfo &s, HostBuffer &global,
   RankGroup world(n);
   for (int64_t r = 0; r < n; ++r)
     world[r] = r;
-  if (std::string e = impl->comm->allGather(world, local.data, all.data(),
-                                            static_cast<int64_t>(bytes));
-      !e.empty()) {
+  std::string e;
+  if (impl->comm->takesDeviceMemory() && !impl->direct()) {
+    // A device communicator gathers device memory; read the result back.
+    void *gathered = impl->backend->allocate(bytes * n);
+    if (!gathered) {
+      error = "gathering '" + s.name + "': out of device memory";
+      return false;
+    }
+    e = impl->comm->allGather(world, impl->views[s.value].data, gathered,
+                              static_cast<int64_t>(bytes));
+    if (e.empty())
+      impl->backend->copyToHost(all.data(), gathered, bytes * n);
+    impl->backend->deallocate(gathered);
+  } else {
+    e = impl->comm->allGather(world, local.data, all.data(),
+                              static_cast<int64_t>(bytes));
+  }
+  if (!e.empty()) {
     error = "gathering '" + s.name + "' from every rank: " + e;
     return false;
   }
@@ -816,7 +932,9 @@ bool Executor::setStateFromGlobal(const StateInfo &s, const TensorView &global,
   }
   Shard mine = impl->shard(s.value);
   if (global.dtype == local.dtype) {
-    copyShardOut(global, mine, local);
+    impl->onHost(local, false, true, [&](const TensorView &host) {
+      copyShardOut(global, mine, host);
+    });
     return true;
   }
   HostBuffer converted;
@@ -827,7 +945,9 @@ bool Executor::setStateFromGlobal(const StateInfo &s, const TensorView &global,
             ", got " + dtypeName(global.dtype);
     return false;
   }
-  copyShardOut(converted.view(), mine, local);
+  impl->onHost(local, false, true, [&](const TensorView &host) {
+    copyShardOut(converted.view(), mine, host);
+  });
   return true;
 }
 
@@ -883,9 +1003,12 @@ bool Executor::trainStep(std::string &error, TraceWriter *trace, double &loss,
   lr = learningRate(t);
   auto lrIt = impl->hyperIds.find("lr"), stepIt = impl->hyperIds.find("step");
   if (lrIt != impl->hyperIds.end())
-    setScalar(impl->views[lrIt->second], lr);
+    impl->onHost(impl->views[lrIt->second], false, true,
+                 [&](const TensorView &v) { setScalar(v, lr); });
   if (stepIt != impl->hyperIds.end())
-    setScalar(impl->views[stepIt->second], static_cast<double>(t));
+    impl->onHost(
+        impl->views[stepIt->second], false, true,
+        [&](const TensorView &v) { setScalar(v, static_cast<double>(t)); });
   if (!run(error, trace))
     return false;
   TensorView lossView = output("loss");

@@ -14,6 +14,9 @@ ctest --test-dir build --output-on-failure -j "$(nproc)"
 
 if [ "${1:-}" != "--fast" ]; then
   echo "== sanitizer build (ASan + UBSan) and tests"
+  # The sanitizer build leaves the CUDA backend out (nvcc takes no sanitizer
+  # flags; LOOM_SANITIZE turns LOOM_ENABLE_CUDA off); the release build
+  # above builds it wherever the CUDA toolkit is present.
   bash scripts/build.sh build-asan -DLOOM_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
   # libMLIR is not instrumented: container-overflow checks across that
   # boundary give false reports.

@@ -69,7 +69,9 @@ cl::SubCommand calibrateCmd("calibrate",
 cl::opt<std::string> outputPath("o", cl::desc("The profile (JSON) to write"),
                                 cl::value_desc("PROFILE.json"), cl::Required,
                                 cl::sub(calibrateCmd), cl::cat(loomCategory()));
-cl::opt<std::string> backendName("backend", cl::desc("cpu (default)"),
+cl::opt<std::string> backendName("backend",
+                                 cl::desc("cpu (default) or cuda (rank r on "
+                                          "GPU r modulo the GPUs)"),
                                  cl::init("cpu"), cl::sub(calibrateCmd),
                                  cl::cat(loomCategory()));
 cl::opt<int> ranksFlag(
@@ -125,9 +127,11 @@ std::string fixed(double v, int decimals) {
 }
 
 int runCalibrate() {
-  if (backendName != "cpu")
-    return reportError("backend '" + backendName +
-                       "' is not built yet; this Loom calibrates 'cpu'");
+  if (backendName != "cpu" && backendName != "cuda")
+    return reportError("--backend must be 'cpu' or 'cuda', not '" +
+                       backendName + "'");
+  if (std::string why; backendName == "cuda" && rt::cudaDeviceCount(why) == 0)
+    return reportError(why);
   int cores = std::max(1u, std::thread::hardware_concurrency());
   int ranks = ranksFlag.getNumOccurrences() ? static_cast<int>(ranksFlag)
                                              : std::clamp(cores, 2, 4);
@@ -146,11 +150,12 @@ int runCalibrate() {
   int total = threadsFlag > 0 ? static_cast<int>(threadsFlag) : cores;
   int threads = std::max(1, total / ranks);
   Settings s = settings(quickFlag);
+  s.backend = backendName;
   Clock::time_point begin = Clock::now();
-  outs() << "loom: calibrating the cpu backend: " << ranks << " ranks, "
-         << threads << " kernel thread" << (threads == 1 ? "" : "s")
-         << " each, " << cores << " cores" << (quickFlag ? " (quick)" : "")
-         << "\n";
+  outs() << "loom: calibrating the " << backendName << " backend: " << ranks
+         << " ranks, " << threads << " kernel thread"
+         << (threads == 1 ? "" : "s") << " each, " << cores << " cores"
+         << (quickFlag ? " (quick)" : "") << "\n";
 
   cost::HardwareProfile p;
   p.name = nameFlag;
@@ -294,7 +299,7 @@ int runCalibrate() {
 
   p.notes = {
       "measured by `loom calibrate" + std::string(quickFlag ? " --quick" : "") +
-          "` on the cpu backend: " + std::to_string(ranks) +
+          "` on the " + backendName + " backend: " + std::to_string(ranks) +
           " ranks as threads of one process, " + std::to_string(threads) +
           " kernel thread" + (threads == 1 ? "" : "s") + " each, " +
           std::to_string(cores) +
@@ -302,17 +307,20 @@ int runCalibrate() {
       sizesNote,
       "peak_flops.bf16 and f16: the matmul kernel on bf16/f16 operands at " +
           std::to_string(bestSize) +
-          "^3; the cpu backend computes them in f32, converting operands and "
-          "result, so they are below the f32 peak",
-      "memory_bandwidth: the fastest add or copy (reshape) of " +
-          bandwidthNote,
+          (backendName == "cpu"
+               ? "^3; the cpu backend computes them in f32, converting "
+                 "operands and result, so they are below the f32 peak"
+               : "^3; the cuda backend runs them on tensor cores (cuBLASLt, "
+                 "f32 accumulation)"),
+      "memory_bandwidth: the fastest add or copy (reshape) of " + bandwidthNote,
       "op_overhead: the median time of tiny kernels (add, mul, erf, softmax, "
       "reduce_sum, layer_norm, transpose, matmul on a few elements)",
       "efficiency: roofline time over measured time (less op_overhead) of a "
       "mix per class, "
-      "on step-sized tensors (" + std::to_string(s.stepRows / 4) + " x " +
-          std::to_string(s.stepCols) + " and " + std::to_string(s.stepRows) +
-          " x " + std::to_string(s.stepCols) +
+      "on step-sized tensors (" +
+          std::to_string(s.stepRows / 4) + " x " + std::to_string(s.stepCols) +
+          " and " + std::to_string(s.stepRows) + " x " +
+          std::to_string(s.stepCols) +
           " f32): add, bias add, mul, sub, erf, neg (elementwise); "
           "reduce_sum, softmax, layer_norm (reduction); transpose and a copy "
           "(other); linear-layer and attention matmuls against the peak "
@@ -328,7 +336,11 @@ int runCalibrate() {
                        : ""),
       "inter_node: a copy of intra_node; one node, nothing was measured "
       "across nodes",
-      "memory_capacity: MemTotal of /proc/meminfo divided by the ranks"};
+      "memory_capacity: MemTotal of /proc/meminfo divided by the ranks" +
+          std::string(backendName == "cuda"
+                          ? " (host memory, not the GPU's: set it to the "
+                            "GPU's memory for planning)"
+                          : "")};
 
   if (std::string invalid = cost::validateProfile(p); !invalid.empty())
     return reportError("the measured profile is not valid: " + invalid);

@@ -80,7 +80,8 @@ private:
 } // namespace
 
 /// Seconds per call of the kernel call `make` builds, on `ranks` threads at
-/// once, each with its own CPU backend using `threadsPerRank` threads: after
+/// once, each with its own backend (a CPU one using `threadsPerRank`
+/// threads; a CUDA one on device r, waited for after each batch): after
 /// a warm-up call, the ranks run `s.trials` batches of the same number of
 /// calls together (each batch lasting at least `s.batchSeconds`), each
 /// batch timed from the common start until the slowest rank is done (a
@@ -95,24 +96,58 @@ double timeOnEveryRank(int ranks, int threadsPerRank,
   std::vector<std::thread> workers;
   for (int r = 0; r < ranks; ++r)
     workers.emplace_back([&, r] {
-      std::unique_ptr<rt::Backend> backend = rt::createCpuBackend();
-      backend->setNumThreads(threadsPerRank);
+      std::string setup;
+      std::unique_ptr<rt::Backend> backend =
+          rt::createBackend(s.backend, r, setup);
       KernelCall call = make();
-      const rt::KernelFn *kernel = backend->findKernel(call.op);
+      const rt::KernelFn *kernel =
+          backend ? backend->findKernel(call.op) : nullptr;
+      if (backend)
+        backend->setNumThreads(threadsPerRank);
+      // A device backend gets device copies of the operands.
+      std::vector<void *> device;
+      auto view = [&](Buffer &b) {
+        rt::TensorView v = b.view();
+        if (backend && !backend->hostAccessible()) {
+          void *d = backend->allocate(std::max<size_t>(b.bytes.size(), 1));
+          if (d && !b.bytes.empty())
+            backend->copyToDevice(d, b.bytes.data(), b.bytes.size());
+          device.push_back(d);
+          v.data = d;
+        }
+        return v;
+      };
       rt::KernelArgs args{call.op, call.attrs, {}, {}};
       for (Buffer &b : call.inputs)
-        args.inputs.push_back(b.view());
+        args.inputs.push_back(view(b));
       for (Buffer &b : call.outputs)
-        args.outputs.push_back(b.view());
-      if (!kernel)
-        errors[r] = "backend 'cpu' has no '" + call.op + "' kernel";
+        args.outputs.push_back(view(b));
+      auto runOnce = [&] {
+        std::string e = (*kernel)(args);
+        std::string sync = backend->synchronize();
+        return e.empty() ? sync : e;
+      };
+      if (!backend)
+        errors[r] = setup;
+      else if (std::find(device.begin(), device.end(), nullptr) != device.end())
+        errors[r] = "out of device memory";
+      else if (!kernel)
+        errors[r] =
+            "backend '" + s.backend + "' has no '" + call.op + "' kernel";
       else
-        errors[r] = (*kernel)(args);
+        errors[r] = runOnce();
+      auto release = [&] {
+        for (void *d : device)
+          if (d)
+            backend->deallocate(d);
+      };
       // Every rank stops if one failed (they run the same call).
-      if (sync.agreeMax(errors[r].empty() ? 0 : 1) > 0)
+      if (sync.agreeMax(errors[r].empty() ? 0 : 1) > 0) {
+        release();
         return;
+      }
       Clock::time_point start = Clock::now();
-      (void)(*kernel)(args);
+      (void)runOnce();
       double once = std::max(secondsSince(start), 1e-9);
       auto calls = static_cast<int64_t>(
           sync.agreeMax(std::min(std::ceil(s.batchSeconds / once), 1e9)));
@@ -122,10 +157,12 @@ double timeOnEveryRank(int ranks, int threadsPerRank,
         start = Clock::now();
         for (int64_t i = 0; i < calls; ++i)
           (void)(*kernel)(args);
+        (void)backend->synchronize();
         double slowest = sync.agreeMax(secondsSince(start));
         best = std::min(best, slowest / static_cast<double>(calls));
       }
       results[r] = best;
+      release();
     });
   for (std::thread &t : workers)
     t.join();

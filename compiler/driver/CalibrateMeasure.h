@@ -45,6 +45,9 @@ struct Settings {
   /// batch lasting at least `batchSeconds`.
   double batchSeconds;
   int trials;
+  /// The backend measured: "cpu", or "cuda" (rank r on device r modulo the
+  /// devices, operands in device memory).
+  std::string backend = "cpu";
 };
 
 /// The settings of a full or a --quick calibration.
@@ -92,8 +95,9 @@ struct ClassMix {
 };
 
 /// Seconds per call of the kernel call `make` builds, on `ranks` threads at
-/// once, each with its own CPU backend using `threadsPerRank` threads (see
-/// the definition). Sets `error` if the backend rejects the call.
+/// once, each with its own backend (`s.backend`; a CPU one uses
+/// `threadsPerRank` threads; see the definition). Sets `error` if the backend
+/// rejects the call.
 double timeOnEveryRank(int ranks, int threadsPerRank,
                        const std::function<KernelCall()> &make,
                        const Settings &s, std::string &error);

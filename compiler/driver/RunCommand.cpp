@@ -1,11 +1,14 @@
 //===- RunCommand.cpp - `loom run`: execute a plan ------------------------===//
 //
 // Runs a plan on one device, or a partitioned plan on N ranks: as N threads
-// of this process (`--comm threads`, the default; one CPU backend and
-// executor per thread, the --threads budget divided between them) or as one
-// rank per process under mpirun (`--comm mpi`). Files are read once and
-// given to every rank; rank 0 alone prints and writes outputs, metrics and
-// checkpoints, and one trace holds a track per rank.
+// of this process (`--comm threads`, the default; one backend and executor
+// per thread, the --threads budget divided between them) or as one rank per
+// process under mpirun (`--comm mpi`). `--backend cuda` runs each rank on a
+// GPU (rank r on device r modulo the devices, so that N ranks may share one
+// GPU as virtual devices); `--comm nccl` exchanges GPU memory over NCCL,
+// one GPU per rank, as threads of this process or under mpirun. Files are read
+// once and given to every rank; rank 0 alone prints and writes outputs, metrics
+// and checkpoints, and one trace holds a track per rank.
 //
 // Failures. Setting a rank up (loading the plan, inputs, a checkpoint) talks
 // to no other rank, so every rank finishes it and a failure is reported
@@ -116,9 +119,12 @@ cl::opt<int> ranksFlag(
 cl::opt<std::string>
     commFlag("comm",
              cl::desc("How ranks communicate: threads (ranks are threads of "
-                      "this process) or mpi (one process per rank, under "
-                      "mpirun). Default: mpi under mpirun, else threads"),
-             cl::value_desc("threads|mpi"), cl::sub(runCmd),
+                      "this process), mpi (one process per rank, under "
+                      "mpirun) or nccl (GPU memory, one GPU per rank; "
+                      "--backend cuda; threads of this process, or one "
+                      "process per GPU under mpirun). Default: mpi under "
+                      "mpirun, else threads"),
+             cl::value_desc("threads|mpi|nccl"), cl::sub(runCmd),
              cl::cat(loomCategory()));
 
 /// The most ranks `--comm threads` runs in one process.
@@ -222,7 +228,12 @@ struct Shared {
 /// One rank: its communicator (none on one device), backend and executor.
 struct Rank {
   int64_t index = 0;
+  /// The host communicator (the files, the trace, failures), and for
+  /// --comm nccl the NCCL one the executor uses, bootstrapped over it.
   rt::Communicator *comm = nullptr;
+  std::unique_ptr<rt::Communicator> nccl;
+  /// The GPU of a --backend cuda rank (modulo the devices present).
+  int device = 0;
   std::unique_ptr<rt::Backend> backend;
   std::unique_ptr<rt::Executor> exec;
   std::optional<TokenFeeder> tokens;
@@ -249,11 +260,21 @@ std::mutex printMutex;
 std::string setUpRank(Rank &rank, plan::Plan plan, Shared &shared,
                       int backendThreads) {
   std::string error;
-  rank.backend = rt::createCpuBackend();
+  rank.backend = rt::createBackend(backendName, rank.device, error);
+  if (!rank.backend)
+    return error;
   if (backendThreads > 0)
     rank.backend->setNumThreads(backendThreads);
+  rt::Communicator *comm = rank.comm;
+  if (rank.comm && commFlag == "nccl") {
+    rank.nccl = rt::createNcclCommunicator(
+        *rank.comm, rank.device, rt::cudaStreamOf(*rank.backend), error);
+    if (!rank.nccl)
+      return error;
+    comm = rank.nccl.get();
+  }
   rank.exec = rt::Executor::create(std::move(plan), *rank.backend, error,
-                                   {rank.index, rank.comm});
+                                   {rank.index, comm});
   if (!rank.exec)
     return planPath + ": " + error;
   rt::Executor &exec = *rank.exec;
@@ -480,6 +501,7 @@ int runThreadRanks(plan::Plan plan, int64_t n, Shared &shared) {
   };
   for (int64_t r = 0; r < n; ++r) {
     ranks[r].index = r;
+    ranks[r].device = static_cast<int>(r);
     ranks[r].comm = comms[r].get();
   }
   onEveryRank([&](Rank &rank) {
@@ -504,6 +526,10 @@ int runMpiRank(plan::Plan plan, rt::Communicator &comm, Shared &shared) {
   Rank rank;
   rank.index = comm.rank();
   rank.comm = &comm;
+  // One GPU per process of a node.
+  rank.device = static_cast<int>(rank.index);
+  if (const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK"))
+    rank.device = std::atoi(local);
   // Without --threads, the processes mpirun started on this node share its
   // cores (oversubscribed OpenMP teams would spin against each other).
   int perProcess = threads;
@@ -539,9 +565,12 @@ int runMpiRank(plan::Plan plan, rt::Communicator &comm, Shared &shared) {
 }
 
 int runPlan() {
-  if (backendName != "cpu")
-    return reportError("backend '" + backendName +
-                       "' is not built yet; this Loom runs plans on 'cpu'");
+  std::string error;
+  if (backendName != "cpu" && backendName != "cuda")
+    return reportError("--backend must be 'cpu' or 'cuda', not '" +
+                       backendName + "'");
+  if (backendName == "cuda" && rt::cudaDeviceCount(error) == 0)
+    return reportError(error);
   if (repeat < 1)
     return reportError("--repeat must be at least 1");
   if (ranksFlag < 0)
@@ -549,9 +578,14 @@ int runPlan() {
   std::string comm = commFlag;
   if (comm.empty())
     comm = rt::launchedByMpirun() ? "mpi" : "threads";
-  if (comm != "threads" && comm != "mpi")
-    return reportError("--comm must be 'threads' or 'mpi', not '" + comm + "'");
-  std::string error;
+  if (comm != "threads" && comm != "mpi" && comm != "nccl")
+    return reportError("--comm must be 'threads', 'mpi' or 'nccl', not '" +
+                       comm + "'");
+  if (comm == "nccl" && backendName != "cuda")
+    return reportError("--comm nccl exchanges GPU memory; use it with "
+                       "--backend cuda");
+  if (comm == "nccl" && !rt::ncclAvailable())
+    return reportError("--comm nccl: this Loom was built without NCCL");
   std::optional<plan::Plan> plan = rt::readPlanFile(planPath, error);
   if (!plan)
     return reportError(error);
@@ -583,7 +617,8 @@ int runPlan() {
     shared.tokens = (*buffer)->getBuffer().str();
   }
 
-  if (comm == "mpi") {
+  // NCCL bootstraps over MPI under mpirun, else over threads.
+  if (comm == "mpi" || (comm == "nccl" && rt::launchedByMpirun())) {
     std::unique_ptr<rt::Communicator> mpi = rt::createMpiCommunicator(error);
     if (!mpi)
       return reportError(error);

@@ -11,6 +11,7 @@
 #include "runtime/comm/Collectives.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 
@@ -40,31 +41,24 @@ struct Blocks {
   }
 };
 
-void copyBytes(void *dst, const void *src, int64_t bytes) {
-  if (bytes > 0)
-    std::memmove(dst, src, static_cast<size_t>(bytes));
-}
-
 /// Writes the n chunks of `src` along the blocks' dimension one after the
 /// other into `dst` (each chunk row-major).
-void packChunks(const unsigned char *src, const Blocks &b, int64_t n,
-                unsigned char *dst) {
+void packChunks(BufferOps &ops, const unsigned char *src, const Blocks &b,
+                int64_t n, unsigned char *dst) {
   const int64_t rowBytes = b.extent / n * b.innerBytes;
   for (int64_t j = 0; j < n; ++j)
-    for (int64_t o = 0; o < b.outer; ++o)
-      copyBytes(dst + (j * b.outer + o) * rowBytes,
-                src + o * b.extent * b.innerBytes + j * rowBytes, rowBytes);
+    ops.copy2D(dst + j * b.outer * rowBytes, rowBytes, src + j * rowBytes,
+               b.extent * b.innerBytes, rowBytes, b.outer);
 }
 
 /// Concatenates along the blocks' dimension the n row-major chunks stored
 /// one after the other in `src`; `b` describes one chunk.
-void unpackChunks(const unsigned char *src, const Blocks &b, int64_t n,
-                  unsigned char *dst) {
+void unpackChunks(BufferOps &ops, const unsigned char *src, const Blocks &b,
+                  int64_t n, unsigned char *dst) {
   const int64_t rowBytes = b.extent * b.innerBytes;
   for (int64_t j = 0; j < n; ++j)
-    for (int64_t o = 0; o < b.outer; ++o)
-      copyBytes(dst + (o * n + j) * rowBytes,
-                src + (j * b.outer + o) * rowBytes, rowBytes);
+    ops.copy2D(dst + j * rowBytes, n * rowBytes, src + j * b.outer * rowBytes,
+               rowBytes, rowBytes, b.outer);
 }
 
 bool overlaps(const TensorView &a, const TensorView &b) {
@@ -77,8 +71,59 @@ bool overlaps(const TensorView &a, const TensorView &b) {
 
 } // namespace
 
-CollectiveRunner::CollectiveRunner(layout::Mesh mesh, Communicator &comm)
-    : mesh_(std::move(mesh)), comm_(comm) {}
+void BufferOps::copy(void *dst, const void *src, size_t bytes) {
+  if (bytes && dst != src)
+    std::memmove(dst, src, bytes);
+}
+
+void BufferOps::copy2D(void *dst, size_t dstPitch, const void *src,
+                       size_t srcPitch, size_t width, size_t height) {
+  for (size_t r = 0; r < height; ++r)
+    copy(static_cast<unsigned char *>(dst) + r * dstPitch,
+         static_cast<const unsigned char *>(src) + r * srcPitch, width);
+}
+
+void BufferOps::zero(void *dst, size_t bytes) {
+  if (bytes)
+    std::memset(dst, 0, bytes);
+}
+
+void *BufferOps::allocate(size_t bytes) { return std::malloc(bytes); }
+
+void BufferOps::deallocate(void *ptr) { std::free(ptr); }
+
+CollectiveRunner::CollectiveRunner(layout::Mesh mesh, Communicator &comm,
+                                   BufferOps *ops)
+    : mesh_(std::move(mesh)), comm_(comm), ops_(ops ? ops : &hostOps_) {}
+
+CollectiveRunner::CollectiveRunner(CollectiveRunner &&other) noexcept
+    : mesh_(std::move(other.mesh_)), comm_(other.comm_),
+      ops_(other.ops_ == &other.hostOps_ ? &hostOps_ : other.ops_),
+      groups_(std::move(other.groups_)) {
+  for (int i = 0; i < 2; ++i) {
+    scratch_[i] = other.scratch_[i];
+    scratchBytes_[i] = other.scratchBytes_[i];
+    other.scratch_[i] = nullptr;
+    other.scratchBytes_[i] = 0;
+  }
+}
+
+CollectiveRunner::~CollectiveRunner() {
+  for (unsigned char *s : scratch_)
+    if (s)
+      ops_->deallocate(s);
+}
+
+unsigned char *CollectiveRunner::scratch(int which, size_t bytes) {
+  bytes = std::max<size_t>(bytes, 1);
+  if (scratchBytes_[which] < bytes) {
+    if (scratch_[which])
+      ops_->deallocate(scratch_[which]);
+    scratch_[which] = static_cast<unsigned char *>(ops_->allocate(bytes));
+    scratchBytes_[which] = scratch_[which] ? bytes : 0;
+  }
+  return scratch_[which];
+}
 
 const RankGroup &CollectiveRunner::group(const std::vector<int> &axes) {
   auto it = groups_.find(axes);
@@ -205,35 +250,46 @@ std::string CollectiveRunner::run(std::string_view op, const Attrs &attrs,
 
   // The collectives below read `in` after writing `out`; give them a copy
   // when the two overlap.
-  std::vector<unsigned char> inCopy;
+  BufferOps &ops = *ops_;
   if (!isAllReduce && overlaps(in, out)) {
-    inCopy.assign(src, src + in.bytes());
-    src = inCopy.data();
+    unsigned char *copy = scratch(1, in.bytes());
+    if (!copy)
+      return where + ": cannot allocate " + std::to_string(in.bytes()) +
+             " bytes of scratch";
+    ops.copy(copy, src, in.bytes());
+    src = copy;
   }
-
+  // Scratch of `bytes` for packing, or nullptr and `error` set.
   std::string error;
+  auto pack = [&](size_t bytes) {
+    unsigned char *s = scratch(0, bytes);
+    if (!s)
+      error = "cannot allocate " + std::to_string(bytes) + " bytes of scratch";
+    return s;
+  };
+
   if (isAllReduce) {
-    copyBytes(dst, src, static_cast<int64_t>(in.bytes()));
+    ops.copy(dst, src, in.bytes());
     error = comm_.allReduceSum(members, in.dtype, dst, in.numElements());
   } else if (op == "make_partial") {
     if (member == 0)
-      copyBytes(dst, src, static_cast<int64_t>(in.bytes()));
-    else if (out.bytes())
-      std::memset(dst, 0, out.bytes());
+      ops.copy(dst, src, in.bytes());
+    else
+      ops.zero(dst, out.bytes());
   } else if (op == "local_split") {
     Blocks b(in.shape, dim, elementBytes);
     const int64_t rowBytes = b.extent / n * b.innerBytes;
-    for (int64_t o = 0; o < b.outer; ++o)
-      copyBytes(dst + o * rowBytes,
-                src + o * b.extent * b.innerBytes + member * rowBytes,
-                rowBytes);
+    ops.copy2D(dst, rowBytes, src + member * rowBytes, b.extent * b.innerBytes,
+               rowBytes, b.outer);
   } else if (op == "reduce_scatter") {
     Blocks b(in.shape, dim, elementBytes);
     const unsigned char *send = src;
     if (b.outer > 1) {
-      scratch_.resize(in.bytes());
-      packChunks(src, b, n, scratch_.data());
-      send = scratch_.data();
+      unsigned char *packed = pack(in.bytes());
+      if (!packed)
+        return where + ": " + error;
+      packChunks(ops, src, b, n, packed);
+      send = packed;
     }
     error =
         comm_.reduceScatterSum(members, in.dtype, send, dst, out.numElements());
@@ -242,21 +298,25 @@ std::string CollectiveRunner::run(std::string_view op, const Attrs &attrs,
     if (b.outer == 1) {
       error = comm_.allGather(members, src, dst, in.bytes());
     } else {
-      scratch_.resize(out.bytes());
-      error = comm_.allGather(members, src, scratch_.data(), in.bytes());
+      unsigned char *gathered = pack(out.bytes());
+      if (!gathered)
+        return where + ": " + error;
+      error = comm_.allGather(members, src, gathered, in.bytes());
       if (error.empty())
-        unpackChunks(scratch_.data(), b, n, dst);
+        unpackChunks(ops, gathered, b, n, dst);
     }
   } else if (isAllToAll) {
     // Cut along to_dim into n contiguous chunks, exchange, and concatenate
     // the received chunks along dim.
-    scratch_.resize(2 * in.bytes());
+    unsigned char *buffers = pack(2 * in.bytes());
+    if (!buffers)
+      return where + ": " + error;
     const unsigned char *send = src;
-    unsigned char *recv = scratch_.data() + in.bytes();
+    unsigned char *recv = buffers + in.bytes();
     Blocks cut(in.shape, toDim, elementBytes);
     if (cut.outer > 1) {
-      packChunks(src, cut, n, scratch_.data());
-      send = scratch_.data();
+      packChunks(ops, src, cut, n, buffers);
+      send = buffers;
     }
     Shape chunkShape = in.shape;
     chunkShape[toDim] /= n;
@@ -265,7 +325,7 @@ std::string CollectiveRunner::run(std::string_view op, const Attrs &attrs,
       recv = dst;
     error = comm_.allToAll(members, send, recv, in.bytes() / n);
     if (error.empty() && received.outer > 1)
-      unpackChunks(recv, received, n, dst);
+      unpackChunks(ops, recv, received, n, dst);
   }
   return error.empty() ? "" : where + ": " + error;
 }

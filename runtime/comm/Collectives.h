@@ -42,11 +42,33 @@ namespace loom::rt {
 /// Whether `op` is one of the instructions above.
 bool isCollectiveOp(std::string_view op);
 
+/// How a runner moves bytes inside a rank's buffers and gets scratch: host
+/// memory by default. A communicator that takes device memory (NCCL) runs
+/// with the backend's device copies instead.
+class BufferOps {
+public:
+  virtual ~BufferOps() = default;
+  virtual void copy(void *dst, const void *src, size_t bytes);
+  /// `height` rows of `width` bytes, rows `srcPitch` and `dstPitch` apart.
+  virtual void copy2D(void *dst, size_t dstPitch, const void *src,
+                      size_t srcPitch, size_t width, size_t height);
+  virtual void zero(void *dst, size_t bytes);
+  virtual void *allocate(size_t bytes);
+  virtual void deallocate(void *ptr);
+};
+
 /// Runs the instructions above for one rank. Keeps the rank groups it has
 /// computed, so build one per rank and executor.
 class CollectiveRunner {
 public:
-  CollectiveRunner(layout::Mesh mesh, Communicator &comm);
+  /// `ops` (not owned; nullptr: host memory) moves the bytes of the
+  /// buffers run() receives.
+  CollectiveRunner(layout::Mesh mesh, Communicator &comm,
+                   BufferOps *ops = nullptr);
+  ~CollectiveRunner();
+  CollectiveRunner(CollectiveRunner &&other) noexcept;
+  CollectiveRunner(const CollectiveRunner &) = delete;
+  CollectiveRunner &operator=(const CollectiveRunner &) = delete;
 
   /// Checks `in` and `out` against the op's shape rule and runs it; returns
   /// "" on success or what went wrong.
@@ -59,10 +81,16 @@ public:
   const RankGroup &group(const std::vector<int> &axes);
 
 private:
+  /// Scratch buffer `which` (0 or 1) of at least `bytes`, kept for reuse.
+  unsigned char *scratch(int which, size_t bytes);
+
   layout::Mesh mesh_;
   Communicator &comm_;
+  BufferOps hostOps_;
+  BufferOps *ops_;
   std::map<std::vector<int>, RankGroup> groups_;
-  std::vector<unsigned char> scratch_;
+  unsigned char *scratch_[2] = {nullptr, nullptr};
+  size_t scratchBytes_[2] = {0, 0};
 };
 
 } // namespace loom::rt

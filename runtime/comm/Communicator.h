@@ -2,7 +2,8 @@
 //
 // One interface for every way ranks talk (as PyTorch's c10d backends are):
 // `threads` runs N ranks as threads of one process and exchanges through
-// shared memory; `mpi` runs one process per rank under mpirun. Every
+// shared memory; `mpi` runs one process per rank under mpirun; `nccl`
+// (runtime/cuda/NcclCommunicator.h) exchanges GPU memory. Every
 // collective is blocking, is called by every member of `group` with the same
 // sizes, and names its group explicitly: the global ranks taking part,
 // listed in member order (member i of a gather contributes chunk i). The
@@ -31,8 +32,12 @@ using RankGroup = std::vector<int64_t>;
 class Communicator {
 public:
   virtual ~Communicator() = default;
-  /// "threads" or "mpi".
+  /// "threads", "mpi" or "nccl".
   virtual std::string name() const = 0;
+  /// Whether the buffers of its collectives are device memory (NCCL); the
+  /// others take host memory, and the executor of a device backend stages
+  /// through host buffers for them.
+  virtual bool takesDeviceMemory() const { return false; }
   virtual int64_t rank() const = 0;
   virtual int64_t worldSize() const = 0;
 
@@ -79,6 +84,19 @@ bool mpiAvailable();
 /// first use; finalised at exit). nullptr and `error` when MPI is missing
 /// or fails to start.
 std::unique_ptr<Communicator> createMpiCommunicator(std::string &error);
+/// Whether this build has the NCCL communicator (CUDA and NCCL found).
+bool ncclAvailable();
+/// An NCCL communicator for a rank that drives GPU `device` (`stream` is
+/// the cudaStream_t its collectives are queued on: the CUDA backend's, so
+/// that they follow the kernels producing their inputs). `bootstrap` is a
+/// host communicator over the same world that exchanges each group's NCCL
+/// id when the group first communicates: an MPI communicator for one
+/// process per GPU under mpirun, or threads communicators for one process
+/// driving several GPUs. It must outlive the NCCL communicator. Buffers are
+/// device memory. nullptr and `error` when this build has no NCCL.
+std::unique_ptr<Communicator> createNcclCommunicator(Communicator &bootstrap,
+                                                     int device, void *stream,
+                                                     std::string &error);
 /// Whether this process was started by mpirun (an MPI launcher's
 /// environment variables are set), without initialising MPI.
 bool launchedByMpirun();

@@ -29,6 +29,11 @@ attention key biases) are not amplified by Adam's normalisation into differences
 (see compare_training.py).
 
 --mpi also runs one data-parallel configuration under `mpirun -np 4` (--comm mpi).
+
+--backend cuda runs every `loom run` on the CUDA backend: the single-device run on one
+GPU, a partitioned run's ranks as virtual devices sharing it (threads communicator);
+without a GPU the script prints why and exits 77 (skipped). --bf16 trains bf16 copies of
+the models (test/e2e/to_bf16.py), single device and partitioned alike.
 Exit status 0 when every configuration agrees.
 """
 import argparse
@@ -43,6 +48,8 @@ import tempfile
 import time
 
 import numpy as np
+
+import to_bf16
 
 MODELS = {
     # model -> (onnx file, input names)
@@ -88,9 +95,19 @@ class Runner:
         result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         return result.returncode, result.stdout + result.stderr
 
-    def compile(self, model, out, extra):
+    def model_path(self, model):
         onnx_file, _ = MODELS[model]
-        cmd = [self.args.loom, "compile", os.path.join(self.args.source, "models", onnx_file),
+        path = os.path.join(self.args.source, "models", onnx_file)
+        if not self.args.bf16:
+            return path
+        converted = os.path.join(self.work, "bf16-" + onnx_file)
+        if not os.path.exists(converted):
+            import onnx
+            onnx.save(to_bf16.convert(onnx.load(path)), converted)
+        return converted
+
+    def compile(self, model, out, extra):
+        cmd = [self.args.loom, "compile", self.model_path(model),
                "--batch", str(self.args.batch), "--train"] + extra + ["-o", out]
         return self.run(cmd)
 
@@ -103,6 +120,8 @@ class Runner:
                "--save", os.path.join(directory, "ckpt")]
         if ranks:
             cmd += ["--ranks", str(ranks)]
+        if self.args.backend != "cpu":
+            cmd += ["--backend", self.args.backend]
         if mpi:
             cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks)] + \
                 [c for c in cmd if c not in ("--ranks", str(ranks))] + ["--comm", "mpi"]
@@ -214,11 +233,20 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--mpi", action="store_true", help="also one run under mpirun -np 4")
     parser.add_argument("--keep", help="keep the work directory here")
+    parser.add_argument("--backend", default="cpu", help="cpu or cuda (loom run --backend)")
+    parser.add_argument("--bf16", action="store_true", help="train bf16 copies of the models")
     args = parser.parse_args()
 
     work = args.keep or tempfile.mkdtemp(prefix="loom-partitioned-")
     os.makedirs(work, exist_ok=True)
     runner = Runner(args, work)
+    if args.backend != "cpu":
+        probe = os.path.join(work, "probe.plan")
+        runner.compile("mlp", probe, [])
+        code, output = runner.run([args.loom, "run", probe, "--backend", args.backend])
+        if code != 0 and "no CUDA device" in output:
+            print("skipped: " + output.strip().splitlines()[-1].replace("loom: error: ", ""))
+            return 77
     failures = 0
     total = 0
     start = time.time()
@@ -350,7 +378,8 @@ def main():
             print(f"FAIL {model}: only {accepted} of {args.random} random strategies were valid")
 
     print(f"{total - failures} of {total} partitioned runs equal the single-device run "
-          f"(rtol {args.rtol}) in {time.time() - start:.0f} s")
+          f"(rtol {args.rtol}, backend {args.backend}{', bf16' if args.bf16 else ''}) in "
+          f"{time.time() - start:.0f} s")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     return 1 if failures else 0

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PlanBuilder.h"
+#include "StagedBackend.h"
 
 #include "runtime/Checkpoint.h"
 #include "runtime/io/Trace.h"
@@ -38,7 +39,7 @@ rt::TensorView viewOf(std::vector<float> &data, rt::Shape shape) {
 
 /// A single-device executor of `plan` on a one-thread CPU backend.
 struct Single {
-  explicit Single(plan::Plan plan) : backend(rt::createCpuBackend()) {
+  explicit Single(plan::Plan plan) : backend(createTestBackend()) {
     backend->setNumThreads(1);
     exec = rt::Executor::create(std::move(plan), *backend, error);
   }

@@ -1,6 +1,7 @@
 //===- PlanBuilder.cpp - Hand-built partitioned plans for tests -----------===//
 
 #include "PlanBuilder.h"
+#include "StagedBackend.h"
 
 #include "compiler/layout/TensorLayout.h"
 #include "runtime/PlanLayout.h"
@@ -217,7 +218,7 @@ std::string runRanks(const plan::Plan &plan, int64_t n,
     runs[r].comm = comms[r].get();
   }
   onEveryRank([&](RankRun &run) {
-    backends[run.rank] = rt::createCpuBackend();
+    backends[run.rank] = createTestBackend();
     backends[run.rank]->setNumThreads(1);
     run.backend = backends[run.rank].get();
     run.exec = rt::Executor::create(plan, *run.backend, run.error,

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PlanBuilder.h"
+#include "StagedBackend.h"
 
 #include "gtest/gtest.h"
 
@@ -21,7 +22,7 @@ using Axes = std::vector<std::pair<std::string, int64_t>>;
 /// communicator of `worldSize` ranks (0: none); "" if it loads.
 std::string loadError(const plan::Plan &plan, int64_t worldSize = 0,
                       int64_t rank = 0) {
-  std::unique_ptr<rt::Backend> backend = rt::createCpuBackend();
+  std::unique_ptr<rt::Backend> backend = createTestBackend();
   std::vector<std::unique_ptr<rt::Communicator>> comms;
   rt::RankContext ctx;
   ctx.rank = rank;
@@ -71,7 +72,7 @@ TEST(PartitionedPlanValidation, SingleDevicePlanOnSeveralRanks) {
 
 TEST(PartitionedPlanValidation, RankDisagreesWithItsCommunicator) {
   plan::Plan plan = gatherPlan().plan();
-  std::unique_ptr<rt::Backend> backend = rt::createCpuBackend();
+  std::unique_ptr<rt::Backend> backend = createTestBackend();
   auto comms = rt::createThreadsCommunicators(4);
   std::string error;
   EXPECT_FALSE(
@@ -262,7 +263,7 @@ TEST(PartitionedPlanValidation, CollectiveWithoutMesh) {
 TEST(PartitionedPlanValidation, OneDeviceMeshRunsCollectives) {
   PlanBuilder b({{"dp", 1}});
   b.output("y", b.allReduce(b.input("x", {3}, {{"dp"}}), {0}, {3}));
-  std::unique_ptr<rt::Backend> backend = rt::createCpuBackend();
+  std::unique_ptr<rt::Backend> backend = createTestBackend();
   std::string error;
   auto exec = rt::Executor::create(b.plan(), *backend, error);
   ASSERT_TRUE(exec) << error;

@@ -1,0 +1,265 @@
+//===- CudaBackend.cpp - The CUDA backend: memory, stream and registry ----===//
+//
+// One backend per rank and device. Every kernel and copy is queued on the
+// backend's one stream, in the executor's order, so the memory plan's reuse
+// of arena bytes needs no further synchronisation; the host waits only
+// where it reads results (copies to the host) and at the end of a step
+// (synchronize(), which also reports the errors kernels found on the
+// device). Memory comes from a caching allocator over cudaMalloc.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/CudaBackend.h"
+#include "runtime/cuda/CudaContext.h"
+
+#include <cstdlib>
+#include <limits>
+
+namespace loom::rt {
+namespace {
+
+using cuda::CudaContext;
+using cuda::KernelEntry;
+using cuda::KernelTable;
+
+std::string cudaMessage(cudaError_t e) { return cudaGetErrorString(e); }
+
+class CudaBackend final : public Backend {
+public:
+  /// Sets up device `device`; `error` set when that fails.
+  CudaBackend(int device, std::string &error)
+      : ctx(std::make_unique<CudaContext>()) {
+    ctx->device = device;
+    if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
+      error = "no CUDA device: cannot use device " + std::to_string(device) +
+              ": " + cudaMessage(e);
+      return;
+    }
+    if (cudaError_t e =
+            cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking);
+        e != cudaSuccess) {
+      error = "cannot create a CUDA stream: " + cudaMessage(e);
+      return;
+    }
+    if (cublasLtCreate(&ctx->lt) != CUBLAS_STATUS_SUCCESS) {
+      error = "cannot initialise cuBLASLt";
+      return;
+    }
+    ctx->allocator = std::make_unique<CachingAllocator>(
+        [](size_t bytes) -> void * {
+          void *p = nullptr;
+          return cudaMalloc(&p, bytes) == cudaSuccess ? p : nullptr;
+        },
+        [](void *p) { cudaFree(p); });
+    ctx->workspaceBytes = size_t(32) << 20;
+    ctx->workspace = ctx->allocator->allocate(ctx->workspaceBytes);
+    ctx->errorWord = static_cast<int *>(ctx->allocator->allocate(sizeof(int)));
+    if (!ctx->workspace || !ctx->errorWord) {
+      error = "cannot allocate the CUDA backend's workspace";
+      return;
+    }
+    cudaMemsetAsync(ctx->errorWord, 0, sizeof(int), ctx->stream);
+    if (const char *tf32 = std::getenv("LOOM_CUDA_TF32"))
+      ctx->tf32 = std::string(tf32) == "1";
+    KernelTable table;
+    cuda::registerElementwiseKernels(table);
+    cuda::registerDataMovementKernels(table);
+    cuda::registerReductionKernels(table);
+    cuda::registerNormalizationKernels(table);
+    cuda::registerLossKernels(table);
+    cuda::registerOptimizerKernels(table);
+    cuda::registerMatmulKernels(table);
+    for (auto &[op, entry] : table)
+      kernels.emplace(op, wrap(op, std::move(entry)));
+  }
+
+  ~CudaBackend() override {
+    if (ctx->stream) {
+      cudaSetDevice(ctx->device);
+      cudaStreamSynchronize(ctx->stream);
+    }
+    ctx->allocator.reset();
+    if (ctx->lt)
+      cublasLtDestroy(ctx->lt);
+    if (ctx->stream)
+      cudaStreamDestroy(ctx->stream);
+  }
+
+  std::string name() const override { return "cuda"; }
+
+  const KernelFn *findKernel(std::string_view op) const override {
+    auto it = kernels.find(op);
+    return it == kernels.end() ? nullptr : &it->second;
+  }
+
+  std::vector<std::string> supportedOps() const override {
+    std::vector<std::string> ops;
+    for (const auto &entry : kernels)
+      ops.push_back(entry.first);
+    return ops;
+  }
+
+  void setNumThreads(int) override {}
+
+  bool hostAccessible() const override { return false; }
+
+  void *allocate(size_t bytes) override {
+    cudaSetDevice(ctx->device);
+    void *p = ctx->allocator->allocate(bytes);
+    if (p)
+      cudaMemsetAsync(p, 0, bytes, ctx->stream);
+    return p;
+  }
+  void deallocate(void *ptr) override { ctx->allocator->deallocate(ptr); }
+
+  void copyToDevice(void *dst, const void *src, size_t bytes) override {
+    if (!bytes)
+      return;
+    cudaSetDevice(ctx->device);
+    // Synchronous for pageable host memory: the source may go away.
+    cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx->stream);
+    cudaStreamSynchronize(ctx->stream);
+  }
+  void copyToHost(void *dst, const void *src, size_t bytes) override {
+    if (!bytes)
+      return;
+    cudaSetDevice(ctx->device);
+    cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx->stream);
+    cudaStreamSynchronize(ctx->stream);
+  }
+  void copyOnDevice(void *dst, const void *src, size_t bytes) override {
+    if (!bytes || dst == src)
+      return;
+    cudaSetDevice(ctx->device);
+    cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx->stream);
+  }
+  void copy2DOnDevice(void *dst, size_t dstPitch, const void *src,
+                      size_t srcPitch, size_t width, size_t height) override {
+    if (!width || !height)
+      return;
+    cudaSetDevice(ctx->device);
+    cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, width, height,
+                      cudaMemcpyDeviceToDevice, ctx->stream);
+  }
+  void zero(void *dst, size_t bytes) override {
+    if (!bytes)
+      return;
+    cudaSetDevice(ctx->device);
+    cudaMemsetAsync(dst, 0, bytes, ctx->stream);
+  }
+
+  std::string synchronize() override {
+    cudaSetDevice(ctx->device);
+    int word = 0;
+    cudaMemcpyAsync(&word, ctx->errorWord, sizeof(int), cudaMemcpyDeviceToHost,
+                    ctx->stream);
+    if (cudaError_t e = cudaStreamSynchronize(ctx->stream); e != cudaSuccess)
+      return "CUDA error: " + cudaMessage(e);
+    if (word != cuda::kNoDeviceError) {
+      cudaMemsetAsync(ctx->errorWord, 0, sizeof(int), ctx->stream);
+      cudaStreamSynchronize(ctx->stream);
+      return cuda::deviceErrorMessage(word);
+    }
+    return "";
+  }
+
+  CudaContext &context() const { return *ctx; }
+
+private:
+  KernelFn wrap(const std::string &op, KernelEntry entry) {
+    CudaContext *context = ctx.get();
+    return [context, op, entry = std::move(entry)](const KernelArgs &args) {
+      int inputs = static_cast<int>(args.inputs.size());
+      if (inputs < entry.minInputs || inputs > entry.maxInputs ||
+          args.outputs.size() != static_cast<size_t>(entry.outputs))
+        return "cuda kernel '" + op + "' expects " + arity(entry) +
+               " inputs and " + std::to_string(entry.outputs) +
+               (entry.outputs == 1 ? " output" : " outputs") + ", got " +
+               std::to_string(inputs) + " and " +
+               std::to_string(args.outputs.size());
+      cudaSetDevice(context->device);
+      try {
+        return entry.fn(*context, args);
+      } catch (const std::exception &e) {
+        return "cuda kernel '" + op + "' failed: " + e.what();
+      }
+    };
+  }
+
+  static std::string arity(const KernelEntry &entry) {
+    std::string min = std::to_string(entry.minInputs);
+    if (entry.maxInputs == entry.minInputs)
+      return min;
+    if (entry.maxInputs == std::numeric_limits<int>::max())
+      return "at least " + min;
+    return min + " to " + std::to_string(entry.maxInputs);
+  }
+
+  std::unique_ptr<CudaContext> ctx;
+  std::map<std::string, KernelFn, std::less<>> kernels;
+};
+
+} // namespace
+
+const char *cuda::deviceErrorMessage(int code) {
+  switch (code) {
+  case kIndexOutOfRange:
+    return "a gather index is out of range";
+  case kLabelOutOfRange:
+    return "a cross-entropy label is out of range for the classes";
+  case kIntegerDivisionByZero:
+    return "integer division by zero";
+  default:
+    return "a kernel reported an unknown error";
+  }
+}
+
+int cuda::deviceCount(std::string &error) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    error = "no CUDA device: " + cudaMessage(e);
+    return 0;
+  }
+  if (count == 0) {
+    error = "no CUDA device: the driver reports none";
+    return 0;
+  }
+  return count;
+}
+
+int cuda::deviceOf(const Backend &backend) {
+  auto *b = dynamic_cast<const CudaBackend *>(&backend);
+  return b ? b->context().device : -1;
+}
+
+void *cuda::streamOf(const Backend &backend) {
+  auto *b = dynamic_cast<const CudaBackend *>(&backend);
+  return b ? static_cast<void *>(b->context().stream) : nullptr;
+}
+
+CachingAllocator::Stats cuda::allocatorStats(const Backend &backend) {
+  auto *b = dynamic_cast<const CudaBackend *>(&backend);
+  return b ? b->context().allocator->stats() : CachingAllocator::Stats{};
+}
+
+bool cudaBackendBuilt() { return true; }
+
+int cudaDeviceCount(std::string &error) { return cuda::deviceCount(error); }
+
+void *cudaStreamOf(const Backend &backend) { return cuda::streamOf(backend); }
+
+std::unique_ptr<Backend> createCudaBackend(int device, std::string &error) {
+  int count = cuda::deviceCount(error);
+  if (count == 0)
+    return nullptr;
+  std::string setupError;
+  auto backend = std::make_unique<CudaBackend>(device % count, setupError);
+  if (!setupError.empty()) {
+    error = setupError;
+    return nullptr;
+  }
+  return backend;
+}
+
+} // namespace loom::rt

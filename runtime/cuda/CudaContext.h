@@ -1,0 +1,108 @@
+//===- CudaContext.h - State and registry of the CUDA kernels ---*- C++ -*-===//
+//
+// Internal to the CUDA backend: the per-backend state its kernels share (the
+// device, the stream every kernel is queued on, the cuBLASLt handle and
+// workspace, the caching allocator for scratch, the device error word), the
+// kernel table they register into, and one registration function per kernel
+// family. Kernels are asynchronous: what they can only detect on the device
+// (an index out of range) is written to the error word, which the backend's
+// synchronize() reads and reports.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_CUDA_CUDACONTEXT_H
+#define LOOM_RUNTIME_CUDA_CUDACONTEXT_H
+
+#include "runtime/Kernel.h"
+#include "runtime/cuda/CachingAllocator.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace loom::rt::cuda {
+
+/// What a kernel found wrong on the device (the error word's values).
+enum DeviceError : int {
+  kNoDeviceError = 0,
+  kIndexOutOfRange = 1,
+  kLabelOutOfRange = 2,
+  kIntegerDivisionByZero = 3,
+};
+
+/// The message of a device error word.
+const char *deviceErrorMessage(int code);
+
+struct CudaContext {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  void *workspace = nullptr;
+  size_t workspaceBytes = 0;
+  /// One int on the device; 0 while no kernel has found an error.
+  int *errorWord = nullptr;
+  std::unique_ptr<CachingAllocator> allocator;
+  /// Per cuBLASLt problem: the heuristic's algorithm (see Matmul.cpp).
+  std::map<std::string, cublasLtMatmulAlgo_t> algorithms;
+  /// f32 GEMMs on tensor cores in TF32 (LOOM_CUDA_TF32=1): faster, about
+  /// 1e-3 relative.
+  bool tf32 = false;
+};
+
+/// Scratch device memory for one kernel call, returned to the cache when
+/// the call ends (the stream orders its reuse after the call's work).
+class Scratch {
+public:
+  Scratch(CudaContext &ctx, size_t bytes)
+      : ctx(ctx), ptr(ctx.allocator->allocate(bytes)) {}
+  ~Scratch() { ctx.allocator->deallocate(ptr); }
+  Scratch(const Scratch &) = delete;
+  Scratch &operator=(const Scratch &) = delete;
+  template <typename T> T *as() const { return static_cast<T *>(ptr); }
+  explicit operator bool() const { return ptr != nullptr; }
+
+private:
+  CudaContext &ctx;
+  void *ptr;
+};
+
+/// A kernel body, the inputs it accepts and its result count.
+struct KernelEntry {
+  std::function<std::string(CudaContext &, const KernelArgs &)> fn;
+  int minInputs = 1;
+  int maxInputs = 1;
+  int outputs = 1;
+};
+
+using KernelTable = std::map<std::string, KernelEntry, std::less<>>;
+
+/// add, sub, mul, div, pow, the unary ops, relu_grad, gelu_grad, cast,
+/// select (Elementwise.cu).
+void registerElementwiseKernels(KernelTable &table);
+/// reshape, broadcast, transpose, slice, slice_grad, concat, gather,
+/// gather_grad (DataMovement.cu).
+void registerDataMovementKernels(KernelTable &table);
+/// reduce_sum, reduce_mean, reduce_max, reduce_max_grad (Reduction.cu).
+void registerReductionKernels(KernelTable &table);
+/// softmax, log_softmax, layer_norm, layer_norm_grad (Normalization.cu).
+void registerNormalizationKernels(KernelTable &table);
+/// softmax_cross_entropy(_grad), label_count, mse_loss (Loss.cu).
+void registerLossKernels(KernelTable &table);
+/// sgd_update, momentum_update, adam_update (Optimizer.cu).
+void registerOptimizerKernels(KernelTable &table);
+/// matmul on cuBLASLt (Matmul.cpp).
+void registerMatmulKernels(KernelTable &table);
+
+/// "" if the last launch succeeded, else "<op>: <CUDA error>".
+std::string launchStatus(std::string_view op);
+
+/// "cuda kernel 'op' does not support element type x".
+std::string unsupportedType(std::string_view op, DType dtype);
+
+} // namespace loom::rt::cuda
+
+#endif // LOOM_RUNTIME_CUDA_CUDACONTEXT_H

@@ -1,0 +1,317 @@
+//===- DataMovement.cu - Copies, gathers and their gradients on CUDA ------===//
+//
+// reshape (a copy), broadcast, transpose and slice (strided reads), concat
+// (2-D copies per input), slice_grad (zeros, then a strided write), gather
+// (an embedding lookup; an index out of range is a device error) and
+// gather_grad (zeros, then atomic adds: repeated indices accumulate in an
+// unspecified order, so f32 sums may differ from the CPU's in the last
+// bits). Elements are moved by size, whatever their type.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/DeviceUtil.cuh"
+
+#include <limits>
+
+namespace loom::rt::cuda {
+namespace {
+
+template <typename T>
+__global__ void stridedCopyKernel(const T *in, T *out, int64_t n,
+                                  Indexer<1> ix) {
+  LOOM_GRID_LOOP(i, n) {
+    int64_t off;
+    ix.offsets(i, &off);
+    out[i] = in[off];
+  }
+}
+
+/// Writes element i of `in` (dense) to out[offset(i)].
+template <typename T>
+__global__ void stridedWriteKernel(const T *in, T *out, int64_t n,
+                                   Indexer<1> ix) {
+  LOOM_GRID_LOOP(i, n) {
+    int64_t off;
+    ix.offsets(i, &off);
+    out[off] = in[i];
+  }
+}
+
+template <typename F> void bySize(DType dtype, F &&f) {
+  switch (dtypeSize(dtype)) {
+  case 1:
+    f(uint8_t{});
+    break;
+  case 2:
+    f(uint16_t{});
+    break;
+  case 4:
+    f(uint32_t{});
+    break;
+  default:
+    f(uint64_t{});
+    break;
+  }
+}
+
+/// out = in read through `strides` (one per output dimension) from `base`.
+std::string stridedCopy(CudaContext &ctx, std::string_view op,
+                        const TensorView &in, const TensorView &out,
+                        const std::vector<int64_t> &strides, int64_t base,
+                        bool write = false) {
+  Indexer<1> ix;
+  if (!makeIndexer<1>(out.shape, {strides}, ix))
+    return "cuda kernel '" + std::string(op) + "': more than " +
+           std::to_string(kMaxRank) + " dimensions";
+  ix.base[0] = base;
+  int64_t n = out.numElements();
+  if (n == 0)
+    return "";
+  bySize(out.dtype, [&](auto t) {
+    using T = decltype(t);
+    if (write)
+      stridedWriteKernel<T><<<blocksFor(n), kThreads, 0, ctx.stream>>>(
+          static_cast<const T *>(out.data), static_cast<T *>(in.data), n, ix);
+    else
+      stridedCopyKernel<T><<<blocksFor(n), kThreads, 0, ctx.stream>>>(
+          static_cast<const T *>(in.data), static_cast<T *>(out.data), n, ix);
+  });
+  return launchStatus(op);
+}
+
+std::string runReshape(CudaContext &ctx, const KernelArgs &args) {
+  const TensorView &in = args.inputs[0], &out = args.outputs[0];
+  if (in.bytes() != out.bytes())
+    return "cuda kernel 'reshape': " + formatShape(in.shape) + " and " +
+           formatShape(out.shape) + " differ in size";
+  if (in.bytes() && in.data != out.data)
+    cudaMemcpyAsync(out.data, in.data, in.bytes(), cudaMemcpyDeviceToDevice,
+                    ctx.stream);
+  return launchStatus(args.op);
+}
+
+std::string runBroadcast(CudaContext &ctx, const KernelArgs &args) {
+  const TensorView &in = args.inputs[0], &out = args.outputs[0];
+  std::vector<int64_t> s = broadcastStrides(in.shape, out.shape);
+  if (s.empty() && !out.shape.empty())
+    return "cuda kernel 'broadcast': " + formatShape(in.shape) +
+           " does not broadcast to " + formatShape(out.shape);
+  return stridedCopy(ctx, args.op, in, out, s, 0);
+}
+
+std::string runTranspose(CudaContext &ctx, const KernelArgs &args) {
+  const TensorView &in = args.inputs[0], &out = args.outputs[0];
+  std::vector<int64_t> perm = args.attrs.getInts("permutation");
+  if (static_cast<int64_t>(perm.size()) != in.rank())
+    return "cuda kernel 'transpose': permutation of the wrong length";
+  std::vector<int64_t> dense = denseStrides(in.shape), s(perm.size());
+  for (size_t d = 0; d < perm.size(); ++d) {
+    if (perm[d] < 0 || perm[d] >= in.rank() ||
+        out.shape[d] != in.shape[perm[d]])
+      return "cuda kernel 'transpose': invalid permutation";
+    s[d] = dense[perm[d]];
+  }
+  return stridedCopy(ctx, args.op, in, out, s, 0);
+}
+
+/// The strides and base offset of a slice of `full` (starts, strides).
+std::string sliceGeometry(const KernelArgs &args, const TensorView &full,
+                          const TensorView &part, std::vector<int64_t> &s,
+                          int64_t &base) {
+  std::vector<int64_t> starts = args.attrs.getInts("starts"),
+                       steps = args.attrs.getInts("strides");
+  if (static_cast<int64_t>(starts.size()) != full.rank() ||
+      static_cast<int64_t>(steps.size()) != full.rank() ||
+      part.rank() != full.rank())
+    return "cuda kernel '" + std::string(args.op) +
+           "': starts and strides need one entry per dimension";
+  std::vector<int64_t> dense = denseStrides(full.shape);
+  s.assign(full.rank(), 0);
+  base = 0;
+  for (int64_t d = 0; d < full.rank(); ++d) {
+    int64_t last = starts[d] + (part.shape[d] - 1) * steps[d];
+    if (part.shape[d] > 0 && (starts[d] < 0 || starts[d] >= full.shape[d] ||
+                              last < 0 || last >= full.shape[d]))
+      return "cuda kernel '" + std::string(args.op) + "': dimension " +
+             std::to_string(d) + " reads outside the tensor";
+    s[d] = dense[d] * steps[d];
+    base += starts[d] * dense[d];
+  }
+  return "";
+}
+
+std::string runSlice(CudaContext &ctx, const KernelArgs &args) {
+  const TensorView &in = args.inputs[0], &out = args.outputs[0];
+  std::vector<int64_t> s;
+  int64_t base = 0;
+  if (std::string e = sliceGeometry(args, in, out, s, base); !e.empty())
+    return e;
+  return stridedCopy(ctx, args.op, in, out, s, base);
+}
+
+std::string runSliceGrad(CudaContext &ctx, const KernelArgs &args) {
+  const TensorView &grad = args.inputs[0], &out = args.outputs[0];
+  std::vector<int64_t> s;
+  int64_t base = 0;
+  if (std::string e = sliceGeometry(args, out, grad, s, base); !e.empty())
+    return e;
+  cudaMemsetAsync(out.data, 0, out.bytes(), ctx.stream);
+  // Writes grad's elements to their places in `out`.
+  TensorView target = out, source = grad;
+  return stridedCopy(ctx, args.op, target, source, s, base, /*write=*/true);
+}
+
+std::string runConcat(CudaContext &ctx, const KernelArgs &args) {
+  const TensorView &out = args.outputs[0];
+  int64_t axis = args.attrs.getInt("axis");
+  if (axis < 0 || axis >= out.rank())
+    return "cuda kernel 'concat': axis out of range";
+  int64_t outer = 1, inner = dtypeSize(out.dtype);
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= out.shape[d];
+  for (int64_t d = axis + 1; d < out.rank(); ++d)
+    inner *= out.shape[d];
+  int64_t rowBytes = out.shape[axis] * inner, at = 0;
+  for (const TensorView &in : args.inputs) {
+    if (in.rank() != out.rank() || in.dtype != out.dtype)
+      return "cuda kernel 'concat': inputs must match the result";
+    int64_t width = in.shape[axis] * inner;
+    if (width && outer)
+      cudaMemcpy2DAsync(static_cast<char *>(out.data) + at, rowBytes, in.data,
+                        width, width, outer, cudaMemcpyDeviceToDevice,
+                        ctx.stream);
+    at += width;
+  }
+  if (at != rowBytes)
+    return "cuda kernel 'concat': the inputs do not fill the result";
+  return launchStatus(args.op);
+}
+
+/// out[o, j, i] = table[o, index[j], i] with `count` indices and `inner`
+/// elements after the axis.
+template <typename T, typename I>
+__global__ void gatherKernel(const T *table, const I *index, T *out, int64_t n,
+                             int64_t count, int64_t inner, int64_t axisSize,
+                             int *errorWord) {
+  LOOM_GRID_LOOP(e, n) {
+    int64_t i = e % inner, j = (e / inner) % count, o = e / (inner * count);
+    int64_t k = index[j];
+    if (k < 0)
+      k += axisSize;
+    if (k < 0 || k >= axisSize) {
+      raise(errorWord, kIndexOutOfRange);
+      out[e] = T{};
+      continue;
+    }
+    out[e] = table[(o * axisSize + k) * inner + i];
+  }
+}
+
+template <typename T, typename I>
+__global__ void gatherGradKernel(const I *index, const T *grad, T *out,
+                                 int64_t n, int64_t count, int64_t inner,
+                                 int64_t axisSize, int *errorWord) {
+  LOOM_GRID_LOOP(e, n) {
+    int64_t i = e % inner, j = (e / inner) % count, o = e / (inner * count);
+    int64_t k = index[j];
+    if (k < 0)
+      k += axisSize;
+    if (k < 0 || k >= axisSize) {
+      raise(errorWord, kIndexOutOfRange);
+      continue;
+    }
+    atomicAdd(out + (o * axisSize + k) * inner + i, grad[e]);
+  }
+}
+
+struct GatherGeometry {
+  int64_t outer = 1, inner = 1, count = 1, axisSize = 1;
+};
+
+std::string gatherGeometry(const KernelArgs &args, const TensorView &table,
+                           const TensorView &index, const TensorView &result,
+                           GatherGeometry &g) {
+  int64_t axis = args.attrs.getInt("axis");
+  if (axis < 0 || axis >= table.rank())
+    return "cuda kernel '" + std::string(args.op) + "': axis out of range";
+  if (index.dtype != DType::I32 && index.dtype != DType::I64)
+    return "cuda kernel '" + std::string(args.op) +
+           "': indices must be i32 or i64";
+  for (int64_t d = 0; d < axis; ++d)
+    g.outer *= table.shape[d];
+  for (int64_t d = axis + 1; d < table.rank(); ++d)
+    g.inner *= table.shape[d];
+  g.axisSize = table.shape[axis];
+  g.count = index.numElements();
+  if (g.outer * g.count * g.inner != result.numElements())
+    return "cuda kernel '" + std::string(args.op) +
+           "': the gathered shape does not match";
+  return "";
+}
+
+std::string runGather(CudaContext &ctx, const KernelArgs &args) {
+  const TensorView &table = args.inputs[0], &index = args.inputs[1],
+                   &out = args.outputs[0];
+  GatherGeometry g;
+  if (std::string e = gatherGeometry(args, table, index, out, g); !e.empty())
+    return e;
+  int64_t n = out.numElements();
+  if (n == 0)
+    return "";
+  bySize(out.dtype, [&](auto t) {
+    using T = decltype(t);
+    if (index.dtype == DType::I32)
+      gatherKernel<T, int32_t><<<blocksFor(n), kThreads, 0, ctx.stream>>>(
+          table.as<T>(), index.as<int32_t>(), out.as<T>(), n, g.count, g.inner,
+          g.axisSize, ctx.errorWord);
+    else
+      gatherKernel<T, int64_t><<<blocksFor(n), kThreads, 0, ctx.stream>>>(
+          table.as<T>(), index.as<int64_t>(), out.as<T>(), n, g.count, g.inner,
+          g.axisSize, ctx.errorWord);
+  });
+  return launchStatus(args.op);
+}
+
+std::string runGatherGrad(CudaContext &ctx, const KernelArgs &args) {
+  const TensorView &index = args.inputs[0], &grad = args.inputs[1],
+                   &out = args.outputs[0];
+  if (grad.dtype != out.dtype)
+    return "cuda kernel 'gather_grad': grad and result types differ";
+  GatherGeometry g;
+  if (std::string e = gatherGeometry(args, out, index, grad, g); !e.empty())
+    return e;
+  cudaMemsetAsync(out.data, 0, out.bytes(), ctx.stream);
+  int64_t n = grad.numElements();
+  if (n == 0)
+    return launchStatus(args.op);
+  if (!dispatchFloat(out.dtype, [&](auto t) {
+        using T = decltype(t);
+        if (index.dtype == DType::I32)
+          gatherGradKernel<T, int32_t>
+              <<<blocksFor(n), kThreads, 0, ctx.stream>>>(
+                  index.as<int32_t>(), grad.as<T>(), out.as<T>(), n, g.count,
+                  g.inner, g.axisSize, ctx.errorWord);
+        else
+          gatherGradKernel<T, int64_t>
+              <<<blocksFor(n), kThreads, 0, ctx.stream>>>(
+                  index.as<int64_t>(), grad.as<T>(), out.as<T>(), n, g.count,
+                  g.inner, g.axisSize, ctx.errorWord);
+      }))
+    return unsupportedType(args.op, out.dtype);
+  return launchStatus(args.op);
+}
+
+} // namespace
+
+void registerDataMovementKernels(KernelTable &table) {
+  table["reshape"] = {runReshape, 1, 1};
+  table["broadcast"] = {runBroadcast, 1, 1};
+  table["transpose"] = {runTranspose, 1, 1};
+  table["slice"] = {runSlice, 1, 1};
+  table["slice_grad"] = {runSliceGrad, 1, 1};
+  table["concat"] = {runConcat, 1, std::numeric_limits<int>::max()};
+  table["gather"] = {runGather, 2, 2};
+  table["gather_grad"] = {runGatherGrad, 2, 2};
+}
+
+} // namespace loom::rt::cuda

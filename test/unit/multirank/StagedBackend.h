@@ -1,0 +1,30 @@
+//===- StagedBackend.h - A CPU backend whose memory the host cannot touch -===//
+//
+// Tests the executor's device-memory path without a GPU: the CPU backend's
+// kernels behind memory the executor must not read or write directly. Its
+// "device" pointers are host pointers with bit 62 set (not canonical on
+// x86-64, so a direct access faults at once); its copy hooks and kernels
+// clear the bit. Everything the executor reads or writes goes through
+// allocate, copyToDevice, copyToHost, copyOnDevice, copy2DOnDevice and
+// zero, as it does for the CUDA backend.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_TEST_UNIT_MULTIRANK_STAGEDBACKEND_H
+#define LOOM_TEST_UNIT_MULTIRANK_STAGEDBACKEND_H
+
+#include "runtime/Backend.h"
+
+#include <memory>
+
+namespace loom::test {
+
+std::unique_ptr<rt::Backend> createStagedBackend();
+
+/// The backend the multi-rank tests run on: one-thread CPU, or the staged
+/// backend above when LOOM_TEST_BACKEND=staged.
+std::unique_ptr<rt::Backend> createTestBackend();
+
+} // namespace loom::test
+
+#endif // LOOM_TEST_UNIT_MULTIRANK_STAGEDBACKEND_H
