@@ -757,13 +757,24 @@ int runCompile() {
           ", after " + std::to_string(attempt + 1) +
           " searches; use more devices, a smaller batch, or a larger "
           "--memory-limit");
-    // Lower by the excess (at least), and by 2% more each time.
+    // Lower by the excess (at least), and by 2% more each time. Below a
+    // tenth of the limit, the search's estimate is too far from the plan
+    // for another search to help.
     double current = static_cast<double>(searchLimit > 0 ? searchLimit : limit);
     double excess = static_cast<double>(peak - limit);
     int64_t lowered = static_cast<int64_t>(
         std::min(current * static_cast<double>(limit) / static_cast<double>(peak),
                  current - excess) -
         0.02 * (attempt + 1) * static_cast<double>(limit));
+    if (lowered < limit / 10)
+      return reportError(
+          modelPath + ": the plan needs " + sharding::formatBytes(peak) +
+          " per device, over the limit of " + sharding::formatBytes(limit) +
+          ", while the search counted " +
+          sharding::formatBytes(plan->explanation().search_memory_bytes()) +
+          "; the transient buffers of its partitioned program are what the "
+          "search misses; use more devices, a smaller batch, or a larger "
+          "--memory-limit");
     outs() << "loom: the plan needs " << sharding::formatBytes(peak)
            << " per device, over the limit of " << sharding::formatBytes(limit)
            << "; searching again as if the limit were "
