@@ -436,6 +436,8 @@ FailureOr<SearchReport> AutoSharder::run() {
   double lambda = 0;
   search::Solution best = solveWith(0, memory);
   if (limit > 0 && memory > static_cast<double>(limit)) {
+    if (options.fastestOnly)
+      return failure();
     double scale = std::max(best.cost, 1e-12) / std::max(memory, 1.0);
     double compactMemory = 0;
     search::Solution compact = solveWith(scale * 1e6, compactMemory);
@@ -473,6 +475,7 @@ FailureOr<SearchReport> AutoSharder::run() {
   report.nodes = static_cast<int>(nodes.size());
   report.distinctOps = static_cast<int>(sets.size());
   report.exact = best.exact;
+  report.memoryBound = lambda > 0;
   report.memoryBytes = memory;
   std::vector<std::vector<int>> incident(nodes.size());
   for (auto [k, e] : llvm::enumerate(edges)) {

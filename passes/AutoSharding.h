@@ -42,6 +42,8 @@ struct SearchReport {
   double memoryBytes = 0;
   /// Whether the cost-graph solve was exact (no greedy fallback).
   bool exact = true;
+  /// Whether memory bound the choice (the fastest plan did not fit).
+  bool memoryBound = false;
   /// The forward ops searched.
   int nodes = 0;
   /// Distinct op signatures whose candidates were costed (repeated layers
@@ -53,6 +55,9 @@ struct SearchOptions {
   cost::HardwareProfile profile;
   /// Bytes per device; 0 means the profile's memory capacity.
   int64_t memoryLimit = 0;
+  /// Only the fastest plan: fail (without a diagnostic) when it does not
+  /// fit, instead of trading time for memory. One solve.
+  bool fastestOnly = false;
   /// Called as the search advances: a phase name and how far along it is.
   std::function<void(llvm::StringRef phase, int64_t done, int64_t total)>
       progress;

@@ -415,6 +415,14 @@ private:
   bool shown = false;
 };
 
+/// What --mode auto chose besides layouts, kept for the searches that
+/// follow when a plan comes out over the memory limit.
+struct AutoChoice {
+  int zero = 0;
+  std::string recompute;
+};
+std::optional<AutoChoice> earlierChoice;
+
 /// Sharding (from --mode and --strategy) and partitioning of @main, with
 /// the explanation of the result.
 int partition(ModuleOp module, const cost::HardwareProfile &cluster,
@@ -493,47 +501,69 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
     search.progress = std::ref(*progress);
     return search;
   };
-  const bool chooseZero = mode == "auto" && train && zeroFlag.empty();
-  const bool chooseRecompute = mode == "auto" && train && recomputeFlag.empty();
+  // A search again after the plan came out over the memory limit keeps the
+  // ZeRO level and recompute the first attempt chose.
+  const bool chooseZero =
+      mode == "auto" && train && zeroFlag.empty() && !earlierChoice;
+  const bool chooseRecompute =
+      mode == "auto" && train && recomputeFlag.empty() && !earlierChoice;
   std::string recompute = recomputeFlag;
+  if (earlierChoice && zeroFlag.empty())
+    zero = earlierChoice->zero;
+  if (earlierChoice && recomputeFlag.empty() &&
+      earlierChoice->recompute == "layers") {
+    recompute = "layers";
+    if (failed(sharding::markRecompute(func, recompute, error)))
+      return reportError(modelPath + ": " + error);
+  }
   int trials = 0;
   if (chooseZero || chooseRecompute) {
-    // The ZeRO level and recompute are part of the search: the fastest
-    // level whose plan fits (lower levels first on a tie: they communicate
-    // less), recomputing layers only when nothing fits without. When
-    // nothing fits at all, the most compact choice's search says why.
-    std::optional<double> best;
+    // The ZeRO level and recompute are part of the search when memory
+    // binds: the lowest level (lower levels communicate less) at which the
+    // fastest plan fits is the choice; if there is none, the highest level,
+    // trading time for memory as the search does; recomputing layers only
+    // when nothing fits without. When nothing fits at all, the most
+    // compact choice's search says why.
+    // Level 1 is not tried: level 2 communicates as much and holds less.
     std::vector<int> levels =
-        chooseZero ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{zero};
+        chooseZero ? std::vector<int>{0, 2, 3} : std::vector<int>{zero};
     std::vector<std::string> policies = {recompute};
     if (chooseRecompute)
       policies.push_back("layers");
+    auto fits = [&](int level, const std::string &policy, bool fastestOnly) {
+      OpBuilder builder(func);
+      auto trial = cast<func::FuncOp>(builder.clone(*func));
+      trial.setSymName("main_trial");
+      trial->setAttr(LoomDialect::kZeroAttrName,
+                     builder.getI64IntegerAttr(level));
+      std::string ignored;
+      bool marked = policy == recomputeFlag ||
+                    succeeded(sharding::markRecompute(trial, policy, ignored));
+      sharding::SearchOptions search = searchOptions();
+      search.fastestOnly = fastestOnly;
+      bool ok = marked && succeeded(sharding::searchShardings(trial, search));
+      trials += marked;
+      trial.erase();
+      return ok;
+    };
+    bool found = false;
     for (const std::string &policy : policies) {
-      for (int level : levels) {
-        OpBuilder builder(func);
-        auto trial = cast<func::FuncOp>(builder.clone(*func));
-        trial.setSymName("main_trial");
-        trial->setAttr(LoomDialect::kZeroAttrName,
-                       builder.getI64IntegerAttr(level));
-        std::string ignored;
-        bool marked =
-            policy.empty() || policy == recomputeFlag ||
-            succeeded(sharding::markRecompute(trial, policy, ignored));
-        FailureOr<sharding::SearchReport> found =
-            marked ? sharding::searchShardings(trial, searchOptions())
-                   : FailureOr<sharding::SearchReport>(failure());
-        trials += marked;
-        trial.erase();
-        if (succeeded(found) && (!best || found->seconds < *best * 0.999)) {
-          best = found->seconds;
+      for (int level : levels)
+        if (fits(level, policy, /*fastestOnly=*/true)) {
           zero = level;
           recompute = policy;
+          found = true;
+          break;
         }
+      if (!found && fits(levels.back(), policy, /*fastestOnly=*/false)) {
+        zero = levels.back();
+        recompute = policy;
+        found = true;
       }
-      if (best)
+      if (found)
         break;
     }
-    if (!best) {
+    if (!found) {
       zero = levels.back();
       recompute = policies.back();
     }
@@ -750,6 +780,8 @@ int runCompile() {
                                 stage.program().arena_bytes());
     if (plan->explanation().mode() != "auto" || limit <= 0 || peak <= limit)
       break;
+    earlierChoice = AutoChoice{plan->explanation().zero_level(),
+                               plan->explanation().recompute()};
     if (attempt == 5)
       return reportError(
           modelPath + ": the plan needs " + sharding::formatBytes(peak) +
