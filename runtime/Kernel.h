@@ -55,6 +55,13 @@ struct KernelArgs {
   std::vector<TensorView> outputs;
 };
 
+/// Checks a call's operand and result counts against a kernel's: "" or,
+/// e.g., "cpu kernel 'add' expects 2 inputs and 1 output, got 3 and 1".
+/// `maxInputs` may be INT_MAX (no upper bound).
+std::string checkArity(std::string_view backend, std::string_view op,
+                       const KernelArgs &args, int minInputs, int maxInputs,
+                       int outputs);
+
 /// Returns an empty string on success, else what went wrong (e.g. a gather
 /// index out of range), which the executor reports with the op's location.
 using KernelFn = std::function<std::string(const KernelArgs &)>;

@@ -56,6 +56,25 @@ struct HostBuffer {
   TensorView view() { return {dtype, shape, bytes.data()}; }
 };
 
+/// Calls f(T{}) with an unsigned integer type of `dtype`'s element size,
+/// for kernels that only move elements (any backend).
+template <typename F> void dispatchBySize(DType dtype, F &&f) {
+  switch (dtypeSize(dtype)) {
+  case 1:
+    f(uint8_t{});
+    break;
+  case 2:
+    f(uint16_t{});
+    break;
+  case 4:
+    f(uint32_t{});
+    break;
+  default:
+    f(uint64_t{});
+    break;
+  }
+}
+
 /// IEEE half and bfloat16 conversions (round to nearest even).
 float halfToFloat(uint16_t h);
 uint16_t floatToHalf(float f);

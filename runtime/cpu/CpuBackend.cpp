@@ -75,14 +75,10 @@ private:
     CpuContext *context = ctx.get();
     return [context, op, outputs,
             entry = std::move(entry)](const KernelArgs &args) {
-      int inputs = static_cast<int>(args.inputs.size());
-      if (inputs < entry.minInputs || inputs > entry.maxInputs ||
-          args.outputs.size() != static_cast<size_t>(outputs))
-        return "cpu kernel '" + op + "' expects " + arity(entry) +
-               " inputs and " + std::to_string(outputs) +
-               (outputs == 1 ? " output" : " outputs") + ", got " +
-               std::to_string(inputs) + " and " +
-               std::to_string(args.outputs.size());
+      if (std::string e = checkArity("cpu", op, args, entry.minInputs,
+                                     entry.maxInputs, outputs);
+          !e.empty())
+        return e;
       int threads = context->numThreads;
       if (omp_get_max_threads() != threads)
         omp_set_num_threads(threads);
@@ -92,15 +88,6 @@ private:
         return "cpu kernel '" + op + "' failed: " + e.what();
       }
     };
-  }
-
-  static std::string arity(const KernelEntry &entry) {
-    std::string min = std::to_string(entry.minInputs);
-    if (entry.maxInputs == entry.minInputs)
-      return min;
-    if (entry.maxInputs == std::numeric_limits<int>::max())
-      return "at least " + min;
-    return min + " to " + std::to_string(entry.maxInputs);
   }
 
   std::unique_ptr<CpuContext> ctx;

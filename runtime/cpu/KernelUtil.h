@@ -157,25 +157,6 @@ std::string dispatchNumeric(DType dtype, std::string_view op, F &&f) {
   }
 }
 
-/// Calls f(T{}) with an unsigned integer type of the element size, for ops
-/// that only move elements.
-template <typename F> void dispatchBySize(DType dtype, F &&f) {
-  switch (dtypeSize(dtype)) {
-  case 1:
-    f(uint8_t{});
-    break;
-  case 2:
-    f(uint16_t{});
-    break;
-  case 4:
-    f(uint32_t{});
-    break;
-  default:
-    f(uint64_t{});
-    break;
-  }
-}
-
 } // namespace loom::rt::cpu
 
 #endif // LOOM_RUNTIME_CPU_KERNELUTIL_H

@@ -169,14 +169,10 @@ private:
   KernelFn wrap(const std::string &op, KernelEntry entry) {
     CudaContext *context = ctx.get();
     return [context, op, entry = std::move(entry)](const KernelArgs &args) {
-      int inputs = static_cast<int>(args.inputs.size());
-      if (inputs < entry.minInputs || inputs > entry.maxInputs ||
-          args.outputs.size() != static_cast<size_t>(entry.outputs))
-        return "cuda kernel '" + op + "' expects " + arity(entry) +
-               " inputs and " + std::to_string(entry.outputs) +
-               (entry.outputs == 1 ? " output" : " outputs") + ", got " +
-               std::to_string(inputs) + " and " +
-               std::to_string(args.outputs.size());
+      if (std::string e = checkArity("cuda", op, args, entry.minInputs,
+                                     entry.maxInputs, entry.outputs);
+          !e.empty())
+        return e;
       cudaSetDevice(context->device);
       try {
         return entry.fn(*context, args);
@@ -184,15 +180,6 @@ private:
         return "cuda kernel '" + op + "' failed: " + e.what();
       }
     };
-  }
-
-  static std::string arity(const KernelEntry &entry) {
-    std::string min = std::to_string(entry.minInputs);
-    if (entry.maxInputs == entry.minInputs)
-      return min;
-    if (entry.maxInputs == std::numeric_limits<int>::max())
-      return "at least " + min;
-    return min + " to " + std::to_string(entry.maxInputs);
   }
 
   std::unique_ptr<CudaContext> ctx;

@@ -37,23 +37,6 @@ __global__ void stridedWriteKernel(const T *in, T *out, int64_t n,
   }
 }
 
-template <typename F> void bySize(DType dtype, F &&f) {
-  switch (dtypeSize(dtype)) {
-  case 1:
-    f(uint8_t{});
-    break;
-  case 2:
-    f(uint16_t{});
-    break;
-  case 4:
-    f(uint32_t{});
-    break;
-  default:
-    f(uint64_t{});
-    break;
-  }
-}
-
 /// out = in read through `strides` (one per output dimension) from `base`.
 std::string stridedCopy(CudaContext &ctx, std::string_view op,
                         const TensorView &in, const TensorView &out,
@@ -67,7 +50,7 @@ std::string stridedCopy(CudaContext &ctx, std::string_view op,
   int64_t n = out.numElements();
   if (n == 0)
     return "";
-  bySize(out.dtype, [&](auto t) {
+  dispatchBySize(out.dtype, [&](auto t) {
     using T = decltype(t);
     if (write)
       stridedWriteKernel<T><<<blocksFor(n), kThreads, 0, ctx.stream>>>(
@@ -258,7 +241,7 @@ std::string runGather(CudaContext &ctx, const KernelArgs &args) {
   int64_t n = out.numElements();
   if (n == 0)
     return "";
-  bySize(out.dtype, [&](auto t) {
+  dispatchBySize(out.dtype, [&](auto t) {
     using T = decltype(t);
     if (index.dtype == DType::I32)
       gatherKernel<T, int32_t><<<blocksFor(n), kThreads, 0, ctx.stream>>>(
