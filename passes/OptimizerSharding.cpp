@@ -2,10 +2,11 @@
 
 #include "passes/OptimizerSharding.h"
 #include "passes/Passes.h"
+#include "passes/StepCost.h"
 
 #include "llvm/ADT/STLExtras.h"
 
-#include <numeric>
+#include <algorithm>
 
 namespace loom {
 #define GEN_PASS_DEF_SHARDOPTIMIZER
@@ -61,10 +62,6 @@ int zeroLevel(func::FuncOp func) {
 
 namespace {
 
-bool isUpdate(Operation *op) {
-  return isa<SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp>(op);
-}
-
 int64_t localBytes(RankedTensorType global, const layout::Mesh &mesh,
                    const layout::TensorLayout &l) {
   return localType(global, mesh, l).getNumElements() * elementBytes(global);
@@ -86,7 +83,7 @@ FailureOr<ZeroReport> shardOptimizer(func::FuncOp func, int level) {
   report.level = level;
   SmallVector<Operation *> updates;
   for (Operation &op : func.getBody().front().without_terminator())
-    if (isUpdate(&op))
+    if (isOptimizerUpdate(&op))
       updates.push_back(&op);
   if (updates.empty())
     return func.emitError("optimizer sharding (ZeRO) needs a training step "

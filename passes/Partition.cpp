@@ -148,7 +148,7 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
   OpBuilder b(op);
   // ZeRO 2 and 3 reduce-scatter a gradient where it is complete, not at
   // its update, so that only the slice lives until then.
-  bool update = isa<SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp>(op);
+  bool update = sharding::isOptimizerUpdate(op);
   bool earlyGradient = update && zeroLevelOf(op->getOperand(0)) >= 2;
   SmallVector<Value> operands;
   for (auto [i, v] : llvm::enumerate(op->getOperands())) {

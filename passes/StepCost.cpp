@@ -22,7 +22,7 @@ StepShape analyzeStep(func::FuncOp func) {
       step.optimizerStateFactor = 2;
     else if (isa<MomentumUpdateOp>(op))
       step.optimizerStateFactor = std::max(step.optimizerStateFactor, 1.0);
-    updates |= isa<SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp>(op);
+    updates |= isOptimizerUpdate(&op);
   }
   auto name =
       func.getNumResults() > 0
@@ -41,6 +41,10 @@ StepShape analyzeStep(func::FuncOp func) {
     }
   }
   return step;
+}
+
+bool isOptimizerUpdate(Operation *op) {
+  return isa<SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp>(op);
 }
 
 bool StepShape::isSaved(Value result) const {

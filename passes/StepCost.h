@@ -52,6 +52,9 @@ struct StepShape {
 };
 StepShape analyzeStep(mlir::func::FuncOp func);
 
+/// Whether `op` is an optimizer update (sgd, momentum, adam).
+bool isOptimizerUpdate(mlir::Operation *op);
+
 /// The ops that are nodes of the strategy search, in program order: every
 /// op with a sharding rule (constants excepted) up to the loss of a
 /// training step, or all of them in an inference graph.

@@ -635,7 +635,7 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
     bool backward = false;
     for (Operation &op : func.getBody().front()) {
       if (backward && !userFixed.contains(&op) &&
-          !isa<SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp>(op))
+          !sharding::isOptimizerUpdate(&op))
         op.removeAttr(LoomDialect::kShardingAttrName);
       backward |= &op == loss;
     }

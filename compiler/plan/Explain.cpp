@@ -135,7 +135,7 @@ void ExplanationBuilder::recordProgram(func::FuncOp program) {
   // the collectives placed for them (the gradients' all-reduces).
   llvm::StringSet<> updates;
   for (Operation &op : program.getBody().front())
-    if (isa<SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp>(op))
+    if (sharding::isOptimizerUpdate(&op))
       updates.insert(sharding::nodeName(&op));
   for (Operation &op : program.getBody().front().without_terminator()) {
     if (isa<ConstantOp>(op))
