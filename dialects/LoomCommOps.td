@@ -86,4 +86,28 @@ def Loom_MakePartialOp : Loom_CollectiveOp<"make_partial",
                        Loom_PredictedBytes:$predicted_bytes);
 }
 
+// Between the stages of a pipelined step (each stage a function of its
+// own, run by the ranks of its submesh): the rank at the same position of
+// stage `peer_stage` receives what this one sends, matched by `tag`. They
+// talk to another program, so they are not Pure like the other loom ops.
+def Loom_SendOp : Op<Loom_Dialect, "send", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "sends a value to the same rank of another pipeline stage";
+  let description = [{
+    Buffered: the sender does not wait for the receiver.
+  }];
+  let arguments = (ins Loom_Tensor:$input, I64Attr:$peer_stage, I64Attr:$tag);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Loom_RecvOp : Op<Loom_Dialect, "recv", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "receives a value from the same rank of another pipeline stage";
+  let description = [{
+    Waits for the `loom.send` of the same tag from stage `peer_stage`; the
+    value has the sent value's type.
+  }];
+  let arguments = (ins I64Attr:$peer_stage, I64Attr:$tag);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
 #endif // LOOM_COMM_OPS_TD

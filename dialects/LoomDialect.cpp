@@ -159,6 +159,22 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
              << "'" << name << "' must be a unit attribute on loom.all_gather";
     return success();
   }
+  if (name == kPipelineAttrName) {
+    auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
+    auto integer = [&](StringRef key) {
+      auto v = dict ? dict.getAs<IntegerAttr>(key) : IntegerAttr();
+      return v && !v.getType().isInteger(1) && v.getInt() >= 0;
+    };
+    auto schedule = dict ? dict.getAs<StringAttr>("schedule") : StringAttr();
+    if (!isa<FunctionOpInterface>(op) || !integer("stage") ||
+        !integer("stages") || !integer("micro_batches") || !schedule ||
+        (schedule.getValue() != "gpipe" && schedule.getValue() != "1f1b"))
+      return op->emitError()
+             << "'" << name
+             << "' must be a dictionary {stage, stages, micro_batches, "
+                "schedule = \"gpipe\" or \"1f1b\"} on a function";
+    return success();
+  }
   if (name == kSpmdAttrName) {
     if (!isa<FunctionOpInterface>(op) || !isa<UnitAttr>(attr.getValue()))
       return op->emitError()
@@ -249,6 +265,13 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
       return op->emitError() << "'" << name
                              << "' must be \"lr\" or \"step\" on a scalar "
                                 "argument";
+    return success();
+  }
+  if (name == kMicroBatchAttrName) {
+    auto k = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!k || k.getType().isInteger(1) || k.getInt() < 0)
+      return op->emitError()
+             << "'" << name << "' must be a non-negative integer";
     return success();
   }
   if (name == kInputAttrName || name == kParamAttrName ||

@@ -76,6 +76,12 @@ def Loom_Dialect : Dialect {
     /// the backward pass, so that they are not merged with the forward's
     /// (the point is not to keep the gathered parameter across the step).
     static constexpr ::llvm::StringLiteral kRegatherAttrName = "loom.regather";
+    /// On each function of a pipelined step: a dictionary with the
+    /// function's `stage`, the number of `stages`, the `schedule` ("gpipe"
+    /// or "1f1b") and the `micro_batches`. On an input argument of such a
+    /// function: the micro-batch (an integer) it holds.
+    static constexpr ::llvm::StringLiteral kPipelineAttrName = "loom.pipeline";
+    static constexpr ::llvm::StringLiteral kMicroBatchAttrName = "loom.micro_batch";
     /// Function-argument attributes set by the ONNX importer.
     static constexpr ::llvm::StringLiteral kInputAttrName = "loom.input";
     static constexpr ::llvm::StringLiteral kParamAttrName = "loom.param";

@@ -31,13 +31,6 @@ std::vector<Operation *> candidates(func::FuncOp func, const StepShape &step) {
   return ops;
 }
 
-/// "/blocks.3" for "/blocks.3/attn/q/MatMul"; empty for a name with one
-/// component.
-StringRef layerOf(StringRef node) {
-  size_t second = node.find('/', 1);
-  return second == StringRef::npos ? StringRef() : node.take_front(second);
-}
-
 } // namespace
 
 FailureOr<int> markRecompute(func::FuncOp func, StringRef spec,

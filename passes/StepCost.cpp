@@ -327,6 +327,11 @@ std::string compactLayouts(const OpLayouts &layouts, const layout::Mesh &mesh) {
   return s;
 }
 
+StringRef layerOf(StringRef node) {
+  size_t second = node.find('/', 1);
+  return second == StringRef::npos ? StringRef() : node.take_front(second);
+}
+
 std::string nodeName(Operation *op) {
   Location loc = op->getLoc();
   if (auto fused = dyn_cast<FusedLoc>(loc))

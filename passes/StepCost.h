@@ -151,6 +151,9 @@ std::string formatBytes(double bytes);
 
 /// The ONNX node an op came from (its name location), or "".
 std::string nodeName(mlir::Operation *op);
+/// The layer of an ONNX node: its name's first path component ("/blocks.3"
+/// for "/blocks.3/attn/q/MatMul"); empty for a name with one component.
+llvm::StringRef layerOf(llvm::StringRef node);
 
 /// The profile the mesh runs on: `profile` with as many nodes as the
 /// mesh's devices need (at least its own). `grown` says whether it grew.

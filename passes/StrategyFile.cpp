@@ -130,6 +130,13 @@ std::optional<StrategyFile> parseStrategyFile(StringRef text,
           return std::nullopt;
         }
         entry.recompute = *b;
+      } else if (key == "stage") {
+        std::optional<int64_t> stage = kv.second.getAsInteger();
+        if (!stage || *stage < 0) {
+          error = where + ": \"stage\" must be a non-negative integer";
+          return std::nullopt;
+        }
+        entry.stage = *stage;
       } else if (key == "index") {
         std::optional<int64_t> i = kv.second.getAsInteger();
         if (!i || *i < 0) {
@@ -168,12 +175,13 @@ std::optional<StrategyFile> parseStrategyFile(StringRef text,
       } else {
         error = where + ": unknown key \"" + key.str() +
                 "\" (expected node, pattern, op, index, strategy, partial, "
-                "recompute)";
+                "recompute, stage)";
         return std::nullopt;
       }
     }
-    if (entry.spec.empty() && !entry.recompute) {
-      error = where + ": missing \"strategy\" (or \"recompute\": true)";
+    if (entry.spec.empty() && !entry.recompute && !entry.stage) {
+      error = where + ": missing \"strategy\" (or \"recompute\": true, or "
+                      "\"stage\")";
       return std::nullopt;
     }
     if (entry.node.empty() && entry.pattern.empty() && entry.op.empty()) {
@@ -270,6 +278,29 @@ bool applyStrategies(func::FuncOp func, const StrategyFile &file,
         nodes = nodeOrder;
       }
       int applied = 0;
+      if (e.stage) {
+        // The stage goes on every forward op of the entry's nodes.
+        StepShape step = analyzeStep(func);
+        int marked = 0;
+        for (const std::string &n : nodes)
+          for (Operation *op : byNode[n])
+            if (step.forward.contains(op) &&
+                (e.op.empty() || opName(op) == e.op)) {
+              op->setAttr(
+                  LoomDialect::kStageAttrName,
+                  IntegerAttr::get(IntegerType::get(func.getContext(), 64),
+                                   *e.stage));
+              ++marked;
+            }
+        if (!step.training || marked == 0) {
+          error = where + ": \"stage\" " +
+                  (step.training ? "matches no forward op"
+                                 : "needs a training step (--train)");
+          return false;
+        }
+        if (e.spec.empty() && !e.recompute)
+          continue;
+      }
       if (e.recompute) {
         // Recompute marks every forward op of the entry's nodes (of its
         // kind, if it names one).

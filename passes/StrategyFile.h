@@ -13,7 +13,8 @@
 //       {"node": "/fc1/MatMul", "op": "matmul", "index": 1, "strategy": ...},
 //       {"node": "/h.0/Add", "op": "add", "index": 3, "strategy": ...,
 //        "partial": "tp"},
-//       {"pattern": "/h.*/attn/*", "recompute": true}
+//       {"pattern": "/h.*/attn/*", "recompute": true},
+//       {"pattern": "/h.[4-7]/*", "stage": 1}
 //     ]
 //   }
 //
@@ -29,6 +30,8 @@
 // files only need it) keeps a linear op's operands and result partial sums
 // over the named axes. `"recompute": true` marks every forward op of the
 // entry's nodes for recompute in the backward pass (see Recompute.h).
+// `"stage": s` runs the entry's nodes on pipeline stage s (with pp=P in the
+// mesh; see Pipeline.h); nodes without a stage join their inputs' latest.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,6 +58,8 @@ struct StrategyEntry {
   /// Recompute the forward ops of the entry's nodes in the backward pass
   /// (an entry may carry only this, without a strategy).
   bool recompute = false;
+  /// The pipeline stage of the entry's nodes' forward ops.
+  std::optional<int64_t> stage;
   /// 1-based position in the file, for messages.
   size_t ordinal = 0;
 };

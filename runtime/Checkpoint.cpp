@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace loom::rt {
@@ -53,10 +54,14 @@ bool saveCheckpoint(const Executor &exec, const std::string &dir,
       "{\"format\": 1, \"step\": " + std::to_string(exec.stepsTaken()) +
       ", \"tensors\": [";
   bool first = true;
+  // A tensor that several stages hold (by one name) is written once.
+  std::set<std::string> written;
   for (const StateInfo &s : exec.state()) {
     HostBuffer global;
     if (!exec.gatherState(s, global, error))
       return false;
+    if (!written.insert(s.name).second)
+      continue;
     std::string file = checkpointFileName(s.name);
     if (writer && failure.empty() &&
         !writeNpy((fs::path(dir) / file).string(), global.view(), failure))

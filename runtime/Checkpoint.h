@@ -8,7 +8,9 @@
 // Checkpoints hold GLOBAL tensors: a partitioned run gathers every tensor
 // from its ranks' shards, so its checkpoint has exactly the files of a
 // single-device run of the same model, and either run can resume from the
-// other's checkpoint (each rank keeps its own shard when loading).
+// other's checkpoint (each rank keeps its own shard when loading). A
+// pipelined run is no different: every stage's tensors are gathered to rank
+// 0, and each rank loads only its stage's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,8 +29,9 @@ namespace loom::rt {
 /// rank returns false if rank 0 could not write.
 bool saveCheckpoint(const Executor &exec, const std::string &dir,
                     std::string &error);
-/// Restores `exec`'s state from `dir`: every rank reads the files and keeps
-/// its shard. Reads and checks everything first, so that a bad checkpoint
+/// Restores `exec`'s state from `dir`: every rank reads the files (of every
+/// stage, so that all ranks check the same) and keeps its shard of its
+/// stage's. Reads and checks everything first, so that a bad checkpoint
 /// changes nothing. Involves no other rank.
 bool loadCheckpoint(Executor &exec, const std::string &dir, std::string &error);
 

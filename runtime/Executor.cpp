@@ -3,6 +3,7 @@
 #include "runtime/Executor.h"
 
 #include "runtime/Initializer.h"
+#include "runtime/Pipeline.h"
 #include "runtime/PlanLayout.h"
 #include "runtime/ShapeCheck.h"
 #include "runtime/comm/Collectives.h"
@@ -31,27 +32,79 @@ std::optional<DType> toDType(int d) {
   return std::nullopt;
 }
 
+/// What an executor holds: the bytes of its live allocations, and the most
+/// it has held at once (Executor::peakBytes).
+class MemoryAccount {
+public:
+  void charge(int64_t bytes) {
+    held += bytes;
+    peak = std::max(peak, held);
+  }
+  void release(int64_t bytes) { held -= bytes; }
+  /// Charges an allocation of `bytes` at `ptr` until forget(ptr).
+  void *remember(void *ptr, size_t bytes) {
+    if (ptr) {
+      sizes[ptr] = static_cast<int64_t>(bytes);
+      charge(static_cast<int64_t>(bytes));
+    }
+    return ptr;
+  }
+  void forget(void *ptr) {
+    auto it = sizes.find(ptr);
+    if (it == sizes.end())
+      return;
+    release(it->second);
+    sizes.erase(it);
+  }
+  int64_t peakBytes() const { return peak; }
+
+private:
+  int64_t held = 0, peak = 0;
+  std::map<void *, int64_t> sizes;
+};
+
 /// Zero-initialised memory of the backend (host memory for the CPU).
 struct AlignedBuffer {
-  AlignedBuffer(Backend &backend, int64_t bytes)
-      : backend(backend), size(bytes),
+  AlignedBuffer(Backend &backend, MemoryAccount &account, int64_t bytes)
+      : backend(backend), account(account), size(bytes),
         data(static_cast<unsigned char *>(
-            backend.allocate(static_cast<size_t>(bytes)))) {}
+            account.remember(backend.allocate(static_cast<size_t>(bytes)),
+                             static_cast<size_t>(bytes)))) {}
   ~AlignedBuffer() {
-    if (data)
+    if (data) {
+      account.forget(data);
       backend.deallocate(data);
+    }
   }
   AlignedBuffer(const AlignedBuffer &) = delete;
   AlignedBuffer &operator=(const AlignedBuffer &) = delete;
   Backend &backend;
+  MemoryAccount &account;
   int64_t size;
   unsigned char *data;
+};
+
+/// A collective's scratch in host memory, charged to the executor.
+class HostBufferOps final : public BufferOps {
+public:
+  explicit HostBufferOps(MemoryAccount &account) : account(account) {}
+  void *allocate(size_t bytes) override {
+    return account.remember(BufferOps::allocate(bytes), bytes);
+  }
+  void deallocate(void *ptr) override {
+    account.forget(ptr);
+    BufferOps::deallocate(ptr);
+  }
+
+private:
+  MemoryAccount &account;
 };
 
 /// A collective's byte moves on the backend's memory (device communicators).
 class BackendBufferOps final : public BufferOps {
 public:
-  explicit BackendBufferOps(Backend &backend) : backend(backend) {}
+  BackendBufferOps(Backend &backend, MemoryAccount &account)
+      : backend(backend), account(account) {}
   void copy(void *dst, const void *src, size_t bytes) override {
     if (bytes && dst != src)
       backend.copyOnDevice(dst, src, bytes);
@@ -65,11 +118,17 @@ public:
     if (bytes)
       backend.zero(dst, bytes);
   }
-  void *allocate(size_t bytes) override { return backend.allocate(bytes); }
-  void deallocate(void *ptr) override { backend.deallocate(ptr); }
+  void *allocate(size_t bytes) override {
+    return account.remember(backend.allocate(bytes), bytes);
+  }
+  void deallocate(void *ptr) override {
+    account.forget(ptr);
+    backend.deallocate(ptr);
+  }
 
 private:
   Backend &backend;
+  MemoryAccount &account;
 };
 
 bool isPersistent(int kind) {
@@ -240,6 +299,9 @@ std::optional<plan::Plan> readPlanFile(const std::string &path,
 
 struct Executor::Impl {
   plan::Plan plan;
+  /// Which ranks run which stage; this rank's stage and its program.
+  StageMap stages;
+  int32_t stage = 0;
   const plan::Program *program = nullptr;
   Backend *backend = nullptr;
   /// The plan's mesh; unset for a plan without one (a single device).
@@ -248,10 +310,22 @@ struct Executor::Impl {
   Communicator *comm = nullptr;
   /// A one-rank communicator for a one-device mesh run without one.
   std::unique_ptr<Communicator> ownComm;
-  std::unique_ptr<CollectiveRunner> collectives;
-  /// The backend's copies, for a communicator that takes device memory.
+  /// Everything allocated below is charged here (declared first, so that
+  /// it outlives them).
+  mutable MemoryAccount memory;
+  /// How collectives allocate scratch and move bytes: host memory, or the
+  /// backend's copies for a communicator that takes device memory.
+  std::unique_ptr<HostBufferOps> hostOps;
   std::unique_ptr<BackendBufferOps> deviceOps;
+  std::unique_ptr<CollectiveRunner> collectives;
   std::unique_ptr<AlignedBuffer> state, arena;
+  /// Host copies of messages for a backend whose memory the host cannot
+  /// touch (grown to the largest, charged to `memory`).
+  std::vector<unsigned char> staging;
+  /// The state messages gatherState has sent or received so far: the tags
+  /// of the next are kReservedTagBase plus this.
+  mutable int64_t stateMessages = 0;
+  StepTiming lastTiming, totalTiming;
   /// Host copies of outputs and state read back from a device backend.
   mutable std::map<int32_t, HostBuffer> hostCopies;
   /// Per value: its view into state or arena memory (local type), its
@@ -260,18 +334,26 @@ struct Executor::Impl {
   std::vector<Shape> globalShapes;
   std::vector<layout::TensorLayout> layouts;
   struct Step {
-    /// The backend's kernel; nullptr for a collective.
+    enum Kind { Kernel, Collective, Send, Recv };
+    Kind kind;
+    /// The backend's kernel; nullptr for any other kind.
     const KernelFn *kernel;
     Attrs attrs;
     std::vector<int32_t> operands, results;
     const plan::Instruction *inst;
+    /// Send and recv: the global rank of the peer, and the tag.
+    int64_t peer = -1, tag = -1;
   };
   std::vector<Step> steps;
   /// One per collective step, in step order; `statOf[i]` indexes it.
   std::vector<CollectiveStat> collectiveStats;
   std::vector<int32_t> statOf;
-  std::map<std::string, int32_t> inputIds, outputIds, hyperIds;
-  std::map<int32_t, int64_t> randomBounds;
+  /// The inputs of every stage; by name, their index there, and the ids of
+  /// this stage's values of each (several for micro-batches).
+  std::vector<PlanInput> planInputs;
+  std::map<std::string, size_t> inputIndex;
+  std::map<std::string, std::vector<int32_t>> inputIds;
+  std::map<std::string, int32_t> outputIds, hyperIds;
 
   const layout::Mesh *meshPtr() const { return mesh ? &*mesh : nullptr; }
   /// Whether the executor reads and writes the backend's memory directly.
@@ -307,16 +389,39 @@ struct Executor::Impl {
       backend->copyToHost(copy.bytes.data(), v.data, v.bytes());
     return copy.view();
   }
+  /// Host memory for a message of `bytes` (see `staging`).
+  unsigned char *stagingFor(size_t bytes) {
+    if (staging.size() < bytes) {
+      memory.release(static_cast<int64_t>(staging.size()));
+      staging.resize(bytes);
+      memory.charge(static_cast<int64_t>(bytes));
+    }
+    return staging.data();
+  }
   /// This rank's shard of value `id`.
   Shard shard(int32_t id) const {
-    return shardOf(layouts[id], meshPtr(), globalShapes[id], rank);
+    return shardOf(layouts[id], meshPtr(), globalShapes[id],
+                   stages.shardRank(rank));
   }
   std::string validateMesh();
   std::string checkRankContext(const RankContext &ctx);
   std::string validateValue(const plan::Value &v, std::vector<bool> &defined);
+  std::string checkPointToPoint(Step &step) const;
+  std::string checkStageAxisUnused(const Step &step) const;
   std::string checkLocalShapes() const;
   std::string validate();
   std::string load();
+  /// Writes this rank's shard of the step's input `step` (global) into
+  /// input value `id`: its micro-batch's rows, or all of it.
+  void writeInput(int32_t id, const TensorView &step);
+  /// Runs a send or a recv; a recv reports how long it waited, and from
+  /// when (trace time).
+  std::string send(const Step &step);
+  std::string recv(const Step &step, TraceWriter *trace, double &waitSeconds,
+                   double &waitStart);
+  /// gatherState among the ranks of this rank's stage.
+  bool gatherInStage(const StateInfo &s, HostBuffer &global,
+                     std::string &error) const;
 };
 
 std::string Executor::Impl::validateMesh() {
@@ -391,6 +496,23 @@ std::string Executor::Impl::validateValue(const plan::Value &v,
       layoutFromProto(v.layout(), meshPtr(), global, error);
   if (!layout)
     return where + ": " + error;
+  if (stages.numStages() > 1) {
+    // No layout names the stage axis: a stage holds whole tensors on it.
+    const std::string &stageAxis = mesh->axisName(0);
+    bool named =
+        std::find(v.layout().partial().begin(), v.layout().partial().end(),
+                  stageAxis) != v.layout().partial().end();
+    for (const plan::Layout::DimAxes &d : v.layout().dims())
+      named |= std::find(d.axes().begin(), d.axes().end(), stageAxis) !=
+               d.axes().end();
+    if (named)
+      return where + " is laid out as " + layout->toString(*mesh) +
+             ", over the stage axis '" + stageAxis +
+             "'; a pipelined plan's layouts name only the other axes";
+  }
+  if (v.has_micro_batch() && v.kind() != plan::Value::INPUT)
+    return where + " holds a micro-batch, but only inputs are split into "
+                   "micro-batches";
   int64_t globalBytes =
       numElements(global) * static_cast<int64_t>(dtypeSize(*dtype));
 
@@ -468,11 +590,60 @@ std::string Executor::Impl::checkLocalShapes() const {
   return "";
 }
 
+/// Checks a send's or recv's operands, results and attributes, and finds
+/// its peer rank.
+std::string Executor::Impl::checkPointToPoint(Step &step) const {
+  bool sending = step.kind == Step::Send;
+  if (sending && (step.operands.size() != 1 || !step.results.empty()))
+    return "a send has one operand and no result, got " +
+           std::to_string(step.operands.size()) + " and " +
+           std::to_string(step.results.size());
+  if (!sending && (!step.operands.empty() || step.results.size() != 1))
+    return "a recv has no operand and one result, got " +
+           std::to_string(step.operands.size()) + " and " +
+           std::to_string(step.results.size());
+  for (const char *name : {"peer_stage", "tag"}) {
+    auto it = step.attrs.all().find(name);
+    if (it == step.attrs.all().end() ||
+        !std::holds_alternative<int64_t>(it->second))
+      return std::string("needs the integer attribute '") + name + "'";
+  }
+  int64_t peer = step.attrs.getInt("peer_stage");
+  int64_t tag = step.attrs.getInt("tag");
+  int32_t n = stages.numStages();
+  if (peer < 0 || peer >= n)
+    return "peer_stage " + std::to_string(peer) +
+           " is not a stage of the plan, which has " + std::to_string(n) +
+           (n == 1 ? " stage" : " stages");
+  if (peer == stage)
+    return "peer_stage " + std::to_string(peer) +
+           " is this instruction's own stage; send and recv connect two "
+           "stages";
+  if (tag < 0 || tag >= kReservedTagBase)
+    return "tag " + std::to_string(tag) +
+           " is outside [0, 2^62); the runtime keeps the tags from 2^62 for "
+           "its own messages";
+  step.peer = stages.peer(rank, static_cast<int32_t>(peer));
+  step.tag = tag;
+  return "";
+}
+
+/// In a pipelined plan, a collective's group stays within a stage: it
+/// never runs over the stage axis (mesh axis 0).
+std::string Executor::Impl::checkStageAxisUnused(const Step &step) const {
+  if (stages.numStages() == 1)
+    return "";
+  std::vector<int64_t> axes = step.attrs.getInts("axes");
+  if (step.attrs.has("axis"))
+    axes.push_back(step.attrs.getInt("axis"));
+  if (std::find(axes.begin(), axes.end(), 0) == axes.end())
+    return "";
+  return "runs over the stage axis '" + mesh->axisName(0) +
+         "'; a pipelined plan's collectives stay within a stage";
+}
+
 std::string Executor::Impl::validate() {
-  if (plan.stages_size() != 1)
-    return "the plan has " + std::to_string(plan.stages_size()) +
-           " stages; this runtime runs single-stage plans";
-  program = &plan.stages(0).program();
+  program = &plan.stages(stage).program();
   int64_t arenaSize = program->arena_bytes(),
           stateSize = program->state_bytes();
   if (arenaSize < 0 || arenaSize > kMaxBytes || stateSize < 0 ||
@@ -502,13 +673,17 @@ std::string Executor::Impl::validate() {
     std::string at = "instruction #" + std::to_string(i) + " (" + inst.op() +
                      (inst.location().empty() ? "" : " at " + inst.location()) +
                      ")";
-    bool collective = isCollectiveOp(inst.op());
+    Step::Kind kind = isCollectiveOp(inst.op()) ? Step::Collective
+                      : inst.op() == "send"     ? Step::Send
+                      : inst.op() == "recv"     ? Step::Recv
+                                                : Step::Kernel;
+    bool collective = kind == Step::Collective;
     const KernelFn *kernel =
-        collective ? nullptr : backend->findKernel(inst.op());
-    if (!collective && !kernel)
+        kind == Step::Kernel ? backend->findKernel(inst.op()) : nullptr;
+    if (kind == Step::Kernel && !kernel)
       return at + ": backend '" + backend->name() + "' does not support op '" +
              inst.op() + "'";
-    Step step{kernel, toAttrs(inst), {}, {}, &inst};
+    Step step{kind, kernel, toAttrs(inst), {}, {}, &inst};
     std::vector<TypeRef> operandTypes, resultTypes;
     for (int32_t id : inst.operands()) {
       if (id < 0 || id >= n || !defined[id])
@@ -528,11 +703,16 @@ std::string Executor::Impl::validate() {
       resultTypes.push_back({views[id].dtype, &views[id].shape});
       step.results.push_back(id);
     }
-    std::string e = collective
-                        ? checkCollective(inst.op(), step.attrs, meshAxes,
-                                          operandTypes, resultTypes)
-                        : checkInstruction(inst.op(), step.attrs, operandTypes,
-                                           resultTypes);
+    std::string e;
+    if (kind == Step::Send || kind == Step::Recv)
+      e = checkPointToPoint(step);
+    else if (collective)
+      e = checkCollective(inst.op(), step.attrs, meshAxes, operandTypes,
+                          resultTypes);
+    else
+      e = checkInstruction(inst.op(), step.attrs, operandTypes, resultTypes);
+    if (e.empty() && collective)
+      e = checkStageAxisUnused(step);
     if (!e.empty())
       return at + ": " + e;
     statOf.push_back(collective ? static_cast<int32_t>(collectiveStats.size())
@@ -607,7 +787,7 @@ std::string Executor::Impl::validate() {
                std::to_string(live[b].end) + "), instructions " +
                std::to_string(live[b].from) + " to " +
                std::to_string(live[b].to) + ") while both are live";
-  return "";
+  return stages.numStages() > 1 ? checkMessages(plan, stage) : "";
 }
 
 /// Points every value at its memory and loads this rank's shard of every
@@ -640,9 +820,9 @@ std::string Executor::Impl::load() {
         return error;
     }
   }
-  plan::Program *mutableProgram = plan.mutable_stages(0)->mutable_program();
-  for (plan::Value &v : *mutableProgram->mutable_values())
-    v.clear_data();
+  for (plan::Stage &s : *plan.mutable_stages())
+    for (plan::Value &v : *s.mutable_program()->mutable_values())
+      v.clear_data();
   return "";
 }
 
@@ -662,13 +842,36 @@ std::unique_ptr<Executor> Executor::create(plan::Plan plan, Backend &backend,
     error = e;
     return nullptr;
   }
+  if (std::string e = mapStages(impl.plan, impl.meshPtr(), impl.stages);
+      !e.empty()) {
+    error = "invalid plan: " + e;
+    return nullptr;
+  }
+  impl.stage = impl.stages.stageOf[impl.rank];
+  if (impl.stages.numStages() > 1 && !impl.comm) {
+    // Unreachable past checkRankContext (a pipelined mesh has several
+    // devices), but the stages must be able to message each other.
+    error = "this plan is pipelined over " +
+            std::to_string(impl.stages.numStages()) +
+            " stages and needs a communicator";
+    return nullptr;
+  }
   if (std::string e = impl.validate(); !e.empty()) {
     error = "invalid plan: " + e;
     return nullptr;
   }
+  std::vector<PlanStateValue> planState;
+  std::string e = collectPlanInputs(impl.plan, impl.planInputs);
+  if (e.empty())
+    e = collectPlanState(impl.plan, planState);
+  if (!e.empty()) {
+    error = "invalid plan: " + e;
+    return nullptr;
+  }
   bool hasCollectives = std::any_of(
-      impl.steps.begin(), impl.steps.end(),
-      [](const Impl::Step &step) { return step.kernel == nullptr; });
+      impl.steps.begin(), impl.steps.end(), [](const Impl::Step &step) {
+        return step.kind == Impl::Step::Collective;
+      });
   if (hasCollectives) {
     // A collective's validation needs a mesh; on one device without a
     // communicator, the groups are this rank alone.
@@ -678,15 +881,21 @@ std::unique_ptr<Executor> Executor::create(plan::Plan plan, Backend &backend,
     }
     // A device communicator exchanges the backend's memory in place; any
     // other is given host copies (see run()).
-    if (!backend.hostAccessible() && impl.comm->takesDeviceMemory())
-      impl.deviceOps = std::make_unique<BackendBufferOps>(backend);
-    impl.collectives = std::make_unique<CollectiveRunner>(
-        *impl.mesh, *impl.comm, impl.deviceOps.get());
+    BufferOps *ops;
+    if (!backend.hostAccessible() && impl.comm->takesDeviceMemory()) {
+      impl.deviceOps = std::make_unique<BackendBufferOps>(backend, impl.memory);
+      ops = impl.deviceOps.get();
+    } else {
+      impl.hostOps = std::make_unique<HostBufferOps>(impl.memory);
+      ops = impl.hostOps.get();
+    }
+    impl.collectives =
+        std::make_unique<CollectiveRunner>(*impl.mesh, *impl.comm, ops);
   }
-  impl.state =
-      std::make_unique<AlignedBuffer>(backend, impl.program->state_bytes());
-  impl.arena =
-      std::make_unique<AlignedBuffer>(backend, impl.program->arena_bytes());
+  impl.state = std::make_unique<AlignedBuffer>(backend, impl.memory,
+                                               impl.program->state_bytes());
+  impl.arena = std::make_unique<AlignedBuffer>(backend, impl.memory,
+                                               impl.program->arena_bytes());
   if (!impl.state->data || !impl.arena->data) {
     error = "cannot allocate the plan's memory (" +
             std::to_string(impl.program->state_bytes() +
@@ -698,32 +907,23 @@ std::unique_ptr<Executor> Executor::create(plan::Plan plan, Backend &backend,
     error = "invalid plan: " + e;
     return nullptr;
   }
+  for (const PlanStateValue &s : planState)
+    exec->stateInfo.push_back(
+        {s.name, s.kind, s.value, s.dtype, s.shape, s.stage});
+  for (size_t i = 0; i < impl.planInputs.size(); ++i) {
+    const PlanInput &in = impl.planInputs[i];
+    impl.inputIndex.emplace(in.name, i);
+    exec->inputInfo.push_back({in.name, in.dtype, in.shape});
+  }
   for (const plan::Value &v : impl.program->values()) {
-    const TensorView &view = impl.views[v.id()];
-    const Shape &global = impl.globalShapes[v.id()];
-    if (isPersistent(v.kind()) && v.kind() != plan::Value::CONSTANT)
-      exec->stateInfo.push_back(
-          {v.name(), v.kind(), v.id(), view.dtype, global});
     if (v.kind() == plan::Value::HYPERPARAMETER)
       impl.hyperIds[v.name()] = v.id();
-    if (v.kind() == plan::Value::INPUT) {
-      impl.inputIds[v.name()] = v.id();
-      exec->inputInfo.push_back({v.name(), view.dtype, global});
-    }
+    if (v.kind() == plan::Value::INPUT)
+      impl.inputIds[v.name()].push_back(v.id());
   }
   for (const auto &out : impl.program->outputs())
     exec->outputInfo.push_back({out.name(), impl.views[out.value()].dtype,
                                 impl.views[out.value()].shape});
-  // Integer inputs used as gather indices get random values in range (of
-  // the global table: the random data is drawn globally).
-  for (const Impl::Step &step : impl.steps)
-    if (step.inst->op() == "gather") {
-      int64_t bound =
-          impl.globalShapes[step.operands[0]][step.attrs.getInt("axis")];
-      auto [it, inserted] = impl.randomBounds.emplace(step.operands[1], bound);
-      if (!inserted)
-        it->second = std::min(it->second, bound);
-    }
   return exec;
 }
 
@@ -732,81 +932,134 @@ Executor::~Executor() = default;
 int64_t Executor::rank() const { return impl->rank; }
 int64_t Executor::numRanks() const { return impl->numDevices; }
 Communicator *Executor::communicator() const { return impl->comm; }
+int32_t Executor::stage() const { return impl->stage; }
+int32_t Executor::numStages() const { return impl->stages.numStages(); }
+const std::vector<int64_t> &Executor::stageRanks(int32_t s) const {
+  return impl->stages.ranks[s];
+}
+
+void Executor::Impl::writeInput(int32_t id, const TensorView &step) {
+  TensorView global = step;
+  const plan::Value &v = program->values(id);
+  if (v.has_micro_batch()) {
+    // Rows [k * b, (k + 1) * b) of the step's input.
+    const Shape &shape = globalShapes[id];
+    int64_t rowElements = 1;
+    for (size_t d = 1; d < shape.size(); ++d)
+      rowElements *= shape[d];
+    global.shape = shape;
+    global.data = static_cast<unsigned char *>(step.data) +
+                  v.micro_batch() * shape[0] * rowElements *
+                      static_cast<int64_t>(dtypeSize(step.dtype));
+  }
+  Shard mine = shard(id);
+  onHost(views[id], false, true,
+         [&](const TensorView &local) { copyShardOut(global, mine, local); });
+}
 
 bool Executor::setInput(const std::string &name, const TensorView &value,
                         std::string &error) {
-  auto it = impl->inputIds.find(name);
-  if (it == impl->inputIds.end()) {
+  auto it = impl->inputIndex.find(name);
+  if (it == impl->inputIndex.end()) {
     error = "the plan has no input named '" + name + "'";
     return false;
   }
-  const TensorView &dst = impl->views[it->second];
-  const Shape &global = impl->globalShapes[it->second];
-  if (value.shape != global) {
-    error = "input '" + name + "' must have shape " + formatShape(global) +
+  const PlanInput &input = impl->planInputs[it->second];
+  if (value.shape != input.shape) {
+    error = "input '" + name + "' must have shape " + formatShape(input.shape) +
             ", got " + formatShape(value.shape);
     return false;
   }
-  Shard mine = impl->shard(it->second);
-  if (value.dtype == dst.dtype) {
-    impl->onHost(dst, false, true, [&](const TensorView &local) {
-      copyShardOut(value, mine, local);
-    });
-    return true;
-  }
   HostBuffer converted;
-  if (!convertTensor(value, dst.dtype, converted, "input '" + name + "'",
-                     error))
-    return false;
-  impl->onHost(dst, false, true, [&](const TensorView &local) {
-    copyShardOut(converted.view(), mine, local);
-  });
+  TensorView step = value;
+  if (value.dtype != input.dtype) {
+    if (!convertTensor(value, input.dtype, converted, "input '" + name + "'",
+                       error))
+      return false;
+    step = converted.view();
+  }
+  // A name only other stages have leaves nothing to write.
+  auto ids = impl->inputIds.find(name);
+  if (ids != impl->inputIds.end())
+    for (int32_t id : ids->second)
+      impl->writeInput(id, step);
   return true;
 }
 
 void Executor::setRandomInputs(uint64_t seed) {
   std::mt19937_64 rng(seed);
-  for (const auto &[name, id] : impl->inputIds) {
-    const TensorView &v = impl->views[id];
-    auto bound = impl->randomBounds.find(id);
-    int64_t limit = bound != impl->randomBounds.end() ? bound->second : 16;
-    Shard mine = impl->shard(id);
-    if (mine.globalShape == mine.localShape && mine.holdsValue) {
-      impl->onHost(v, false, true, [&](const TensorView &local) {
-        fillRandom(local, limit, rng);
-      });
-      continue;
-    }
-    // Draw the whole global tensor, so that the stream stays in step with a
-    // single-device run, and keep this rank's block.
-    HostBuffer global{v.dtype, mine.globalShape, {}};
-    global.bytes.resize(numElements(global.shape) * dtypeSize(v.dtype));
-    fillRandom(global.view(), limit, rng);
-    impl->onHost(v, false, true, [&](const TensorView &local) {
-      copyShardOut(global.view(), mine, local);
-    });
+  // Every name of the plan in name order, drawn whole whether or not this
+  // stage has it, so that the stream stays in step with a single-device
+  // run of the whole batch.
+  for (const auto &[name, index] : impl->inputIndex) {
+    const PlanInput &input = impl->planInputs[index];
+    HostBuffer global{input.dtype, input.shape, {}};
+    global.bytes.resize(numElements(input.shape) * dtypeSize(input.dtype));
+    fillRandom(global.view(), input.randomBound, rng);
+    auto ids = impl->inputIds.find(name);
+    if (ids != impl->inputIds.end())
+      for (int32_t id : ids->second)
+        impl->writeInput(id, global.view());
   }
+}
+
+std::string Executor::Impl::send(const Step &step) {
+  const TensorView &v = views[step.operands[0]];
+  int64_t bytes = static_cast<int64_t>(v.bytes());
+  if (direct())
+    return comm->send(step.peer, step.tag, v.data, bytes);
+  unsigned char *host = stagingFor(v.bytes());
+  if (bytes)
+    backend->copyToHost(host, v.data, v.bytes());
+  return comm->send(step.peer, step.tag, host, bytes);
+}
+
+std::string Executor::Impl::recv(const Step &step, TraceWriter *trace,
+                                 double &waitSeconds, double &waitStart) {
+  const TensorView &v = views[step.results[0]];
+  int64_t bytes = static_cast<int64_t>(v.bytes());
+  void *dst = direct() ? v.data : stagingFor(v.bytes());
+  waitStart = trace ? trace->elapsedMicros() : 0;
+  auto began = std::chrono::steady_clock::now();
+  std::string e = comm->recv(step.peer, step.tag, dst, bytes);
+  waitSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began)
+          .count();
+  if (e.empty() && !direct() && bytes)
+    backend->copyToDevice(v.data, dst, v.bytes());
+  return e;
 }
 
 bool Executor::run(std::string &error, TraceWriter *trace) {
   using Clock = std::chrono::steady_clock;
+  using us = std::chrono::duration<double, std::micro>;
+  int traceRank = static_cast<int>(impl->rank);
+  double stepStart = trace ? trace->elapsedMicros() : 0;
+  auto stepBegan = Clock::now();
+  double waited = 0;
   for (size_t i = 0; i < impl->steps.size(); ++i) {
     const Impl::Step &step = impl->steps[i];
     double start = trace ? trace->elapsedMicros() : 0;
     auto began = Clock::now();
     std::string e;
-    if (step.kernel) {
-      KernelArgs args{step.inst->op(), step.attrs, {}, {}};
+    const char *category = "kernel";
+    TraceWriter::Args args{{"location", step.inst->location()}};
+    switch (step.kind) {
+    case Impl::Step::Kernel: {
+      KernelArgs kernelArgs{step.inst->op(), step.attrs, {}, {}};
       for (int32_t id : step.operands)
-        args.inputs.push_back(impl->views[id]);
+        kernelArgs.inputs.push_back(impl->views[id]);
       for (int32_t id : step.results)
-        args.outputs.push_back(impl->views[id]);
-      e = (*step.kernel)(args);
+        kernelArgs.outputs.push_back(impl->views[id]);
+      e = (*step.kernel)(kernelArgs);
       // Asynchronous kernels: time each with --trace, else only report
       // their errors at the end of the step.
       if (e.empty() && trace)
         e = impl->backend->synchronize();
-    } else {
+      break;
+    }
+    case Impl::Step::Collective: {
+      category = "collective";
       int64_t before = impl->comm->bytesReceived();
       const TensorView &in = impl->views[step.operands[0]];
       const TensorView &out = impl->views[step.results[0]];
@@ -826,6 +1079,32 @@ bool Executor::run(std::string &error, TraceWriter *trace) {
       stat.bytesReceived += impl->comm->bytesReceived() - before;
       stat.seconds +=
           std::chrono::duration<double>(Clock::now() - began).count();
+      break;
+    }
+    case Impl::Step::Send:
+    case Impl::Step::Recv: {
+      category = "p2p";
+      TraceWriter::Args messageArgs{
+          {"peer", std::to_string(step.peer)},
+          {"tag", std::to_string(step.tag)},
+          {"bytes",
+           std::to_string(
+               impl->views[step.kind == Impl::Step::Send ? step.operands[0]
+                                                         : step.results[0]]
+                   .bytes())}};
+      args.insert(args.end(), messageArgs.begin(), messageArgs.end());
+      if (step.kind == Impl::Step::Send) {
+        e = impl->send(step);
+        break;
+      }
+      double wait = 0, waitStart = 0;
+      e = impl->recv(step, trace, wait, waitStart);
+      waited += wait;
+      if (trace && e.empty())
+        trace->addSpan(traceRank, "bubble", "idle", waitStart, wait * 1e6,
+                       std::move(messageArgs));
+      break;
+    }
     }
     if (!e.empty()) {
       error = "instruction #" + std::to_string(i) + " (" + step.inst->op() +
@@ -834,19 +1113,36 @@ bool Executor::run(std::string &error, TraceWriter *trace) {
               "): " + e;
       return false;
     }
-    if (trace) {
-      using us = std::chrono::duration<double, std::micro>;
-      trace->addSpan(static_cast<int>(impl->rank), step.inst->op(),
-                     step.kernel ? "kernel" : "collective", start,
-                     us(Clock::now() - began).count(),
-                     {{"location", step.inst->location()}});
-    }
+    if (trace)
+      trace->addSpan(traceRank, step.inst->op(), category, start,
+                     us(Clock::now() - began).count(), std::move(args));
   }
   if (std::string e = impl->backend->synchronize(); !e.empty()) {
     error = "running the step on backend '" + impl->backend->name() + "': " + e;
     return false;
   }
+  StepTiming &last = impl->lastTiming, &total = impl->totalTiming;
+  last.seconds =
+      std::chrono::duration<double>(Clock::now() - stepBegan).count();
+  last.recvWaitSeconds = waited;
+  last.steps = 1;
+  total.seconds += last.seconds;
+  total.recvWaitSeconds += last.recvWaitSeconds;
+  ++total.steps;
+  if (trace)
+    trace->addSpan(
+        traceRank, "step", "step", stepStart, last.seconds * 1e6,
+        {{"stage", std::to_string(impl->stage)},
+         {"peak_bytes", std::to_string(peakBytes())},
+         {"planned_bytes", std::to_string(plannedBytes())},
+         {"recv_wait_us", std::to_string(waited * 1e6)},
+         {"bubble_fraction", std::to_string(last.bubbleFraction())}});
   return true;
+}
+
+const StepTiming &Executor::lastStepTiming() const { return impl->lastTiming; }
+const StepTiming &Executor::totalStepTiming() const {
+  return impl->totalTiming;
 }
 
 const std::vector<Executor::CollectiveStat> &
@@ -864,65 +1160,122 @@ TensorView Executor::output(const std::string &name) const {
 bool Executor::isTraining() const { return impl->plan.has_training(); }
 
 TensorView Executor::stateTensor(const StateInfo &s) const {
+  if (s.stage != impl->stage)
+    return {};
   return impl->hostView(s.value);
 }
 
-bool Executor::gatherState(const StateInfo &s, HostBuffer &global,
-                           std::string &error) const {
-  const TensorView local = impl->hostView(s.value);
-  const layout::TensorLayout &layout = impl->layouts[s.value];
+bool Executor::Impl::gatherInStage(const StateInfo &s, HostBuffer &global,
+                                   std::string &error) const {
+  const TensorView local = hostView(s.value);
+  const layout::TensorLayout &layout = layouts[s.value];
   global.dtype = local.dtype;
-  global.shape = impl->globalShapes[s.value];
+  global.shape = globalShapes[s.value];
   global.bytes.assign(numElements(global.shape) * dtypeSize(local.dtype), 0);
-  // Every rank takes the same branch: it depends on the plan alone.
-  if (impl->numDevices == 1 || layout.isReplicated()) {
+  // Every rank of the stage takes the same branch: it depends on the plan
+  // alone.
+  const RankGroup &group = stages.ranks[stage];
+  int64_t n = static_cast<int64_t>(group.size());
+  if (n == 1 || layout.isReplicated()) {
     std::memcpy(global.bytes.data(), local.data, local.bytes());
     return true;
   }
-  int64_t n = impl->numDevices;
   size_t bytes = local.bytes();
   if (bytes == 0)
     return true;
   std::vector<unsigned char> all(bytes * n);
-  RankGroup world(n);
-  for (int64_t r = 0; r < n; ++r)
-    world[r] = r;
+  memory.charge(static_cast<int64_t>(all.size()));
   std::string e;
-  if (impl->comm->takesDeviceMemory() && !impl->direct()) {
+  if (comm->takesDeviceMemory() && !direct()) {
     // A device communicator gathers device memory; read the result back.
-    void *gathered = impl->backend->allocate(bytes * n);
+    void *gathered = memory.remember(backend->allocate(bytes * n), bytes * n);
     if (!gathered) {
+      memory.release(static_cast<int64_t>(all.size()));
       error = "gathering '" + s.name + "': out of device memory";
       return false;
     }
-    e = impl->comm->allGather(world, impl->views[s.value].data, gathered,
-                              static_cast<int64_t>(bytes));
+    e = comm->allGather(group, views[s.value].data, gathered,
+                        static_cast<int64_t>(bytes));
     if (e.empty())
-      impl->backend->copyToHost(all.data(), gathered, bytes * n);
-    impl->backend->deallocate(gathered);
+      backend->copyToHost(all.data(), gathered, bytes * n);
+    memory.forget(gathered);
+    backend->deallocate(gathered);
   } else {
-    e = impl->comm->allGather(world, local.data, all.data(),
-                              static_cast<int64_t>(bytes));
+    e = comm->allGather(group, local.data, all.data(),
+                        static_cast<int64_t>(bytes));
   }
+  memory.release(static_cast<int64_t>(all.size()));
   if (!e.empty()) {
     error = "gathering '" + s.name + "' from every rank: " + e;
     return false;
   }
-  // One replica of every block; partial sums added in rank order, so that
-  // every rank computes bitwise the same result.
+  // One replica of every block; partial sums added in member order, so
+  // that every rank computes bitwise the same result.
   bool partial = !layout.partialAxes().empty();
-  for (int64_t r = 0; r < n; ++r) {
-    Shard theirs = shardOf(layout, impl->meshPtr(), global.shape, r);
+  for (int64_t i = 0; i < n; ++i) {
+    Shard theirs =
+        shardOf(layout, meshPtr(), global.shape, stages.shardRank(group[i]));
     if (!theirs.firstReplica)
       continue;
-    TensorView block{local.dtype, local.shape, all.data() + r * bytes};
+    TensorView block{local.dtype, local.shape, all.data() + i * bytes};
     copyShardIn(block, theirs, global.view(), partial);
+  }
+  return true;
+}
+
+bool Executor::gatherState(const StateInfo &s, HostBuffer &global,
+                           std::string &error) const {
+  if (impl->stages.numStages() == 1)
+    return impl->gatherInStage(s, global, error);
+  // Pipelined: the owner stage gathers, its first rank sends the result to
+  // every other rank. The barrier first: once every rank is here, every
+  // message of the plan has been received, so the runtime's tags cannot be
+  // taken for a plan's (MPI maps tags modulo its bound).
+  Communicator &comm = *impl->comm;
+  RankGroup world(impl->numDevices);
+  for (int64_t r = 0; r < impl->numDevices; ++r)
+    world[r] = r;
+  if (std::string e = comm.barrier(world); !e.empty()) {
+    error = "gathering '" + s.name + "': " + e;
+    return false;
+  }
+  int64_t tag = kReservedTagBase + impl->stateMessages++;
+  const std::vector<int64_t> &owners = impl->stages.ranks[s.stage];
+  int64_t bytes =
+      numElements(s.shape) * static_cast<int64_t>(dtypeSize(s.dtype));
+  if (s.stage == impl->stage) {
+    if (!impl->gatherInStage(s, global, error))
+      return false;
+    if (impl->rank != owners[0])
+      return true;
+    for (int64_t r = 0; r < impl->numDevices; ++r) {
+      if (impl->stages.stageOf[r] == s.stage)
+        continue;
+      if (std::string e = comm.send(r, tag, global.bytes.data(), bytes);
+          !e.empty()) {
+        error =
+            "sending '" + s.name + "' to rank " + std::to_string(r) + ": " + e;
+        return false;
+      }
+    }
+    return true;
+  }
+  global.dtype = s.dtype;
+  global.shape = s.shape;
+  global.bytes.assign(static_cast<size_t>(bytes), 0);
+  if (std::string e = comm.recv(owners[0], tag, global.bytes.data(), bytes);
+      !e.empty()) {
+    error = "receiving '" + s.name + "' from stage " + std::to_string(s.stage) +
+            ": " + e;
+    return false;
   }
   return true;
 }
 
 bool Executor::setStateFromGlobal(const StateInfo &s, const TensorView &global,
                                   std::string &error) {
+  if (s.stage != impl->stage)
+    return true;
   const TensorView &local = impl->views[s.value];
   const Shape &shape = impl->globalShapes[s.value];
   if (global.shape != shape) {
@@ -1023,5 +1376,7 @@ bool Executor::trainStep(std::string &error, TraceWriter *trace, double &loss,
 
 int64_t Executor::arenaBytes() const { return impl->program->arena_bytes(); }
 int64_t Executor::stateBytes() const { return impl->program->state_bytes(); }
+int64_t Executor::plannedBytes() const { return stateBytes() + arenaBytes(); }
+int64_t Executor::peakBytes() const { return impl->memory.peakBytes(); }
 
 } // namespace loom::rt

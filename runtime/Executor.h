@@ -17,6 +17,14 @@
 // global index) at load time, so every rank starts from exactly its part of
 // the single-device run's weights.
 //
+// A pipelined plan (several stages) runs each rank's stage only: the
+// executor loads and runs the program of the stage whose ranks contain it,
+// and exchanges activations with the other stages through the
+// communicator's send and recv. Its interface still speaks of the whole
+// plan: inputs() and state() list every stage's, setInput takes the whole
+// step's input (every micro-batch) and keeps what this stage holds of it,
+// and gatherState gives every rank any stage's tensor.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef LOOM_RUNTIME_EXECUTOR_H
@@ -55,12 +63,27 @@ struct IOInfo {
 
 /// A persistent tensor a checkpoint holds: a parameter, a buffer or an
 /// optimizer state (`kind` is the plan::Value kind), with its global type.
+/// `value` is its id in the program of stage `stage`.
 struct StateInfo {
   std::string name;
   int kind;
   int32_t value;
   DType dtype = DType::F32;
   Shape shape;
+  int32_t stage = 0;
+};
+
+/// The time of steps on one rank: the wall time of Executor::run, and the
+/// part of it spent in recv waiting for another stage (the pipeline
+/// bubble, with the copy of each received message).
+struct StepTiming {
+  double seconds = 0, recvWaitSeconds = 0;
+  /// The steps these times add up.
+  int64_t steps = 0;
+  /// recvWaitSeconds / seconds, or 0 before any step.
+  double bubbleFraction() const {
+    return seconds > 0 ? recvWaitSeconds / seconds : 0;
+  }
 };
 
 /// Which rank of a partitioned plan an executor runs and how it reaches the
@@ -84,9 +107,12 @@ public:
                                           RankContext ctx = {});
   ~Executor();
 
-  /// Inputs with their GLOBAL shapes.
+  /// The inputs of the whole plan (every stage's), each once, with the
+  /// GLOBAL shape of the step's input: a micro-batched input's dimension 0
+  /// counts every micro-batch.
   const std::vector<IOInfo> &inputs() const { return inputInfo; }
-  /// Outputs (replicated: local and global shapes agree).
+  /// This stage's outputs (replicated: local and global shapes agree).
+  /// Every stage of a pipelined training plan has "loss".
   const std::vector<IOInfo> &outputs() const { return outputInfo; }
 
   /// This executor's rank and the plan's device count (1 for a plan
@@ -95,20 +121,35 @@ public:
   int64_t rank() const;
   int64_t numRanks() const;
   Communicator *communicator() const;
+  /// The stage this rank runs, the plan's stage count, and the global ranks
+  /// of stage `s` (in the plan's order).
+  int32_t stage() const;
+  int32_t numStages() const;
+  const std::vector<int64_t> &stageRanks(int32_t s) const;
 
-  /// Copies this rank's shard of `value`, the GLOBAL tensor, into the named
-  /// input, converting between float types and between integer types.
-  /// Fails on an unknown name or a shape or element-type mismatch.
+  /// Copies this rank's shard of `value`, the GLOBAL tensor of the step,
+  /// into the values of the named input: for a micro-batched input, each
+  /// value's rows of it. Converts between float types and between integer
+  /// types. Fails on a name no stage has or a shape or element-type
+  /// mismatch; a name only other stages have is checked and ignored.
   bool setInput(const std::string &name, const TensorView &value,
                 std::string &error);
   /// Fills every input with seeded random data: floats uniform in [-1, 1),
   /// integers in [0, bound) where bound is the smallest axis they index
-  /// (or 16). The global tensor is drawn and then sliced, so every rank
-  /// sees the data a single-device run with the same seed sees.
+  /// (or 16). For every input of the plan in name order, the global tensor
+  /// of the step is drawn and then sliced, so every rank of every stage
+  /// sees the data a single-device run of the whole batch with the same
+  /// seed sees.
   void setRandomInputs(uint64_t seed);
 
-  /// Runs one step. With a trace, records one span per instruction.
+  /// Runs one step. With a trace, records one span per instruction (send
+  /// and recv in category "p2p", and each recv's wait for its message as
+  /// a "bubble" span in category "idle"), and one "step" span with the
+  /// stage, peak and planned memory and the step's bubble.
   bool run(std::string &error, TraceWriter *trace = nullptr);
+  /// The times of the last run() and of all of them so far.
+  const StepTiming &lastStepTiming() const;
+  const StepTiming &totalStepTiming() const;
 
   /// The named output of the last step (valid until the next run).
   TensorView output(const std::string &name) const;
@@ -125,18 +166,24 @@ public:
   /// Sets lr and step for the next step, runs it, and returns its loss.
   bool trainStep(std::string &error, TraceWriter *trace, double &loss,
                  double &lr);
-  /// Parameters, buffers and optimizer state (global types), and this
-  /// rank's storage of them (local shards).
+  /// Parameters, buffers and optimizer state of every stage (global
+  /// types), and this rank's storage of those of its stage (local shards;
+  /// an empty view for another stage's).
   const std::vector<StateInfo> &state() const { return stateInfo; }
   TensorView stateTensor(const StateInfo &s) const;
   /// Assembles the global value of `s` in `global` from every rank's shard
-  /// (summing partial sums). A collective: every rank calls it for the same
-  /// tensors in the same order, and every rank receives the result. For a
-  /// single-device plan, a copy.
+  /// (summing partial sums). A collective: every rank of the world calls it
+  /// for the same tensors in the same order, and every rank receives the
+  /// result. For a single-device plan, a copy. In a pipelined plan the
+  /// ranks of the tensor's stage gather it among themselves, and the
+  /// stage's first rank sends it to every rank of the other stages; every
+  /// rank first waits at a barrier, so that no message of the plan is still
+  /// on its way (tags: Pipeline.h's kReservedTagBase and up).
   bool gatherState(const StateInfo &s, HostBuffer &global,
                    std::string &error) const;
   /// Sets this rank's shard of `s` from its global value `global` (a float
-  /// type converts to another). Local: no other rank takes part.
+  /// type converts to another); does nothing for another stage's tensor.
+  /// Local: no other rank takes part.
   bool setStateFromGlobal(const StateInfo &s, const TensorView &global,
                           std::string &error);
 
@@ -155,8 +202,16 @@ public:
   };
   const std::vector<CollectiveStat> &collectiveStats() const;
 
+  /// This stage's memory plan: its step arena and its state, in bytes.
   int64_t arenaBytes() const;
   int64_t stateBytes() const;
+  /// stateBytes() + arenaBytes(): what the plan says this rank needs.
+  int64_t plannedBytes() const;
+  /// The most memory this executor has held at once: the high-water mark
+  /// of its allocations through the backend (state, arena, scratch of a
+  /// device communicator) and of its own scratch (collectives, host copies
+  /// of messages on a device backend, gathered state), in bytes requested.
+  int64_t peakBytes() const;
 
 private:
   Executor() = default;

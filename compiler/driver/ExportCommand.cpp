@@ -70,11 +70,13 @@ int runExport() {
     if (!in || !model.ParseFromIstream(&in))
       return reportError(source + ": cannot read the ONNX model");
   }
-  // The tensors the plan trains and keeps: parameters and buffers.
+  // The tensors the plan trains and keeps: parameters and buffers, of
+  // every pipeline stage.
   std::map<std::string, bool> wanted;
-  for (const plan::Value &v : plan->stages(0).program().values())
-    if (v.kind() == plan::Value::PARAMETER || v.kind() == plan::Value::BUFFER)
-      wanted[v.name()] = false;
+  for (const plan::Stage &stage : plan->stages())
+    for (const plan::Value &v : stage.program().values())
+      if (v.kind() == plan::Value::PARAMETER || v.kind() == plan::Value::BUFFER)
+        wanted[v.name()] = false;
   for (onnx::TensorProto &init :
        *model.mutable_graph()->mutable_initializer()) {
     auto it = wanted.find(init.name());

@@ -23,6 +23,7 @@
 #include "passes/AutoSharding.h"
 #include "passes/OptimizerSharding.h"
 #include "passes/Passes.h"
+#include "passes/Pipeline.h"
 #include "passes/Recompute.h"
 #include "passes/StrategyFile.h"
 #include "llvm/Support/Format.h"
@@ -168,7 +169,9 @@ cl::OptionCategory &parallelCategory() {
 cl::opt<std::string> meshFlag(
     "mesh",
     cl::desc("The device mesh as named axes, outermost first, e.g. "
-             "dp=2,tp=4 (ranks are row-major: put tensor parallelism last)"),
+             "dp=2,tp=4 (ranks are row-major: put tensor parallelism last); "
+             "an axis pp=P, first, splits the model into P pipeline stages, "
+             "each on the rest of the mesh"),
     cl::value_desc("AXIS=N,..."), cl::sub(compileCmd), cl::sub(simulateCmd),
     cl::cat(parallelCategory()));
 cl::opt<std::string> modeFlag(
@@ -193,6 +196,13 @@ cl::opt<int64_t> memoryLimitFlag(
              "profile's)"),
     cl::value_desc("BYTES"), cl::init(0), cl::sub(compileCmd), cl::sub(simulateCmd),
     cl::cat(parallelCategory()));
+cl::opt<std::string> pipelineScheduleFlag(
+    "schedule",
+    cl::desc("The pipeline schedule of the micro-batches (with pp=P in "
+             "--mesh): gpipe (every forward, then every backward) or 1f1b "
+             "(one forward, one backward in turn after a warm-up)"),
+    cl::value_desc("gpipe|1f1b"), cl::init("1f1b"), cl::sub(compileCmd),
+    cl::sub(simulateCmd), cl::cat(parallelCategory()));
 cl::opt<std::string> zeroFlag(
     "zero",
     cl::desc("Optimizer sharding over the data-parallel axes (ZeRO): 0 "
@@ -442,8 +452,39 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
   if (mode != "data" && mode != "semi" && mode != "auto")
     return reportError("--mode must be data, semi or auto, got '" + mode +
                        "'");
-  if (microBatchesFlag != 1)
-    return reportError("--micro-batches cannot be combined with --mesh yet");
+  // The pipeline axis: stages run the step's parts on the rest of the mesh,
+  // which is what the ops are sharded over.
+  sharding::PipelineOptions pipeline;
+  pipeline.microBatches = microBatchesFlag;
+  pipeline.schedule = pipelineScheduleFlag;
+  if (std::optional<unsigned> pp = meshAttr->getAxisIndex("pp")) {
+    if (*pp != 0)
+      return reportError("--mesh: the pipeline axis pp must come first, got '" +
+                         meshFlag + "'");
+    if (!train)
+      return reportError("--mesh pp=N pipelines a training step: it needs "
+                         "--train");
+    pipeline.stages = meshAttr->getAxisSizes()[0];
+    SmallVector<StringAttr> names;
+    SmallVector<int64_t> sizes;
+    for (auto [name, size] : llvm::zip(meshAttr->getAxisNames().drop_front(),
+                                       meshAttr->getAxisSizes().drop_front())) {
+      names.push_back(name);
+      sizes.push_back(size);
+    }
+    if (names.empty()) {
+      // One device per stage: a one-device submesh.
+      names.push_back(StringAttr::get(&context, "dp"));
+      sizes.push_back(1);
+    }
+    meshAttr = MeshAttr::get(&context, names, sizes);
+    mesh = sharding::toMesh(*meshAttr, error);
+    if (!mesh)
+      return reportError("--mesh: " + error);
+  }
+  if (pipelineScheduleFlag != "gpipe" && pipelineScheduleFlag != "1f1b")
+    return reportError("--schedule must be gpipe or 1f1b, got '" +
+                       pipelineScheduleFlag + "'");
   func::FuncOp func;
   for (auto f : module.getOps<func::FuncOp>())
     if (f.getSymName() == "main")
@@ -645,6 +686,10 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
                          std::to_string(zero) + ": " + diagnostics);
   }
   explanation->recordRecompute(sharding::applyRecompute(func), recompute);
+  // Partitioning does not keep stage marks: take them per ONNX node.
+  for (Operation &op : func.getBody().front())
+    if (auto stage = op.getAttrOfType<IntegerAttr>(LoomDialect::kStageAttrName))
+      pipeline.nodeStages[sharding::nodeName(&op)] = stage.getInt();
   PassManager lower(&context);
   lower.addNestedPass<func::FuncOp>(createPartition());
   lower.addPass(createCSEPass());
@@ -652,6 +697,14 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
     return reportError(modelPath + ": cannot partition the model on " +
                        mesh->toString() + ": " + diagnostics);
   explanation->recordProgram(func);
+  if (pipeline.stages > 1 || pipeline.microBatches > 1) {
+    FailureOr<sharding::PipelineReport> stages =
+        sharding::pipelineStep(func, pipeline, error);
+    if (failed(stages))
+      return reportError(modelPath + ": cannot pipeline the step on " +
+                         meshFlag + ": " + error);
+    explanation->recordPipeline(*stages);
+  }
   return 0;
 }
 
@@ -691,7 +744,9 @@ std::optional<plan::Plan> buildPlan(const cost::HardwareProfile &cluster,
     options.epsilon = epsFlag;
     options.weightDecay = weightDecayFlag;
     options.ignoreIndex = ignoreIndexFlag;
-    options.microBatches = microBatchesFlag;
+    // On a mesh, micro-batches are unrolled after partitioning (with the
+    // pipeline stages), so that their gradients are reduced once.
+    options.microBatches = meshFlag.empty() ? microBatchesFlag.getValue() : 1;
     PassManager pm(&context);
     pm.addPass(createBuildTrainingGraph(options));
     pm.addPass(createCSEPass());
@@ -870,24 +925,39 @@ int runCompile() {
     explain::printExplanation(*plan, "simulated " + modelPath, print, outs());
     return 0;
   }
-  const plan::Program &program = plan->stages(0).program();
-  std::string devices;
-  if (!meshFlag.empty()) {
-    int collectives = 0;
-    for (const plan::Instruction &inst : program.instructions())
+  // The largest stage's program (the only one without a pipeline).
+  const plan::Program *program = &plan->stages(0).program();
+  int collectives = 0;
+  for (const plan::Stage &stage : plan->stages()) {
+    const plan::Program &p = stage.program();
+    if (p.state_bytes() + p.arena_bytes() >
+        program->state_bytes() + program->arena_bytes())
+      program = &p;
+    for (const plan::Instruction &inst : p.instructions())
       collectives += inst.op() == "all_reduce" || inst.op() == "all_gather" ||
                      inst.op() == "reduce_scatter" || inst.op() == "all_to_all";
-    devices = ", partitioned over " +
-              std::to_string(plan->stages(0).ranks_size()) + " devices (" +
-              meshFlag + ") with " + std::to_string(collectives) +
-              " collectives";
   }
+  std::string devices;
+  if (!meshFlag.empty())
+    devices =
+        ", partitioned over " +
+        std::to_string(plan->stages_size() * plan->stages(0).ranks_size()) +
+        " devices (" + meshFlag + ") with " + std::to_string(collectives) +
+        " collectives";
+  if (plan->stages_size() > 1)
+    devices += " in " + std::to_string(plan->stages_size()) + " stages (" +
+               pipelineScheduleFlag + ", " + std::to_string(microBatchesFlag) +
+               " micro-batches)";
+  int instructions = 0;
+  for (const plan::Stage &stage : plan->stages())
+    instructions += stage.program().instructions_size();
   outs() << "loom: compiled " << modelPath
          << (train ? " (training step, " + optimizerFlag + ")" : "") << " into "
-         << planOutput << ": " << program.instructions_size()
-         << " instructions" << devices << "; per device "
-         << program.state_bytes() << " bytes of parameters and constants, "
-         << program.arena_bytes() << " bytes of activations\n";
+         << planOutput << ": " << instructions << " instructions" << devices
+         << "; per device"
+         << (plan->stages_size() > 1 ? " (largest stage) " : " ")
+         << program->state_bytes() << " bytes of parameters and constants, "
+         << program->arena_bytes() << " bytes of activations\n";
   return 0;
 }
 

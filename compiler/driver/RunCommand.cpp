@@ -8,7 +8,21 @@
 // GPU as virtual devices); `--comm nccl` exchanges GPU memory over NCCL,
 // one GPU per rank, as threads of this process or under mpirun. Files are read
 // once and given to every rank; rank 0 alone prints and writes outputs, metrics
-// and checkpoints, and one trace holds a track per rank.
+// and checkpoints, and one trace holds a track per rank. A pipelined plan
+// runs the same way, each rank its own stage (the inputs of any stage are
+// given to every rank, which keeps what its stage holds); the training loss
+// reaches every stage, and an inference plan's outputs, which only the last
+// stage has, are printed and written by that stage's first rank.
+//
+// Reports. After the steps, rank 0 prints the peak memory its executor held
+// (the allocator's high-water mark) next to the plan's state and arena
+// bytes. A pipelined plan (several stages) prints that for every rank, with
+// the rank's stage and its measured bubble: the time its steps spent
+// waiting in recv for another stage over their wall time, summed over the
+// steps after the first (the first warms up kernels and allocators; over
+// the only step when there is one), next to the schedule's ideal
+// (p - 1) / (m + p - 1). `--trace` shows the same per rank: each recv's wait
+// as a "bubble" span, and a "step" span with the peak and planned bytes.
 //
 // Failures. Setting a rank up (loading the plan, inputs, a checkpoint) talks
 // to no other rank, so every rank finishes it and a failure is reported
@@ -223,6 +237,8 @@ struct Shared {
   /// Whether the ranks are threads of this process (the trace is then
   /// written once they have all finished).
   bool threaded = false;
+  /// The plan's schedule, for the bubble report.
+  plan::Schedule schedule;
 };
 
 /// One rank: its communicator (none on one device), backend and executor.
@@ -238,7 +254,19 @@ struct Rank {
   std::unique_ptr<rt::Executor> exec;
   std::optional<TokenFeeder> tokens;
   std::unique_ptr<raw_fd_ostream> metrics;
+  /// The times of the measured steps (see the file comment).
+  rt::StepTiming measured;
   bool leader() const { return index == 0; }
+  /// Adds the last step's times when step `i` (0-based) of `count` is
+  /// measured: every step after the first, or the only one.
+  void measure(int i, int count) {
+    if (i == 0 && count > 1)
+      return;
+    const rt::StepTiming &last = exec->lastStepTiming();
+    measured.seconds += last.seconds;
+    measured.recvWaitSeconds += last.recvWaitSeconds;
+    measured.steps += last.steps;
+  }
 };
 
 /// Rank 0's printing and any rank's fatal error, one at a time.
@@ -278,6 +306,10 @@ std::string setUpRank(Rank &rank, plan::Plan plan, Shared &shared,
   if (!rank.exec)
     return planPath + ": " + error;
   rt::Executor &exec = *rank.exec;
+  if (exec.numStages() > 1)
+    shared.trace.setRankName(static_cast<int>(rank.index),
+                             "rank " + std::to_string(rank.index) + " (stage " +
+                                 std::to_string(exec.stage()) + ")");
   exec.setRandomInputs(seed);
   for (Shared::Input &in : shared.inputs)
     if (!exec.setInput(in.name, in.value.view(), error))
@@ -366,6 +398,112 @@ std::string writeCommReport(const rt::Executor &exec) {
   return "";
 }
 
+/// Bytes for people: "512 bytes", "27.5 KiB", "1.2 MiB", "3.0 GiB".
+std::string formatBytes(int64_t bytes) {
+  if (bytes < 1024)
+    return std::to_string(bytes) + " bytes";
+  const char *units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes) / 1024;
+  int unit = 0;
+  for (; value >= 1024 && unit < 3; ++unit)
+    value /= 1024;
+  std::string text;
+  raw_string_ostream(text) << format("%.1f ", value) << units[unit];
+  return text;
+}
+
+/// The schedule's name, as the compiler's --schedule spells it.
+const char *scheduleName(plan::Schedule::Kind kind) {
+  switch (kind) {
+  case plan::Schedule::SINGLE:
+    return "single";
+  case plan::Schedule::GPIPE:
+    return "gpipe";
+  case plan::Schedule::ONE_F_ONE_B:
+    return "1f1b";
+  case plan::Schedule::INTERLEAVED:
+    return "interleaved";
+  default:
+    return "an unspecified schedule";
+  }
+}
+
+/// What one rank reports after its steps (doubles, to gather as one
+/// buffer).
+struct RankReport {
+  double stage = 0, peakBytes = 0, plannedBytes = 0, seconds = 0,
+         recvWaitSeconds = 0, steps = 0;
+};
+
+/// Every rank's report of a pipelined plan (a collective over the host
+/// communicator), or this rank's alone for one stage.
+std::string gatherReports(Rank &rank, std::vector<RankReport> &reports) {
+  const rt::Executor &exec = *rank.exec;
+  RankReport mine{static_cast<double>(exec.stage()),
+                  static_cast<double>(exec.peakBytes()),
+                  static_cast<double>(exec.plannedBytes()),
+                  rank.measured.seconds,
+                  rank.measured.recvWaitSeconds,
+                  static_cast<double>(rank.measured.steps)};
+  if (exec.numStages() == 1 || !rank.comm) {
+    reports = {mine};
+    return "";
+  }
+  int64_t n = rank.comm->worldSize();
+  rt::RankGroup world(n);
+  for (int64_t r = 0; r < n; ++r)
+    world[r] = r;
+  reports.assign(n, {});
+  if (std::string e = rank.comm->allGather(world, &mine, reports.data(),
+                                           sizeof(RankReport));
+      !e.empty())
+    return "gathering the ranks' memory and bubble: " + e;
+  return "";
+}
+
+/// Prints the reports of a run of `total` steps (see the file comment); the
+/// caller holds printMutex.
+void printReports(const std::vector<RankReport> &reports,
+                  const rt::Executor &exec, const Shared &shared, int total) {
+  if (exec.numStages() == 1) {
+    const RankReport &r = reports[0];
+    outs() << "loom: peak memory "
+           << formatBytes(static_cast<int64_t>(r.peakBytes)) << " (planned "
+           << formatBytes(static_cast<int64_t>(r.plannedBytes)) << ")"
+           << (exec.numRanks() > 1 ? " on rank 0" : "") << "\n";
+    return;
+  }
+  int64_t p = exec.numStages();
+  int64_t m = std::max<int64_t>(shared.schedule.micro_batches(), 1);
+  double ideal = static_cast<double>(p - 1) / static_cast<double>(m + p - 1);
+  std::string measured = total == 1   ? "its only step"
+                         : total == 2 ? "step 2"
+                                      : "steps 2 to " + std::to_string(total);
+  outs() << "loom: pipeline of " << p << " stages, "
+         << scheduleName(shared.schedule.kind()) << ", " << m
+         << (m == 1 ? " micro-batch" : " micro-batches")
+         << ": ideal bubble (p - 1) / (m + p - 1) = "
+         << format("%.1f%%", 100 * ideal) << "; measured over " << measured
+         << "\n";
+  for (size_t r = 0; r < reports.size(); ++r) {
+    const RankReport &report = reports[r];
+    double steps = std::max(report.steps, 1.0);
+    outs() << "loom: rank " << r << " (stage "
+           << static_cast<int64_t>(report.stage) << "): peak memory "
+           << formatBytes(static_cast<int64_t>(report.peakBytes))
+           << " (planned "
+           << formatBytes(static_cast<int64_t>(report.plannedBytes))
+           << "), bubble "
+           << format("%.1f%%",
+                     report.seconds > 0
+                         ? 100 * report.recvWaitSeconds / report.seconds
+                         : 0.0)
+           << " (recv wait "
+           << format("%.3f", 1e3 * report.recvWaitSeconds / steps) << " ms of "
+           << format("%.3f", 1e3 * report.seconds / steps) << " ms per step)\n";
+  }
+}
+
 /// Training steps, then the trace and the checkpoint.
 std::string trainRank(Rank &rank, Shared &shared) {
   rt::Executor &exec = *rank.exec;
@@ -382,6 +520,7 @@ std::string trainRank(Rank &rank, Shared &shared) {
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - start)
                     .count();
+    rank.measure(i, steps);
     if (rank.leader()) {
       std::lock_guard<std::mutex> lock(printMutex);
       outs() << "loom: step " << exec.stepsTaken() << " loss "
@@ -402,6 +541,14 @@ std::string trainRank(Rank &rank, Shared &shared) {
   }
   if (rank.metrics)
     rank.metrics->flush();
+  std::vector<RankReport> reports;
+  if (std::string e = gatherReports(rank, reports); !e.empty())
+    return e;
+  if (rank.leader()) {
+    std::lock_guard<std::mutex> lock(printMutex);
+    printReports(reports, exec, shared, steps);
+    outs().flush();
+  }
   if (rank.leader())
     if (std::string e = writeCommReport(exec); !e.empty())
       return e;
@@ -420,7 +567,8 @@ std::string trainRank(Rank &rank, Shared &shared) {
   return "";
 }
 
-/// Inference: --repeat steps, the trace, then rank 0 reports the outputs.
+/// Inference: --repeat steps, the trace, then the first rank of the last
+/// stage (rank 0 of a single-stage plan) reports the outputs.
 std::string inferRank(Rank &rank, Shared &shared) {
   rt::Executor &exec = *rank.exec;
   std::string error;
@@ -432,14 +580,19 @@ std::string inferRank(Rank &rank, Shared &shared) {
     totalMs += std::chrono::duration<double, std::milli>(
                    std::chrono::steady_clock::now() - start)
                    .count();
+    rank.measure(i, repeat);
   }
   if (!traceFile.empty() && !shared.threaded)
     if (std::string e = writeTrace(rank, shared); !e.empty())
       return e;
-  if (!rank.leader())
-    return "";
-  if (std::string e = writeCommReport(exec); !e.empty())
+  std::vector<RankReport> reports;
+  if (std::string e = gatherReports(rank, reports); !e.empty())
     return e;
+  if (rank.leader())
+    if (std::string e = writeCommReport(exec); !e.empty())
+      return e;
+  if (rank.index != exec.stageRanks(exec.numStages() - 1).front())
+    return "";
   if (!outputsDir.empty())
     if (std::error_code ec = sys::fs::create_directories(outputsDir))
       return "cannot create '" + outputsDir + "': " + ec.message();
@@ -462,6 +615,7 @@ std::string inferRank(Rank &rank, Shared &shared) {
                  ? " (" + std::to_string(exec.numRanks()) + " ranks)"
                  : std::string())
          << "\n";
+  printReports(reports, exec, shared, repeat);
   outs().flush();
   return "";
 }
@@ -597,6 +751,7 @@ int runPlan() {
     devices = mesh->numDevices();
 
   Shared shared;
+  shared.schedule = plan->schedule();
   // --data (an alias) does not split on commas by itself.
   SmallVector<StringRef> assignments;
   for (const std::string &flags : inputFlags)

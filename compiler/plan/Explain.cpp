@@ -121,6 +121,26 @@ void ExplanationBuilder::recordRecompute(
       static_cast<int64_t>(recompute.unsavedBytes));
 }
 
+void ExplanationBuilder::recordPipeline(
+    const sharding::PipelineReport &pipeline) {
+  int64_t p = static_cast<int64_t>(pipeline.stages.size());
+  int64_t m = pipeline.microBatches;
+  for (const auto &[i, stage] : llvm::enumerate(pipeline.stages)) {
+    plan::Explanation::Stage *out = explanation.add_stages();
+    out->set_index(static_cast<int32_t>(i));
+    out->set_first_layer(stage.firstLayer);
+    out->set_last_layer(stage.lastLayer);
+    out->set_sends(stage.sends);
+  }
+  explanation.set_schedule(pipeline.schedule);
+  explanation.set_micro_batches(static_cast<int32_t>(m));
+  explanation.set_bubble_fraction(pipeline.bubbleFraction);
+  double slots = static_cast<double>(m + p - 1) / static_cast<double>(p);
+  explanation.set_step_seconds(explanation.step_seconds() * slots);
+  explanation.set_compute_seconds(explanation.compute_seconds() * slots);
+  explanation.set_comm_seconds(explanation.comm_seconds() * slots);
+}
+
 void ExplanationBuilder::recordZero(const sharding::ZeroReport &zero) {
   explanation.set_zero_level(zero.level);
   explanation.set_zero_sharded(static_cast<int32_t>(zero.sharded.size()));
@@ -252,6 +272,28 @@ void printExplanation(const plan::Plan &plan, const std::string &title,
     os << "; saves "
        << sharding::formatBytes(static_cast<double>(e.zero_saved_bytes()))
        << " per device\n";
+  }
+  if (e.stages_size() > 0) {
+    os << "pipeline: " << e.stages_size() << " stages, " << e.schedule()
+       << " schedule over " << e.micro_batches()
+       << " micro-batches; idle (bubble) fraction "
+       << llvm::format("%.1f%%", 100 * e.bubble_fraction())
+       << " for equal stages\n";
+    for (const plan::Explanation::Stage &s : e.stages()) {
+      const plan::Program *program = s.index() < plan.stages_size()
+                                         ? &plan.stages(s.index()).program()
+                                         : nullptr;
+      os << "  stage " << s.index() << ": layers " << s.first_layer();
+      if (s.last_layer() != s.first_layer())
+        os << " to " << s.last_layer();
+      if (program)
+        os << ", " << program->instructions_size() << " instructions, "
+           << sharding::formatBytes(static_cast<double>(program->state_bytes()))
+           << " state + "
+           << sharding::formatBytes(static_cast<double>(program->arena_bytes()))
+           << " arena per device";
+      os << ", " << s.sends() << " sends\n";
+    }
   }
   if (e.recompute_ops() > 0)
     os << "recompute (" << e.recompute() << "): " << e.recompute_ops()

@@ -20,6 +20,7 @@
 #include "compiler/cost/HardwareProfile.h"
 #include "passes/AutoSharding.h"
 #include "passes/OptimizerSharding.h"
+#include "passes/Pipeline.h"
 #include "passes/Recompute.h"
 #include "runtime/plan.pb.h"
 
@@ -53,6 +54,10 @@ public:
   void recordZero(const sharding::ZeroReport &zero);
   /// After partitioning: every op's predicted time, added to its node.
   void recordProgram(mlir::func::FuncOp program);
+  /// After pipelining: the stages and the schedule. The step time becomes
+  /// the schedule's, (M + P - 1) micro-batch slots of one stage's time,
+  /// taking the stages as equal (1/P of the micro-batch's program each).
+  void recordPipeline(const sharding::PipelineReport &pipeline);
   /// The explanation, with the plan's memory totals.
   plan::Explanation finish() const { return explanation; }
 

@@ -169,6 +169,7 @@ public:
   std::optional<plan::Plan> run(ModuleOp module);
 
 private:
+  bool emitProgram(func::FuncOp func, plan::Program &out);
   bool fail(Operation *op, const Twine &message) {
     error = (Twine("cannot emit '") + op->getName().getStringRef() + "' at " +
              describe(op->getLoc()) + ": " + message)
@@ -181,6 +182,8 @@ private:
   plan::Program *program = nullptr;
   llvm::DenseMap<Value, int32_t> ids;
   int64_t stateBytes = 0;
+  /// Added to collectives' mesh axes (1 in a pipelined plan).
+  int64_t axisShift = 0;
 };
 
 plan::Value *Emitter::addValue(Value v, plan::Value::Kind kind,
@@ -238,18 +241,29 @@ int64_t globalBytes(const plan::Value &v) {
 }
 
 std::optional<plan::Plan> Emitter::run(ModuleOp module) {
-  auto funcs = module.getOps<func::FuncOp>();
-  auto mainIt = llvm::find_if(funcs, [](func::FuncOp f) {
-    return f.getSymName() == "main" && !f.isDeclaration();
+  // The stage functions of a pipelined step, in stage order, else @main.
+  std::vector<func::FuncOp> funcs;
+  for (auto f : module.getOps<func::FuncOp>())
+    if (f->hasAttr(LoomDialect::kPipelineAttrName) && !f.isDeclaration())
+      funcs.push_back(f);
+  auto stageOf = [](func::FuncOp f) {
+    return f->getAttrOfType<DictionaryAttr>(LoomDialect::kPipelineAttrName)
+        .getAs<IntegerAttr>("stage")
+        .getInt();
+  };
+  llvm::sort(funcs, [&](func::FuncOp a, func::FuncOp b) {
+    return stageOf(a) < stageOf(b);
   });
-  if (mainIt == funcs.end()) {
-    error = "the module has no function @main to compile";
-    return std::nullopt;
-  }
-  func::FuncOp func = *mainIt;
-  if (!llvm::hasSingleElement(func.getBody())) {
-    fail(func, "@main must have a single block");
-    return std::nullopt;
+  if (funcs.empty()) {
+    auto all = module.getOps<func::FuncOp>();
+    auto mainIt = llvm::find_if(all, [](func::FuncOp f) {
+      return f.getSymName() == "main" && !f.isDeclaration();
+    });
+    if (mainIt == all.end()) {
+      error = "the module has no function @main to compile";
+      return std::nullopt;
+    }
+    funcs.push_back(*mainIt);
   }
 
   plan::Plan plan;
@@ -258,16 +272,40 @@ std::optional<plan::Plan> Emitter::run(ModuleOp module) {
   if (auto source =
           module->getAttrOfType<StringAttr>(LoomDialect::kSourceAttrName))
     plan.set_source(source.str());
-  plan.mutable_schedule()->set_kind(plan::Schedule::SINGLE);
-  plan.mutable_schedule()->set_micro_batches(1);
-  plan::Stage *stage = plan.add_stages();
-  stage->set_index(0);
-  int64_t devices = 1;
-  if (auto mesh = func->getAttrOfType<MeshAttr>(LoomDialect::kMeshAttrName)) {
-    if (!func->hasAttr(LoomDialect::kSpmdAttrName)) {
-      fail(func, "@main has a mesh but is not partitioned; run "
-                 "loom-propagate-sharding and loom-partition first");
+  int64_t stages = 1, microBatches = 1;
+  std::string scheduleName, pipelineAxis;
+  if (auto pipeline = funcs.front()->getAttrOfType<DictionaryAttr>(
+          LoomDialect::kPipelineAttrName)) {
+    stages = pipeline.getAs<IntegerAttr>("stages").getInt();
+    microBatches = pipeline.getAs<IntegerAttr>("micro_batches").getInt();
+    scheduleName = pipeline.getAs<StringAttr>("schedule").str();
+    auto axis = pipeline.getAs<StringAttr>("axis");
+    pipelineAxis = axis ? axis.str() : "pp";
+    for (auto [i, f] : llvm::enumerate(funcs))
+      if (stageOf(f) != static_cast<int64_t>(i)) {
+        fail(f, "the pipeline's stage functions must be stages 0 to " +
+                    Twine(stages - 1) + ", once each");
+        return std::nullopt;
+      }
+    if (static_cast<int64_t>(funcs.size()) != stages) {
+      fail(funcs.front(), "the pipeline has " + Twine(stages) + " stages but " +
+                              Twine(funcs.size()) + " stage functions");
       return std::nullopt;
+    }
+  }
+  plan::Schedule *schedule = plan.mutable_schedule();
+  schedule->set_kind(stages == 1 && microBatches == 1 ? plan::Schedule::SINGLE
+                     : scheduleName == "gpipe"        ? plan::Schedule::GPIPE
+                                               : plan::Schedule::ONE_F_ONE_B);
+  schedule->set_micro_batches(static_cast<int32_t>(microBatches));
+  // The mesh: the stages' submesh, after the pipeline axis.
+  int64_t devices = 1;
+  if (auto mesh =
+          funcs.front()->getAttrOfType<MeshAttr>(LoomDialect::kMeshAttrName)) {
+    if (stages > 1) {
+      plan::Mesh::Axis *axis = plan.mutable_mesh()->add_axes();
+      axis->set_name(pipelineAxis);
+      axis->set_size(stages);
     }
     for (auto [name, size] :
          llvm::zip(mesh.getAxisNames(), mesh.getAxisSizes())) {
@@ -277,9 +315,29 @@ std::optional<plan::Plan> Emitter::run(ModuleOp module) {
     }
     devices = mesh.getNumDevices();
   }
-  for (int64_t r = 0; r < devices; ++r)
-    stage->add_ranks(r);
-  program = stage->mutable_program();
+  axisShift = stages > 1 ? 1 : 0;
+  for (auto [s, f] : llvm::enumerate(funcs)) {
+    plan::Stage *stage = plan.add_stages();
+    stage->set_index(static_cast<int32_t>(s));
+    for (int64_t r = 0; r < devices; ++r)
+      stage->add_ranks(static_cast<int64_t>(s) * devices + r);
+    if (!emitProgram(f, *stage->mutable_program()))
+      return std::nullopt;
+  }
+  return plan;
+}
+
+bool Emitter::emitProgram(func::FuncOp func, plan::Program &out) {
+  if (!llvm::hasSingleElement(func.getBody()))
+    return fail(func, "@" + func.getSymName() + " must have a single block");
+  if (func->hasAttr(LoomDialect::kMeshAttrName) &&
+      !func->hasAttr(LoomDialect::kSpmdAttrName))
+    return fail(func, "@" + func.getSymName() +
+                          " has a mesh but is not partitioned; run "
+                          "loom-propagate-sharding and loom-partition first");
+  program = &out;
+  ids.clear();
+  stateBytes = 0;
 
   // Arguments: inputs, parameters and buffers.
   for (BlockArgument arg : func.getArguments()) {
@@ -306,8 +364,11 @@ std::optional<plan::Plan> Emitter::run(ModuleOp module) {
     }
     plan::Value *pv = addValue(arg, kind, func);
     if (!pv)
-      return std::nullopt;
+      return false;
     pv->set_name(name ? name.str() : "arg" + std::to_string(i));
+    if (auto k = func.getArgAttrOfType<IntegerAttr>(
+            i, LoomDialect::kMicroBatchAttrName))
+      pv->set_micro_batch(static_cast<int32_t>(k.getInt()));
     if (auto layout = func.getArgAttrOfType<TensorLayoutAttr>(
             i, LoomDialect::kLayoutAttrName))
       setLayout(pv, layout);
@@ -318,7 +379,7 @@ std::optional<plan::Plan> Emitter::run(ModuleOp module) {
       if (!bytes || static_cast<int64_t>(bytes->size()) != globalBytes(*pv)) {
         fail(func, "the initial value of '" + pv->name() +
                        "' is unreadable or of the wrong size");
-        return std::nullopt;
+        return false;
       }
       pv->set_data(std::move(*bytes));
     }
@@ -330,11 +391,11 @@ std::optional<plan::Plan> Emitter::run(ModuleOp module) {
       plan::Value *pv =
           addValue(constant.getResult(), plan::Value::CONSTANT, &op);
       if (!pv)
-        return std::nullopt;
+        return false;
       std::optional<std::string> bytes = elementsBytes(constant.getValue());
       if (!bytes || static_cast<int64_t>(bytes->size()) != pv->bytes()) {
         fail(&op, "the constant's data is unreadable");
-        return std::nullopt;
+        return false;
       }
       pv->set_data(std::move(*bytes));
       continue;
@@ -349,7 +410,7 @@ std::optional<plan::Plan> Emitter::run(ModuleOp module) {
           if (pv->kind() != plan::Value::TEMPORARY || pv->has_in_place_of()) {
             fail(&op, "result #" + Twine(i) +
                           " must be a fresh value to update an argument");
-            return std::nullopt;
+            return false;
           }
           pv->set_in_place_of(target);
           *pv->mutable_layout() = program->values(target).layout();
@@ -366,26 +427,36 @@ std::optional<plan::Plan> Emitter::run(ModuleOp module) {
     }
     if (!isa<LoomDialect>(op.getDialect()) || op.getNumRegions() != 0) {
       fail(&op, "only loom ops can be compiled to a plan");
-      return std::nullopt;
+      return false;
     }
     plan::Instruction *inst = program->add_instructions();
     inst->set_op(op.getName().stripDialect().str());
     inst->set_location(describe(op.getLoc()));
     for (Value operand : op.getOperands())
       inst->add_operands(ids.lookup(operand));
+    const bool collective = isa<AllReduceOp, ReduceScatterOp, AllGatherOp,
+                                AllToAllOp, LocalSplitOp, MakePartialOp>(op);
     for (NamedAttribute attr : op.getAttrs()) {
       if (attr.getName().strref().starts_with("loom."))
         continue; // annotations, not semantics
-      if (!convertAttribute(attr, *inst->add_attributes())) {
+      plan::Attribute *converted = inst->add_attributes();
+      if (!convertAttribute(attr, *converted)) {
         fail(&op, "attribute '" + attr.getName().strref() +
                       "' has a kind plans cannot carry");
-        return std::nullopt;
+        return false;
       }
+      // Mesh axes count from the plan's mesh, which puts the pipeline
+      // axis first.
+      if (collective && attr.getName() == "axis")
+        converted->set_int_value(converted->int_value() + axisShift);
+      if (collective && attr.getName() == "axes")
+        for (int64_t &a : *converted->mutable_ints_value()->mutable_values())
+          a += axisShift;
     }
     for (Value result : op.getResults()) {
       plan::Value *pv = addValue(result, plan::Value::TEMPORARY, &op);
       if (!pv)
-        return std::nullopt;
+        return false;
       inst->add_results(pv->id());
     }
   }
@@ -413,7 +484,7 @@ std::optional<plan::Plan> Emitter::run(ModuleOp module) {
     if (lastUse[target.id()] > definedAt[v.id()]) {
       error = "'" + target.name() +
               "' is read after the instruction that updates it in place";
-      return std::nullopt;
+      return false;
     }
     v.set_offset(target.offset());
   }
@@ -446,7 +517,7 @@ std::optional<plan::Plan> Emitter::run(ModuleOp module) {
   }
   program->set_arena_bytes(arena.size());
   program->set_state_bytes(stateBytes);
-  return plan;
+  return true;
 }
 
 } // namespace

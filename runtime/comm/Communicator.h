@@ -10,6 +10,9 @@
 // calling rank must be a member. Sums are computed in member order, so every
 // member receives bitwise identical results.
 //
+// Pipeline stages exchange activations point to point instead: `send` and
+// `recv` between two global ranks, matched by tag (threads and mpi only).
+//
 // Errors (a group that does not contain the caller, an unsupported element
 // type, a transport failure) are returned as a message; success is "".
 //
@@ -61,15 +64,40 @@ public:
   /// Returns when every member has called it.
   virtual std::string barrier(const RankGroup &group) = 0;
 
+  /// Point to point, between pipeline stages. `send` copies `bytes` from
+  /// `data` and returns without waiting for the receiver (the message is
+  /// buffered); `recv` blocks until the message from global rank `peer`
+  /// with `tag` has arrived and copies it into `data`, which must be exactly
+  /// `bytes`. Messages from one rank to another with the same tag arrive in
+  /// the order they were sent. Host memory. A rank cannot message itself; a
+  /// `recv` whose size differs from the message's returns an error and
+  /// leaves the message where it was.
+  virtual std::string send(int64_t peer, int64_t tag, const void *data,
+                           int64_t bytes) {
+    return noPointToPoint("send");
+  }
+  virtual std::string recv(int64_t peer, int64_t tag, void *data,
+                           int64_t bytes) {
+    return noPointToPoint("recv");
+  }
+
   /// Bytes this rank has received from other ranks so far: what the
   /// collectives above copied out of other members' buffers (threads) or
-  /// received in messages (MPI), counted where the data moves.
+  /// received in messages (MPI), and what `recv` received, counted where
+  /// the data moves.
   int64_t bytesReceived() const { return bytesReceived_; }
 
 protected:
   void countReceived(int64_t bytes) { bytesReceived_ += bytes; }
 
 private:
+  /// The error of a backend without point-to-point messaging.
+  std::string noPointToPoint(const char *call) const {
+    return std::string(call) + ": the " + name() +
+           " communicator has no point-to-point send/recv (pipeline stages "
+           "need the threads or mpi communicator)";
+  }
+
   int64_t bytesReceived_ = 0;
 };
 

@@ -19,6 +19,18 @@
 // an all-gather (the bytes a ring all-reduce moves). Results are then
 // bitwise identical on every member and equal to the threads communicator's.
 //
+// Point-to-point messages travel in MPI_COMM_WORLD. `send` copies the
+// message into a buffer it owns and starts an MPI_Isend; the buffer and
+// request are kept (process-wide) until MPI_Test finds the send complete,
+// which every later send or recv checks, and the communicator's destructor
+// and the exit handler wait for those still pending. `recv` probes for the
+// message, checks its size and receives it in place. A message over
+// INT_MAX bytes is still one MPI message, of a derived datatype (1 GiB
+// blocks and the rest), so its size is checked exactly and its order kept.
+// MPI tags only reach MPI_TAG_UB (at least 32767; 2^31 - 1 under Open
+// MPI's ob1), so a tag is sent modulo MPI_TAG_UB + 1: two tags in flight
+// between the same two ranks must differ modulo that bound.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/Communicator.h"
@@ -37,17 +49,44 @@ namespace loom::rt {
 
 namespace {
 
+/// A point-to-point send in flight: MPI reads `buffer` until `request`
+/// completes.
+struct PendingSend {
+  MPI_Request request = MPI_REQUEST_NULL;
+  std::vector<unsigned char> buffer;
+  int64_t peer = 0;
+  int64_t tag = 0;
+};
+
 /// Process-wide state, deliberately leaked: the exit handler uses it.
 struct MpiState {
   /// Whether this file called MPI_Init_thread (and so must finalise).
   bool initialisedHere = false;
   /// The sub-communicator of every group of two or more ranks used so far.
   std::map<RankGroup, MPI_Comm> comms;
+  /// The sends not yet known to be complete, oldest first.
+  std::vector<PendingSend> sends;
 };
 
 MpiState &state() {
   static MpiState *s = new MpiState;
   return *s;
+}
+
+/// Waits for every pending send (once MPI is finalised there are none to
+/// wait for). A failed send has nobody left to report to.
+void completeSends() {
+  std::vector<PendingSend> &sends = state().sends;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && !sends.empty()) {
+    std::vector<MPI_Request> requests;
+    for (PendingSend &send : sends)
+      requests.push_back(send.request);
+    MPI_Waitall(static_cast<int>(requests.size()), requests.data(),
+                MPI_STATUSES_IGNORE);
+  }
+  sends.clear();
 }
 
 std::string mpiError(const char *call, int code) {
@@ -63,6 +102,7 @@ void finalizeAtExit() {
   MPI_Finalized(&finalized);
   if (finalized)
     return;
+  completeSends();
   for (auto &entry : state().comms)
     if (entry.second != MPI_COMM_WORLD)
       MPI_Comm_free(&entry.second);
@@ -101,13 +141,67 @@ void sumChunks(DType dtype, const void *src, int64_t n, int64_t count,
   const auto *bytes = static_cast<const unsigned char *>(src);
   std::vector<const void *> chunks;
   for (int64_t m = 0; m < n; ++m)
-    chunks.push_back(bytes + m * count * static_cast<int64_t>(dtypeSize(dtype)));
+    chunks.push_back(bytes +
+                     m * count * static_cast<int64_t>(dtypeSize(dtype)));
   sumInMemberOrder(dtype, chunks, 0, dst, count);
+}
+
+/// `bytes` as MPI's (int count, datatype): MPI_BYTE when it fits an int,
+/// else one element of a struct of 1 GiB blocks and the remaining bytes.
+/// Either way the message is `bytes` basic MPI_BYTE elements, so sender and
+/// receiver match whichever form each used.
+class ByteType {
+public:
+  explicit ByteType(int64_t bytes) {
+    if (bytes <= INT_MAX) {
+      count = static_cast<int>(bytes);
+      return;
+    }
+    const int64_t block = int64_t(1) << 30;
+    MPI_Datatype blockType;
+    MPI_Type_contiguous(static_cast<int>(block), MPI_BYTE, &blockType);
+    int lengths[2] = {static_cast<int>(bytes / block),
+                      static_cast<int>(bytes % block)};
+    MPI_Aint displacements[2] = {0,
+                                 static_cast<MPI_Aint>(bytes / block * block)};
+    MPI_Datatype types[2] = {blockType, MPI_BYTE};
+    MPI_Type_create_struct(2, lengths, displacements, types, &type);
+    MPI_Type_free(&blockType);
+    MPI_Type_commit(&type);
+    count = 1;
+    derived_ = true;
+  }
+  ~ByteType() {
+    if (derived_)
+      MPI_Type_free(&type);
+  }
+  ByteType(const ByteType &) = delete;
+  ByteType &operator=(const ByteType &) = delete;
+
+  MPI_Datatype type = MPI_BYTE;
+  int count = 0;
+
+private:
+  bool derived_ = false;
+};
+
+/// The MPI tag that carries `tag`: its remainder modulo MPI_TAG_UB + 1.
+int mpiTag(int64_t tag) {
+  static const int64_t modulus = [] {
+    void *value = nullptr;
+    int flag = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &value, &flag);
+    return (flag ? static_cast<int64_t>(*static_cast<int *>(value)) : 32767) +
+           1;
+  }();
+  return static_cast<int>(((tag % modulus) + modulus) % modulus);
 }
 
 class MpiCommunicator final : public Communicator {
 public:
   MpiCommunicator(int64_t rank, int64_t size) : rank_(rank), size_(size) {}
+  /// The messages it sent must leave before the buffers go.
+  ~MpiCommunicator() override { completeSends(); }
 
   std::string name() const override { return "mpi"; }
   int64_t rank() const override { return rank_; }
@@ -123,8 +217,15 @@ public:
   std::string allToAll(const RankGroup &group, const void *send, void *recv,
                        int64_t bytesPerRank) override;
   std::string barrier(const RankGroup &group) override;
+  std::string send(int64_t peer, int64_t tag, const void *data,
+                   int64_t bytes) override;
+  std::string recv(int64_t peer, int64_t tag, void *data,
+                   int64_t bytes) override;
 
 private:
+  /// Checks the peer and size of a send or recv, then frees the completed
+  /// sends; reports a pending send that failed.
+  std::string startPointToPoint(int64_t peer, int64_t bytes);
   /// The sub-communicator of `group` (MPI_COMM_NULL for a singleton), or
   /// false with `error`.
   bool communicator(const RankGroup &group, MPI_Comm &comm, std::string &error);
@@ -326,6 +427,85 @@ std::string MpiCommunicator::barrier(const RankGroup &group) {
     return "";
   int code = MPI_Barrier(comm);
   return code == MPI_SUCCESS ? "" : "barrier: " + mpiError("MPI_Barrier", code);
+}
+
+std::string MpiCommunicator::startPointToPoint(int64_t peer, int64_t bytes) {
+  if (peer < 0 || peer >= size_)
+    return "rank " + std::to_string(peer) + " is outside the world of " +
+           std::to_string(size_) + " ranks";
+  if (peer == rank_)
+    return "rank " + std::to_string(rank_) + " cannot message itself";
+  if (bytes < 0)
+    return "negative size " + std::to_string(bytes);
+  std::string error;
+  std::vector<PendingSend> &sends = state().sends;
+  size_t kept = 0;
+  for (size_t i = 0; i < sends.size(); ++i) {
+    int done = 0;
+    int code = MPI_Test(&sends[i].request, &done, MPI_STATUS_IGNORE);
+    if (code != MPI_SUCCESS && error.empty())
+      error = "the earlier send to rank " + std::to_string(sends[i].peer) +
+              " with tag " + std::to_string(sends[i].tag) + ": " +
+              mpiError("MPI_Test", code);
+    if (code != MPI_SUCCESS || done)
+      continue;
+    if (kept != i)
+      sends[kept] = std::move(sends[i]);
+    ++kept;
+  }
+  sends.erase(sends.begin() + static_cast<std::ptrdiff_t>(kept), sends.end());
+  return error;
+}
+
+std::string MpiCommunicator::send(int64_t peer, int64_t tag, const void *data,
+                                  int64_t bytes) {
+  std::string error = startPointToPoint(peer, bytes);
+  if (!error.empty())
+    return "send: " + error;
+  PendingSend pending;
+  const auto *begin = static_cast<const unsigned char *>(data);
+  pending.buffer.assign(begin, begin + bytes);
+  pending.peer = peer;
+  pending.tag = tag;
+  ByteType type(bytes);
+  int code = MPI_Isend(pending.buffer.data(), type.count, type.type,
+                       static_cast<int>(peer), mpiTag(tag), MPI_COMM_WORLD,
+                       &pending.request);
+  if (code != MPI_SUCCESS)
+    return "send: " + mpiError("MPI_Isend", code);
+  state().sends.push_back(std::move(pending));
+  return "";
+}
+
+std::string MpiCommunicator::recv(int64_t peer, int64_t tag, void *data,
+                                  int64_t bytes) {
+  std::string error = startPointToPoint(peer, bytes);
+  if (!error.empty())
+    return "recv: " + error;
+  // Only this thread calls MPI (MPI_THREAD_FUNNELED) and messages between
+  // two ranks with one tag do not overtake, so the MPI_Recv below receives
+  // the message probed here.
+  MPI_Status status;
+  int code =
+      MPI_Probe(static_cast<int>(peer), mpiTag(tag), MPI_COMM_WORLD, &status);
+  if (code != MPI_SUCCESS)
+    return "recv: " + mpiError("MPI_Probe", code);
+  MPI_Count size = 0;
+  code = MPI_Get_elements_x(&status, MPI_BYTE, &size);
+  if (code != MPI_SUCCESS)
+    return "recv: " + mpiError("MPI_Get_elements_x", code);
+  if (size != bytes)
+    return "recv: the message from rank " + std::to_string(peer) +
+           " with tag " + std::to_string(tag) + " has " +
+           std::to_string(static_cast<long long>(size)) + " bytes, not the " +
+           std::to_string(bytes) + " expected";
+  ByteType type(bytes);
+  code = MPI_Recv(data, type.count, type.type, static_cast<int>(peer),
+                  mpiTag(tag), MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  if (code != MPI_SUCCESS)
+    return "recv: " + mpiError("MPI_Recv", code);
+  countReceived(bytes);
+  return "";
 }
 
 } // namespace

@@ -13,6 +13,12 @@
 // slice into shared scratch that everyone copies), so every member receives
 // bitwise identical results. The MPI communicator sums in the same order.
 //
+// Point-to-point messages go through the world's mailboxes, one FIFO queue
+// per (source, destination, tag): `send` copies the message into its queue
+// and wakes the destination, `recv` waits on its own condition variable
+// until the queue it reads is not empty. Like a collective whose partner
+// never arrives, a `recv` whose message is never sent waits forever.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/Communicator.h"
@@ -21,9 +27,11 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
+#include <tuple>
 
 namespace loom::rt {
 
@@ -80,7 +88,6 @@ void copyBytes(void *dst, const void *src, size_t bytes) {
     std::memmove(dst, src, bytes);
 }
 
-
 /// The meeting point of one group's members, reused by every collective on
 /// that group. `posts` and `scratch` are written and read between barriers
 /// only, which order those accesses.
@@ -119,10 +126,15 @@ private:
   uint64_t generation_ = 0;
 };
 
+/// A point-to-point channel: source rank, destination rank, tag.
+using MailboxKey = std::tuple<int64_t, int64_t, int64_t>;
+
 /// What the communicators of one process share: the rendezvous of every
-/// group that has been used, created by the first member to use it.
+/// group that has been used, created by the first member to use it, and
+/// the messages sent but not yet received.
 struct World {
-  explicit World(int64_t size) : size(size) {}
+  explicit World(int64_t size)
+      : size(size), delivered(static_cast<size_t>(size)) {}
 
   Rendezvous &rendezvous(const RankGroup &group) {
     std::lock_guard<std::mutex> lock(mutex);
@@ -133,8 +145,14 @@ struct World {
   }
 
   const int64_t size;
+  /// Guards `groups` and `mailboxes`.
   std::mutex mutex;
   std::map<RankGroup, std::unique_ptr<Rendezvous>> groups;
+  /// The messages of each channel in the order they were sent; a channel
+  /// is erased when its last message is received.
+  std::map<MailboxKey, std::deque<std::vector<unsigned char>>> mailboxes;
+  /// delivered[r] is notified when a message for rank r arrives.
+  std::vector<std::condition_variable> delivered;
 };
 
 class ThreadsCommunicator final : public Communicator {
@@ -156,8 +174,15 @@ public:
   std::string allToAll(const RankGroup &group, const void *send, void *recv,
                        int64_t bytesPerRank) override;
   std::string barrier(const RankGroup &group) override;
+  std::string send(int64_t peer, int64_t tag, const void *data,
+                   int64_t bytes) override;
+  std::string recv(int64_t peer, int64_t tag, void *data,
+                   int64_t bytes) override;
 
 private:
+  /// Checks the peer and size of a send or recv.
+  std::string checkPeer(const char *call, int64_t peer, int64_t bytes) const;
+
   /// This rank's membership of a group.
   struct Member {
     Rendezvous *rendezvous = nullptr;
@@ -373,6 +398,61 @@ std::string ThreadsCommunicator::barrier(const RankGroup &group) {
   return collective(
       group, *member, post, 0, [](const std::vector<Post> &, size_t) {},
       [](Rendezvous &) {});
+}
+
+std::string ThreadsCommunicator::checkPeer(const char *call, int64_t peer,
+                                           int64_t bytes) const {
+  const std::string prefix = std::string(call) + ": ";
+  if (peer < 0 || peer >= world_->size)
+    return prefix + "rank " + std::to_string(peer) +
+           " is outside the world of " + std::to_string(world_->size) +
+           " ranks";
+  if (peer == rank_)
+    return prefix + "rank " + std::to_string(rank_) + " cannot message itself";
+  if (bytes < 0)
+    return prefix + "negative size " + std::to_string(bytes);
+  return "";
+}
+
+std::string ThreadsCommunicator::send(int64_t peer, int64_t tag,
+                                      const void *data, int64_t bytes) {
+  std::string error = checkPeer("send", peer, bytes);
+  if (!error.empty())
+    return error;
+  const auto *begin = static_cast<const unsigned char *>(data);
+  std::vector<unsigned char> message(begin, begin + bytes);
+  {
+    std::lock_guard<std::mutex> lock(world_->mutex);
+    world_->mailboxes[MailboxKey{rank_, peer, tag}].push_back(
+        std::move(message));
+  }
+  world_->delivered[static_cast<size_t>(peer)].notify_all();
+  return "";
+}
+
+std::string ThreadsCommunicator::recv(int64_t peer, int64_t tag, void *data,
+                                      int64_t bytes) {
+  std::string error = checkPeer("recv", peer, bytes);
+  if (!error.empty())
+    return error;
+  std::unique_lock<std::mutex> lock(world_->mutex);
+  // Only this rank receives on the channel, so no one else erases it.
+  auto box = world_->mailboxes.try_emplace(MailboxKey{peer, rank_, tag}).first;
+  world_->delivered[static_cast<size_t>(rank_)].wait(
+      lock, [&] { return !box->second.empty(); });
+  std::vector<unsigned char> &message = box->second.front();
+  const int64_t size = static_cast<int64_t>(message.size());
+  if (size != bytes)
+    return "recv: the message from rank " + std::to_string(peer) +
+           " with tag " + std::to_string(tag) + " has " + std::to_string(size) +
+           " bytes, not the " + std::to_string(bytes) + " expected";
+  copyBytes(data, message.data(), message.size());
+  box->second.pop_front();
+  if (box->second.empty())
+    world_->mailboxes.erase(box);
+  lock.unlock();
+  countReceived(bytes);
+  return "";
 }
 
 } // namespace

@@ -12,7 +12,9 @@ and the model is trained for --steps steps on it:
 
 Configurations: data parallel on 2, 4 and 8 ranks; optimizer sharding (ZeRO 1, 2 and 3,
 with SGD, momentum and AdamW, alone and with tensor parallelism); recompute (of every
-layer, with tensor parallelism and with ZeRO-3; of attention, from a strategy file); Megatron tensor parallelism (column
+layer, with tensor parallelism and with ZeRO-3; of attention, from a strategy file);
+pipeline stages (pp=2 and 4, GPipe and 1F1B, over 2 to 8 micro-batches, with dp, tp,
+ZeRO 1-3 and recompute) and micro-batches on a mesh (gradient accumulation); Megatron tensor parallelism (column
 then row split of each MLP and attention pair; for the CNN, output- then input-channel
 split of a residual block's convolutions) on 2 and 4; mixed dp x tp meshes of 4 and 8;
 --random random strategies per model: a random mesh of 2 to 8 devices and random
@@ -195,6 +197,40 @@ def fixed_configs(model):
                         MEGATRON[model]("dp") + [{"pattern": "/blocks.*/attn/*",
                                                   "recompute": True}],
                         ["--optimizer", "sgd"]))
+    # Pipeline stages (pp first in the mesh) over micro-batches, under GPipe and
+    # 1F1B, alone and with dp, tp, ZeRO 1-3 and recompute; and micro-batches on a
+    # mesh without stages (gradient accumulation). The single-device run takes the
+    # whole batch in one step: the micro-batches' mean gradient is the batch's.
+    def mb(m):
+        return ["--micro-batches", str(m)]
+    configs.append(("accumulate dp=2 m=4", "dp=2", None, ["--optimizer", "sgd"] + mb(4)))
+    configs.append(("pipeline pp=2 gpipe m=4", "pp=2", None,
+                    ["--optimizer", "sgd", "--schedule", "gpipe"] + mb(4)))
+    configs.append(("pipeline pp=2,dp=2 1f1b m=4 momentum", "pp=2,dp=2", None,
+                    ["--optimizer", "momentum"] + mb(4)))
+    if model == "gpt":
+        adamw = ["--optimizer", "adamw", "--eps", "1e-3"]
+        configs += [
+            ("pipeline pp=4,dp=2 1f1b m=4", "pp=4,dp=2", None, ["--optimizer", "sgd"] + mb(4)),
+            ("pipeline pp=4 gpipe m=8", "pp=4", None,
+             ["--optimizer", "sgd", "--schedule", "gpipe"] + mb(8)),
+            ("pipeline pp=2,tp=2 megatron 1f1b m=2", "pp=2,tp=2", MEGATRON[model](1),
+             ["--optimizer", "sgd"] + mb(2)),
+            ("pipeline pp=2,dp=2,tp=2 megatron adamw 1f1b m=4", "pp=2,dp=2,tp=2",
+             MEGATRON[model]("dp"), adamw + mb(4)),
+            ("pipeline pp=2,dp=2,tp=2 megatron gpipe m=2", "pp=2,dp=2,tp=2",
+             MEGATRON[model]("dp"), ["--optimizer", "sgd", "--schedule", "gpipe"] + mb(2)),
+            ("pipeline pp=2,dp=2 zero1 adamw m=2", "pp=2,dp=2", None,
+             adamw + ["--zero", "1"] + mb(2)),
+            ("pipeline pp=2,dp=2 zero2 sgd gpipe m=4", "pp=2,dp=2", None,
+             ["--optimizer", "sgd", "--zero", "2", "--schedule", "gpipe"] + mb(4)),
+            ("pipeline pp=2,dp=2,tp=2 zero3 sgd m=2", "pp=2,dp=2,tp=2", MEGATRON[model]("dp"),
+             ["--optimizer", "sgd", "--zero", "3"] + mb(2)),
+            ("pipeline pp=2,dp=2 recompute layers 1f1b m=4", "pp=2,dp=2", None,
+             ["--optimizer", "momentum", "--recompute", "layers"] + mb(4)),
+            ("pipeline pp=4 recompute layers gpipe m=4", "pp=4", None,
+             ["--optimizer", "sgd", "--recompute", "layers", "--schedule", "gpipe"] + mb(4)),
+        ]
     return configs
 
 

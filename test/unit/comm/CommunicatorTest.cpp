@@ -3,7 +3,9 @@
 // Every collective of the threads communicator on worlds of 1 to 8 ranks,
 // checked against results computed here: sums in member order must match
 // bit for bit on every member, groups of one mesh axis run concurrently,
-// and long runs of calls on one group catch generation bugs.
+// and long runs of calls on one group catch generation bugs. Then the
+// point-to-point messages of pipeline stages: delivery, per-tag order,
+// buffered sends and misuse.
 //
 //===----------------------------------------------------------------------===//
 
@@ -262,4 +264,136 @@ TEST(ThreadsCommunicator, Errors) {
     EXPECT_EQ(c.allReduceSum(world(2), DType::I64, data.data(), 2), "");
     EXPECT_EQ(data, (std::vector<int64_t>{2, 2}));
   });
+}
+
+// Point to point: each of 4 ranks sends to the next and receives from the
+// previous, 100 times with values that change each round, alternating two
+// tags; every value must arrive at the right rank, and be counted.
+TEST(ThreadsCommunicator, PointToPointRing) {
+  const int64_t n = 4, count = 6;
+  onRanks(n, [&](int64_t rank, Communicator &comm) {
+    const int64_t next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    for (int64_t iter = 0; iter < 100; ++iter) {
+      std::vector<int64_t> out(count), in(count, -1);
+      for (int64_t k = 0; k < count; ++k)
+        out[k] = rank * 1000 + iter * 10 + k;
+      const int64_t tag = iter % 2;
+      ASSERT_EQ(comm.send(next, tag, out.data(), count * 8), "");
+      ASSERT_EQ(comm.recv(prev, tag, in.data(), count * 8), "");
+      for (int64_t k = 0; k < count; ++k)
+        EXPECT_EQ(in[k], prev * 1000 + iter * 10 + k)
+            << "rank " << rank << " iteration " << iter;
+    }
+    EXPECT_EQ(comm.bytesReceived(), 100 * count * 8);
+  });
+}
+
+// Sends are buffered and each tag is its own FIFO queue: rank 0 sends three
+// messages with tag 1 and one with tag 2 before rank 1 receives any; rank 1
+// receives tag 2 first, then the three of tag 1 in the order sent.
+TEST(ThreadsCommunicator, PointToPointBufferedInOrderPerTag) {
+  onRanks(2, [&](int64_t rank, Communicator &comm) {
+    if (rank == 0) {
+      for (int32_t v : {10, 11, 12})
+        ASSERT_EQ(comm.send(1, 1, &v, 4), "");
+      int64_t other = 20;
+      ASSERT_EQ(comm.send(1, 2, &other, 8), "");
+    }
+    // Rank 1 starts receiving only after all four sends returned.
+    ASSERT_EQ(comm.barrier(world(2)), "");
+    if (rank == 1) {
+      int64_t other = 0;
+      ASSERT_EQ(comm.recv(0, 2, &other, 8), "");
+      EXPECT_EQ(other, 20);
+      for (int32_t expected : {10, 11, 12}) {
+        int32_t v = 0;
+        ASSERT_EQ(comm.recv(0, 1, &v, 4), "");
+        EXPECT_EQ(v, expected);
+      }
+    }
+  });
+}
+
+// Both ranks send to each other before either receives: with sends that
+// waited for their receiver this would deadlock; buffered sends return.
+TEST(ThreadsCommunicator, PointToPointExchangeSendsFirst) {
+  onRanks(2, [&](int64_t rank, Communicator &comm) {
+    const int64_t count = 1 << 18, peer = 1 - rank;
+    std::vector<int32_t> out(count), in(count);
+    for (int64_t k = 0; k < count; ++k)
+      out[k] = static_cast<int32_t>(rank * count + k);
+    ASSERT_EQ(comm.send(peer, 0, out.data(), count * 4), "");
+    ASSERT_EQ(comm.recv(peer, 0, in.data(), count * 4), "");
+    for (int64_t k = 0; k < count; ++k)
+      ASSERT_EQ(in[k], peer * count + k) << "rank " << rank << ", " << k;
+  });
+}
+
+// Misuse is reported as a message: a size mismatch returns at once (and
+// leaves the message to a receive of the right size), and a rank cannot
+// message itself or a rank outside the world.
+TEST(ThreadsCommunicator, PointToPointErrors) {
+  std::vector<std::unique_ptr<Communicator>> comms =
+      createThreadsCommunicators(2);
+  Communicator &c0 = *comms[0], &c1 = *comms[1];
+  int64_t v = 42, w[2] = {0, 0};
+  EXPECT_EQ(c0.send(0, 0, &v, 8), "send: rank 0 cannot message itself");
+  EXPECT_EQ(c0.recv(0, 0, &v, 8), "recv: rank 0 cannot message itself");
+  EXPECT_EQ(c0.send(2, 0, &v, 8),
+            "send: rank 2 is outside the world of 2 ranks");
+  EXPECT_EQ(c1.recv(-1, 0, &v, 8),
+            "recv: rank -1 is outside the world of 2 ranks");
+  EXPECT_EQ(c0.send(1, 0, &v, -1), "send: negative size -1");
+
+  ASSERT_EQ(c1.send(0, 5, &v, 8), "");
+  EXPECT_EQ(c0.recv(1, 5, w, 16), "recv: the message from rank 1 with tag 5 "
+                                  "has 8 bytes, not the 16 expected");
+  EXPECT_EQ(c0.bytesReceived(), 0);
+  ASSERT_EQ(c0.recv(1, 5, w, 8), "");
+  EXPECT_EQ(w[0], 42);
+  EXPECT_EQ(c0.bytesReceived(), 8);
+
+  // Empty messages are messages too.
+  ASSERT_EQ(c0.send(1, 6, nullptr, 0), "");
+  EXPECT_EQ(c1.recv(0, 6, nullptr, 0), "");
+}
+
+namespace {
+
+/// A backend that implements the collectives only.
+class CollectivesOnly final : public Communicator {
+public:
+  std::string name() const override { return "test"; }
+  int64_t rank() const override { return 0; }
+  int64_t worldSize() const override { return 2; }
+  std::string allReduceSum(const RankGroup &, DType, void *, int64_t) override {
+    return "";
+  }
+  std::string allGather(const RankGroup &, const void *, void *,
+                        int64_t) override {
+    return "";
+  }
+  std::string reduceScatterSum(const RankGroup &, DType, const void *, void *,
+                               int64_t) override {
+    return "";
+  }
+  std::string allToAll(const RankGroup &, const void *, void *,
+                       int64_t) override {
+    return "";
+  }
+  std::string barrier(const RankGroup &) override { return ""; }
+};
+
+} // namespace
+
+// A backend without point-to-point messaging says so, naming itself.
+TEST(Communicator, PointToPointUnsupportedByDefault) {
+  CollectivesOnly comm;
+  int64_t v = 0;
+  EXPECT_EQ(comm.send(1, 0, &v, 8),
+            "send: the test communicator has no point-to-point send/recv "
+            "(pipeline stages need the threads or mpi communicator)");
+  EXPECT_EQ(comm.recv(1, 0, &v, 8),
+            "recv: the test communicator has no point-to-point send/recv "
+            "(pipeline stages need the threads or mpi communicator)");
 }

@@ -6,7 +6,10 @@
 // summable type, must give bitwise the member-order results the threads
 // communicator gives; and every ordered pair of layouts of tensors of rank
 // 1 to 3 on the [2, 2] mesh, planned and executed across the processes,
-// must reproduce the global tensor exactly. Exits 0 when all is right.
+// must reproduce the global tensor exactly. Point-to-point messages go
+// round a ring of the four processes, keep their order per tag, and do not
+// deadlock when two ranks both send first (messages large enough that MPI
+// needs the receiver). Exits 0 when all is right.
 //
 //===----------------------------------------------------------------------===//
 
@@ -86,6 +89,68 @@ void checkCollectives(rt::CollectiveRunner &runner,
     c.check(received[i] == group[i] * 100 + member + iter,
             "allToAll " + where + ": wrong data");
   c.ok(comm.barrier(group), "barrier " + where);
+}
+
+/// Point-to-point messages between the four processes, checked.
+void checkPointToPoint(rt::Communicator &comm, Checker &c) {
+  const int64_t n = comm.worldSize(), rank = comm.rank();
+  const int64_t next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  // A ring, 20 rounds alternating two tags, one of them beyond MPI_TAG_UB.
+  for (int64_t iter = 0; iter < 20; ++iter) {
+    const int64_t tag = iter % 2 ? (int64_t(1) << 40) + 3 : 7;
+    const std::string what = "ring iteration " + std::to_string(iter);
+    std::vector<int64_t> out(6), in(6, -1);
+    for (int64_t k = 0; k < 6; ++k)
+      out[k] = rank * 1000 + iter * 10 + k;
+    c.ok(comm.send(next, tag, out.data(), 48), "send " + what);
+    c.ok(comm.recv(prev, tag, in.data(), 48), "recv " + what);
+    for (int64_t k = 0; k < 6; ++k)
+      c.check(in[k] == prev * 1000 + iter * 10 + k, what + ": wrong data");
+  }
+
+  // Three messages with tag 1, then one with tag 2; the receiver takes tag
+  // 2 first, then tag 1's in the order sent.
+  for (int32_t v : {10, 11, 12}) {
+    int32_t mine = v + static_cast<int32_t>(rank);
+    c.ok(comm.send(next, 1, &mine, 4), "send of tag 1");
+  }
+  int64_t other = 20 + rank;
+  c.ok(comm.send(next, 2, &other, 8), "send of tag 2");
+  other = -1;
+  c.ok(comm.recv(prev, 2, &other, 8), "recv of tag 2");
+  c.check(other == 20 + prev, "tag 2 overtaking tag 1: wrong data");
+  for (int32_t v : {10, 11, 12}) {
+    int32_t got = -1;
+    c.ok(comm.recv(prev, 1, &got, 4), "recv of tag 1");
+    c.check(got == v + prev, "tag 1 message " + std::to_string(v) +
+                                 " out of order: got " + std::to_string(got));
+  }
+
+  // Ranks 0-1 and 2-3 both send 8 MiB before receiving: beyond any eager
+  // limit, so a send that waited for its receiver would deadlock here.
+  const int64_t partner = rank ^ 1, count = int64_t(1) << 20;
+  std::vector<int64_t> big(count), got(count, -1);
+  for (int64_t k = 0; k < count; ++k)
+    big[k] = rank * count + k;
+  c.ok(comm.send(partner, 3, big.data(), count * 8), "send of 8 MiB");
+  c.ok(comm.recv(partner, 3, got.data(), count * 8), "recv of 8 MiB");
+  bool right = true;
+  for (int64_t k = 0; k < count; ++k)
+    right = right && got[k] == partner * count + k;
+  c.check(right, "8 MiB exchange: wrong data");
+
+  // A receive of the wrong size is refused and leaves the message.
+  int64_t v = 100 + rank, w[2] = {-1, -1};
+  c.ok(comm.send(next, 4, &v, 8), "send of 8 bytes");
+  c.check(comm.recv(prev, 4, w, 16) ==
+              "recv: the message from rank " + std::to_string(prev) +
+                  " with tag 4 has 8 bytes, not the 16 expected",
+          "recv of the wrong size is refused");
+  c.ok(comm.recv(prev, 4, w, 8), "recv of the right size after a refusal");
+  c.check(w[0] == 100 + prev, "recv after a refusal: wrong data");
+  c.check(comm.send(rank, 0, &v, 8) ==
+              "send: rank " + std::to_string(rank) + " cannot message itself",
+          "a send to itself is refused");
 }
 
 /// Every layout pair of a tensor of `shape` on the mesh, executed across
@@ -181,6 +246,7 @@ int main() {
          {std::vector<int>{0}, std::vector<int>{1}, std::vector<int>{0, 1},
           std::vector<int>{1, 0}, std::vector<int>{}})
       checkCollectives(runner, axes, iter, c);
+  checkPointToPoint(*comm, c);
 
   int64_t pairs = 0;
   for (rt::DType dtype : {rt::DType::I64, rt::DType::F32})

@@ -542,7 +542,7 @@ TEST(MultiRank, TraceHasOneTrackPerRank) {
     ASSERT_TRUE(run.exec->run(e, &trace)) << e;
   });
   ASSERT_EQ(error, "");
-  EXPECT_EQ(trace.numSpans(), 8u); // matmul and all_gather on 4 ranks
+  EXPECT_EQ(trace.numSpans(), 12u); // matmul, all_gather, step on 4 ranks
   std::string e;
   std::optional<std::string> json = trace.toJson(e);
   ASSERT_TRUE(json) << e;
@@ -555,7 +555,7 @@ TEST(MultiRank, TraceHasOneTrackPerRank) {
   // Serialised spans merge into another writer (how MPI ranks send theirs).
   rt::TraceWriter merged;
   ASSERT_TRUE(merged.merge(trace.serialize(), e)) << e;
-  EXPECT_EQ(merged.numSpans(), 8u);
+  EXPECT_EQ(merged.numSpans(), 12u);
   EXPECT_FALSE(merged.merge("junk", e));
   EXPECT_EQ(e, "malformed serialized trace");
 }

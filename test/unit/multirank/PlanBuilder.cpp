@@ -191,6 +191,49 @@ void PlanBuilder::training(const std::string &optimizer, double lr) {
   t->set_lr_schedule("constant");
 }
 
+void PlanBuilder::pipeline(plan::Schedule::Kind kind, int32_t microBatches) {
+  if (!mesh_)
+    throw std::runtime_error("a pipelined plan needs a mesh");
+  plan_.mutable_schedule()->set_kind(kind);
+  plan_.mutable_schedule()->set_micro_batches(microBatches);
+  plan_.clear_stages();
+  int64_t stages = mesh_->axisSize(0);
+  for (int64_t s = 0; s < stages; ++s) {
+    plan::Stage *stage = plan_.add_stages();
+    stage->set_index(static_cast<int32_t>(s));
+    for (int64_t r = 0; r < mesh_->numDevices(); ++r)
+      if (mesh_->coordinates(r)[0] == s)
+        stage->add_ranks(r);
+  }
+  stage_ = 0;
+}
+
+int32_t PlanBuilder::microBatchInput(const std::string &name, int32_t k,
+                                     rt::Shape global, DimAxes dims,
+                                     rt::DType dtype) {
+  int32_t id = value(plan::Value::INPUT, name, std::move(global),
+                     std::move(dims), {}, dtype);
+  program().mutable_values(id)->set_micro_batch(k);
+  return id;
+}
+
+plan::Instruction &PlanBuilder::send(int32_t value, int64_t peerStage,
+                                     int64_t tag) {
+  plan::Instruction &inst = instruction("send", {value}, {});
+  setInt(inst, "peer_stage", peerStage);
+  setInt(inst, "tag", tag);
+  return inst;
+}
+
+int32_t PlanBuilder::recv(rt::Shape global, int64_t peerStage, int64_t tag,
+                          DimAxes dims) {
+  int32_t out = temp(std::move(global), std::move(dims));
+  plan::Instruction &inst = instruction("recv", {}, {out});
+  setInt(inst, "peer_stage", peerStage);
+  setInt(inst, "tag", tag);
+  return out;
+}
+
 std::vector<float> iota(int64_t n, float scale, float offset) {
   std::vector<float> v(n);
   for (int64_t i = 0; i < n; ++i)

@@ -1,11 +1,11 @@
 //===- PlanBuilder.h - Hand-built partitioned plans for tests ---*- C++ -*-===//
 //
 // Builds plan::Plan protos by hand the way the partitioner emits them: one
-// SPMD program, every value with its local type, global type and layout,
-// collectives with mesh axis indices. Every value gets its own bytes (no
-// storage reuse), so any instruction order is a valid memory plan. Also
-// runs a plan on N ranks of the threads communicator, one thread, backend
-// and executor per rank.
+// SPMD program (or one per pipeline stage), every value with its local
+// type, global type and layout, collectives with mesh axis indices. Every
+// value gets its own bytes (no storage reuse), so any instruction order is
+// a valid memory plan. Also runs a plan on N ranks of the threads
+// communicator, one thread, backend and executor per rank.
 //
 //===----------------------------------------------------------------------===//
 
@@ -80,14 +80,35 @@ public:
   void output(const std::string &name, int32_t id);
   void training(const std::string &optimizer, double lr);
 
+  //===--- Pipelines ----------------------------------------------------===//
+
+  /// Makes the plan pipelined over the mesh's first axis: one stage per
+  /// coordinate on it, stage s on the ranks whose coordinate is s, each with
+  /// an empty program; `microBatches` under `kind`. Later calls build stage
+  /// 0's program until useStage.
+  void pipeline(plan::Schedule::Kind kind = plan::Schedule::GPIPE,
+                int32_t microBatches = 1);
+  /// The stage whose program later calls build.
+  void useStage(int32_t stage) { stage_ = stage; }
+  /// An input value holding micro-batch `k` of `name` (`global`: one
+  /// micro-batch's global shape).
+  int32_t microBatchInput(const std::string &name, int32_t k, rt::Shape global,
+                          DimAxes dims = {}, rt::DType dtype = rt::DType::F32);
+  /// send `value` to `peerStage` with `tag`; returns the instruction.
+  plan::Instruction &send(int32_t value, int64_t peerStage, int64_t tag);
+  /// A fresh temporary of `global` received from `peerStage` with `tag`.
+  int32_t recv(rt::Shape global, int64_t peerStage, int64_t tag,
+               DimAxes dims = {});
+
   plan::Plan &plan() { return plan_; }
   plan::Program &program() {
-    return *plan_.mutable_stages(0)->mutable_program();
+    return *plan_.mutable_stages(stage_)->mutable_program();
   }
 
 private:
   plan::Plan plan_;
   std::optional<layout::Mesh> mesh_;
+  int32_t stage_ = 0;
 };
 
 /// A row-major float tensor with values i * scale + offset.

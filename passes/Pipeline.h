@@ -1,0 +1,88 @@
+//===- Pipeline.h - Pipeline stages and micro-batch schedules ---*- C++ -*-===//
+//
+// Pipeline parallelism and gradient accumulation on a partitioned training
+// step. `@main` is one device's program for one micro-batch; pipelining it
+//  - gives every op a stage: forward ops by their ONNX layer (the first
+//    path component of the node name), contiguous layers balanced over the
+//    stages by op count, unless the user set `loom.stage` on ONNX nodes;
+//    other forward ops join the latest stage of their operands; backward
+//    ops follow the forward ops of their node; a parameter's gradient
+//    reduction and update run on the stage that uses the parameter;
+//  - unrolls M micro-batches: forward and backward run once per
+//    micro-batch; gradients add up over the micro-batches before their
+//    reduction collectives (so these run once per step, as without
+//    micro-batches) and are scaled by 1/M; the loss is the micro-batch
+//    losses' mean;
+//  - orders each stage's work by the schedule: GPipe (every forward, then
+//    every backward) or 1F1B (stage s of P runs P-1-s forwards, then
+//    alternates one forward and one backward, then the remaining
+//    backwards), then the reductions and updates;
+//  - cuts the step into one function per stage, `@main_stage<s>`, with
+//    `loom.send` / `loom.recv` where a value crosses stages; the loss goes
+//    from the last stage to every other.
+//
+// Stage s runs on the ranks whose coordinate on the pipeline axis is s; a
+// stage function's mesh is the stage's submesh, the same for every stage,
+// so its collectives stay inside the stage. Each micro-batch's inputs are
+// arguments of their own (`loom.micro_batch`). A value sent by stage s in
+// micro-batch k to stage d has tag (index * M + k) * P + d, where index
+// numbers the values that cross stages; the loss's tags follow them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_PASSES_PIPELINE_H
+#define LOOM_PASSES_PIPELINE_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <string>
+#include <vector>
+
+namespace loom::sharding {
+
+struct PipelineOptions {
+  int64_t stages = 1;
+  int64_t microBatches = 1;
+  /// "gpipe" or "1f1b".
+  std::string schedule = "1f1b";
+  /// The pipeline axis's name in the plan's mesh.
+  std::string axis = "pp";
+  /// Stages the user set, per ONNX node name (taken from `loom.stage`
+  /// before partitioning, which does not keep it).
+  llvm::StringMap<int64_t> nodeStages;
+};
+
+struct PipelineReport {
+  struct Stage {
+    /// The first and last ONNX layer of its forward ops.
+    std::string firstLayer, lastLayer;
+    /// Ops of its function (one micro-batch's forward ops counted once).
+    int forwardOps = 0;
+    int sends = 0;
+  };
+  std::vector<Stage> stages;
+  std::string schedule;
+  int64_t microBatches = 1;
+  /// (P - 1) / (M + P - 1): the idle fraction of GPipe and 1F1B when the
+  /// stages take equal time.
+  double bubbleFraction = 0;
+};
+
+/// The schedule's order of (micro-batch, backward?) for stage `stage`.
+std::vector<std::pair<int64_t, bool>> scheduleOrder(llvm::StringRef schedule,
+                                                    int64_t stages,
+                                                    int64_t microBatches,
+                                                    int64_t stage);
+
+/// Replaces the partitioned training step `func` (`@main`) by its stage
+/// functions. Fails with `error` naming the op or parameter when the step
+/// cannot be pipelined (a parameter used by two stages, fewer layers than
+/// stages, a user stage earlier than its input's).
+mlir::FailureOr<PipelineReport> pipelineStep(mlir::func::FuncOp func,
+                                             const PipelineOptions &options,
+                                             std::string &error);
+
+} // namespace loom::sharding
+
+#endif // LOOM_PASSES_PIPELINE_H
