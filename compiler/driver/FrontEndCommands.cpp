@@ -870,31 +870,32 @@ int runCompile() {
   }
   std::string error;
   if (initFlag == "seeded") {
-    // Replace the initializers' data by a seeded rule on the global tensor.
-    for (plan::Value &v :
-         *plan->mutable_stages(0)->mutable_program()->mutable_values()) {
-      if (v.kind() != plan::Value::PARAMETER)
-        continue;
-      const auto &shape = v.global_type().shape();
-      StringRef name = v.name();
-      double bound = 0, low = 0;
-      if (shape.size() >= 2) {
-        int64_t fanIn = 1;
-        for (int d = 1; d < shape.size(); ++d)
-          fanIn *= shape[d];
-        bound =
-            1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(fanIn, 1)));
-        low = -bound;
-      } else if (!name.ends_with("bias")) {
-        low = bound = 1.0; // scales of normalisations
+    // Replace the initializers' data by a seeded rule on the global tensor
+    // (in every pipeline stage).
+    for (plan::Stage &stage : *plan->mutable_stages())
+      for (plan::Value &v : *stage.mutable_program()->mutable_values()) {
+        if (v.kind() != plan::Value::PARAMETER)
+          continue;
+        const auto &shape = v.global_type().shape();
+        StringRef name = v.name();
+        double bound = 0, low = 0;
+        if (shape.size() >= 2) {
+          int64_t fanIn = 1;
+          for (int d = 1; d < shape.size(); ++d)
+            fanIn *= shape[d];
+          bound =
+              1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(fanIn, 1)));
+          low = -bound;
+        } else if (!name.ends_with("bias")) {
+          low = bound = 1.0; // scales of normalisations
+        }
+        v.clear_data();
+        plan::Initializer *init = v.mutable_init();
+        init->set_distribution("uniform");
+        init->set_low(low);
+        init->set_high(bound);
+        init->set_seed(seedFlag);
       }
-      v.clear_data();
-      plan::Initializer *init = v.mutable_init();
-      init->set_distribution("uniform");
-      init->set_low(low);
-      init->set_high(bound);
-      init->set_seed(seedFlag);
-    }
   } else if (initFlag != "onnx") {
     return reportError("--init must be onnx or seeded");
   }
