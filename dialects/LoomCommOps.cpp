@@ -127,3 +127,8 @@ LogicalResult LabelCountOp::verify() {
     return emitOpError("result must be a scalar, got ") << out;
   return success();
 }
+
+bool loom::isCollective(Operation *op) {
+  return isa<AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp,
+             LocalSplitOp, MakePartialOp>(op);
+}

@@ -26,4 +26,11 @@
 #define GET_OP_CLASSES
 #include "dialects/LoomOps.h.inc"
 
+namespace loom {
+/// Whether `op` is one of the redistribution steps of LoomCommOps.td
+/// (all_reduce, reduce_scatter, all_gather, all_to_all, local_split,
+/// make_partial).
+bool isCollective(mlir::Operation *op);
+} // namespace loom
+
 #endif // LOOM_DIALECTS_LOOMDIALECT_H

@@ -50,11 +50,6 @@ std::vector<std::pair<int64_t, bool>> scheduleOrder(StringRef schedule,
 
 namespace {
 
-bool isCollective(Operation *op) {
-  return isa<AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp,
-             LocalSplitOp, MakePartialOp>(op);
-}
-
 std::string describe(Operation *op) {
   std::string node = nodeName(op);
   std::string s = "'" + op->getName().getStringRef().str() + "'";
@@ -615,6 +610,19 @@ LogicalResult Pipeliner::build(int64_t s, OpBuilder &builder) {
   // the count's mean over the micro-batches (counted up front from the
   // labels, which are arguments), and the micro-batch losses' mean and its
   // gradient are the batch's also when ignored labels fall unevenly.
+  llvm::DenseMap<Type, Value> factors; // 1/M, per element type
+  auto scale = [&](Value v) -> Value {
+    if (M == 1)
+      return v;
+    Type element = cast<RankedTensorType>(v.getType()).getElementType();
+    Value &factor = factors[element];
+    if (!factor)
+      factor = ConstantOp::create(
+          b, loc,
+          DenseElementsAttr::get(RankedTensorType::get({}, element),
+                                 b.getFloatAttr(element, 1.0 / M)));
+    return MulOp::create(b, v.getLoc(), v, factor);
+  };
   auto precount = [&](LabelCountOp count) {
     SmallVector<Operation *> chain{count};
     Value total = count.getResult();
@@ -651,16 +659,9 @@ LogicalResult Pipeliner::build(int64_t s, OpBuilder &builder) {
       Value c = m.lookup(total);
       sum = sum ? Value(AddOp::create(b, count.getLoc(), sum, c)) : c;
     }
-    if (M > 1) {
-      Type element = cast<RankedTensorType>(sum.getType()).getElementType();
-      Value factor = ConstantOp::create(
-          b, loc,
-          DenseElementsAttr::get(RankedTensorType::get({}, element),
-                                 b.getFloatAttr(element, 1.0 / M)));
-      sum = MulOp::create(b, count.getLoc(), sum, factor);
-    }
+    Value mean = scale(sum);
     for (IRMapping &m : micro)
-      m.map(total, sum);
+      m.map(total, mean);
   };
   for (Operation *op : forwardOps)
     if (auto count = dyn_cast<LabelCountOp>(op))
@@ -706,19 +707,6 @@ LogicalResult Pipeliner::build(int64_t s, OpBuilder &builder) {
 
   // Once per step: the gradients' mean over the micro-batches, their
   // reductions and the updates.
-  llvm::DenseMap<Type, Value> factors; // 1/M, per element type
-  auto scale = [&](Value v) -> Value {
-    if (M == 1)
-      return v;
-    Type element = cast<RankedTensorType>(v.getType()).getElementType();
-    Value &factor = factors[element];
-    if (!factor)
-      factor = ConstantOp::create(
-          b, loc,
-          DenseElementsAttr::get(RankedTensorType::get({}, element),
-                                 b.getFloatAttr(element, 1.0 / M)));
-    return MulOp::create(b, v.getLoc(), v, factor);
-  };
   for (Value g : gradients)
     if (stageOf[g.getDefiningOp()] == s)
       shared.map(g, scale(gradientSums.lookup(g)));

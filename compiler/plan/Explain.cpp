@@ -168,8 +168,7 @@ void ExplanationBuilder::recordProgram(func::FuncOp program) {
     bool forward = forwardNodes.count(name);
     plan::Explanation::Node &node = nodeFor(name);
     // Nodes of the forward pass are named by their forward ops already.
-    if (!forward && !isa<AllReduceOp, ReduceScatterOp, AllGatherOp,
-                         AllToAllOp, LocalSplitOp, MakePartialOp>(op))
+    if (!forward && !isCollective(&op))
       addOpName(node, &op);
     if (sharding::isCommunication(&op)) {
       double s = sharding::collectiveOpSeconds(&op, groups, profile);

@@ -434,8 +434,7 @@ bool Emitter::emitProgram(func::FuncOp func, plan::Program &out) {
     inst->set_location(describe(op.getLoc()));
     for (Value operand : op.getOperands())
       inst->add_operands(ids.lookup(operand));
-    const bool collective = isa<AllReduceOp, ReduceScatterOp, AllGatherOp,
-                                AllToAllOp, LocalSplitOp, MakePartialOp>(op);
+    const bool collective = isCollective(&op);
     for (NamedAttribute attr : op.getAttrs()) {
       if (attr.getName().strref().starts_with("loom."))
         continue; // annotations, not semantics

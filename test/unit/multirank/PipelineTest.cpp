@@ -392,24 +392,6 @@ TEST(Pipeline, CheckpointsSpanTheStages) {
 // Validation
 //===----------------------------------------------------------------------===//
 
-/// The error of creating rank `rank`'s executor of `plan` with a threads
-/// communicator of `worldSize` ranks (0: none); "" if it loads.
-std::string loadError(const plan::Plan &plan, int64_t worldSize = 2,
-                      int64_t rank = 0) {
-  std::unique_ptr<rt::Backend> backend = createTestBackend();
-  std::vector<std::unique_ptr<rt::Communicator>> comms;
-  rt::RankContext ctx;
-  ctx.rank = rank;
-  if (worldSize > 0) {
-    comms = rt::createThreadsCommunicators(worldSize);
-    ctx.comm = comms[rank].get();
-  }
-  std::string error;
-  std::unique_ptr<rt::Executor> exec =
-      rt::Executor::create(plan, *backend, error, ctx);
-  return exec ? "" : error;
-}
-
 /// A valid [pp=2] plan the tests below break: stage 0 sends x (tag 3) to
 /// stage 1, which outputs it. Returned building stage 0.
 PlanBuilder relay() {
@@ -436,21 +418,23 @@ TEST(PipelineValidation, NeedsACommunicator) {
 TEST(PipelineValidation, RankInTwoStages) {
   PlanBuilder b = relay();
   b.plan().mutable_stages(1)->add_ranks(0);
-  EXPECT_EQ(loadError(b.plan()), "invalid plan: rank 0 is in stages 0 and 1; "
-                                 "every rank runs exactly one stage");
+  EXPECT_EQ(loadError(b.plan(), 2),
+            "invalid plan: rank 0 is in stages 0 and 1; "
+            "every rank runs exactly one stage");
 }
 
 TEST(PipelineValidation, StagesOutOfOrderOrUneven) {
   PlanBuilder b = relay();
   b.plan().mutable_stages(1)->set_index(2);
-  EXPECT_EQ(loadError(b.plan()),
+  EXPECT_EQ(loadError(b.plan(), 2),
             "invalid plan: stage #1 has index 2; stages must be listed in "
             "order, with indices 0, 1, 2, ...");
   b = relay();
   b.plan().mutable_stages(1)->clear_ranks();
-  EXPECT_EQ(loadError(b.plan()), "invalid plan: rank 1 of the mesh [pp=2] is "
-                                 "in no stage; every rank runs exactly one "
-                                 "stage");
+  EXPECT_EQ(loadError(b.plan(), 2),
+            "invalid plan: rank 1 of the mesh [pp=2] is "
+            "in no stage; every rank runs exactly one "
+            "stage");
 }
 
 TEST(PipelineValidation, StagesMustFollowTheFirstMeshAxis) {
@@ -469,11 +453,11 @@ TEST(PipelineValidation, StagesMustFollowTheFirstMeshAxis) {
 TEST(PipelineValidation, BadPeerStage) {
   PlanBuilder b = relay();
   b.program().mutable_instructions(0)->mutable_attributes(0)->set_int_value(2);
-  EXPECT_EQ(loadError(b.plan()),
+  EXPECT_EQ(loadError(b.plan(), 2),
             "invalid plan: instruction #0 (send): peer_stage 2 is not a stage "
             "of the plan, which has 2 stages");
   b.program().mutable_instructions(0)->mutable_attributes(0)->set_int_value(0);
-  EXPECT_EQ(loadError(b.plan()),
+  EXPECT_EQ(loadError(b.plan(), 2),
             "invalid plan: instruction #0 (send): peer_stage 0 is this "
             "instruction's own stage; send and recv connect two stages");
 }
@@ -481,12 +465,13 @@ TEST(PipelineValidation, BadPeerStage) {
 TEST(PipelineValidation, MissingOrReservedTag) {
   PlanBuilder b = relay();
   b.program().mutable_instructions(0)->mutable_attributes()->RemoveLast();
-  EXPECT_EQ(loadError(b.plan()), "invalid plan: instruction #0 (send): needs "
-                                 "the integer attribute 'tag'");
+  EXPECT_EQ(loadError(b.plan(), 2),
+            "invalid plan: instruction #0 (send): needs "
+            "the integer attribute 'tag'");
   b = relay();
   b.program().mutable_instructions(0)->mutable_attributes(1)->set_int_value(
       int64_t(1) << 62);
-  EXPECT_EQ(loadError(b.plan()),
+  EXPECT_EQ(loadError(b.plan(), 2),
             "invalid plan: instruction #0 (send): tag 4611686018427387904 is "
             "outside [0, 2^62); the runtime keeps the tags from 2^62 for its "
             "own messages");
@@ -556,7 +541,7 @@ TEST(PipelineValidation, MicroBatchOutOfRange) {
   PlanBuilder b = relay();
   b.useStage(1);
   b.microBatchInput("t", 1, {2});
-  EXPECT_EQ(loadError(b.plan()),
+  EXPECT_EQ(loadError(b.plan(), 2),
             "invalid plan: stage 1's value #1 ('t') holds micro-batch 1, but "
             "the schedule has 1 micro-batch");
 }
@@ -566,7 +551,7 @@ TEST(PipelineValidation, EveryMicroBatchHasAValue) {
   b.plan().mutable_schedule()->set_micro_batches(2);
   b.useStage(1);
   b.microBatchInput("t", 1, {2});
-  EXPECT_EQ(loadError(b.plan()),
+  EXPECT_EQ(loadError(b.plan(), 2),
             "invalid plan: input 't' has values for 1 of the schedule's 2 "
             "micro-batches; every micro-batch needs one");
 }

@@ -3,11 +3,15 @@
 
 #include "StagedBackend.h"
 
+#include "runtime/Executor.h"
+#include "runtime/comm/Communicator.h"
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace loom::test {
 namespace {
@@ -100,6 +104,21 @@ std::unique_ptr<rt::Backend> createTestBackend() {
   std::unique_ptr<rt::Backend> backend = rt::createCpuBackend();
   backend->setNumThreads(1);
   return backend;
+}
+
+std::string loadError(const plan::Plan &plan, int64_t worldSize, int64_t rank) {
+  std::unique_ptr<rt::Backend> backend = createTestBackend();
+  std::vector<std::unique_ptr<rt::Communicator>> comms;
+  rt::RankContext ctx;
+  ctx.rank = rank;
+  if (worldSize > 0) {
+    comms = rt::createThreadsCommunicators(worldSize);
+    ctx.comm = comms[rank].get();
+  }
+  std::string error;
+  std::unique_ptr<rt::Executor> exec =
+      rt::Executor::create(plan, *backend, error, ctx);
+  return exec ? "" : error;
 }
 
 } // namespace loom::test

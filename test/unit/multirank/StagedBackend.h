@@ -14,8 +14,11 @@
 #define LOOM_TEST_UNIT_MULTIRANK_STAGEDBACKEND_H
 
 #include "runtime/Backend.h"
+#include "runtime/plan.pb.h"
 
+#include <cstdint>
 #include <memory>
+#include <string>
 
 namespace loom::test {
 
@@ -24,6 +27,12 @@ std::unique_ptr<rt::Backend> createStagedBackend();
 /// The backend the multi-rank tests run on: one-thread CPU, or the staged
 /// backend above when LOOM_TEST_BACKEND=staged.
 std::unique_ptr<rt::Backend> createTestBackend();
+
+/// The error of creating rank `rank`'s executor of `plan` on the test
+/// backend with a threads communicator of `worldSize` ranks (0: none); ""
+/// if it loads.
+std::string loadError(const plan::Plan &plan, int64_t worldSize = 0,
+                      int64_t rank = 0);
 
 } // namespace loom::test
 

@@ -18,24 +18,6 @@ namespace {
 
 using Axes = std::vector<std::pair<std::string, int64_t>>;
 
-/// The error of creating rank `rank`'s executor of `plan` with a
-/// communicator of `worldSize` ranks (0: none); "" if it loads.
-std::string loadError(const plan::Plan &plan, int64_t worldSize = 0,
-                      int64_t rank = 0) {
-  std::unique_ptr<rt::Backend> backend = createTestBackend();
-  std::vector<std::unique_ptr<rt::Communicator>> comms;
-  rt::RankContext ctx;
-  ctx.rank = rank;
-  if (worldSize > 0) {
-    comms = rt::createThreadsCommunicators(worldSize);
-    ctx.comm = comms[rank].get();
-  }
-  std::string error;
-  std::unique_ptr<rt::Executor> exec =
-      rt::Executor::create(plan, *backend, error, ctx);
-  return exec ? "" : error;
-}
-
 /// x [8, 4] split on rows over dp, gathered into y: a valid plan on
 /// [dp=2, tp=2] that the tests below break.
 PlanBuilder gatherPlan() {
