@@ -79,10 +79,11 @@ struct CandidateSet {
 
 class AutoSharder {
 public:
-  AutoSharder(func::FuncOp func, layout::Mesh mesh, const SearchOptions &options)
+  AutoSharder(func::FuncOp func, layout::Mesh mesh,
+              const SearchOptions &options)
       : func(func), mesh(std::move(mesh)), options(options),
-        step(analyzeStep(func)), coster(func, this->mesh, options.profile, step),
-        planners(this->mesh) {}
+        step(analyzeStep(func, options.stateShare, options.savedShare)),
+        coster(func, this->mesh, options.profile, step), planners(this->mesh) {}
 
   FailureOr<SearchReport> run();
 
@@ -297,7 +298,7 @@ const EdgeCosts &AutoSharder::edgeCosts(const CandidateSet *producer,
       if (saved && have != want) {
         e.bytes[a][b] =
             static_cast<double>(localType(type, mesh, want).getNumElements()) *
-            static_cast<double>(elementBytes(type));
+            static_cast<double>(elementBytes(type)) * step.savedShare;
         e.hasBytes = true;
       }
     }

@@ -58,6 +58,12 @@ struct SearchOptions {
   /// Only the fastest plan: fail (without a diagnostic) when it does not
   /// fit, instead of trading time for memory. One solve.
   bool fastestOnly = false;
+  /// The shares of the step's state (parameters, gradients, optimizer
+  /// state) and of its saved results a device holds: 1 each, or under a
+  /// pipeline of P stages 1/P and the micro-batches in flight over P (one
+  /// micro-batch's program is searched, each stage holds its part).
+  double stateShare = 1.0;
+  double savedShare = 1.0;
   /// Called as the search advances: a phase name and how far along it is.
   std::function<void(llvm::StringRef phase, int64_t done, int64_t total)>
       progress;

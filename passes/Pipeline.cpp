@@ -92,11 +92,15 @@ std::vector<size_t> balance(const std::vector<int64_t> &weights,
 
 class Pipeliner {
 public:
+  /// With `perLayer`, every ONNX layer is a stage of its own (P becomes
+  /// the layer count): what measureLayers costs.
   Pipeliner(func::FuncOp func, const PipelineOptions &options,
-            std::string &error)
-      : func(func), options(options), error(error), P(options.stages),
-        M(options.microBatches), body(func.getBody().front()) {}
+            std::string &error, bool perLayer = false)
+      : func(func), options(options), error(error), perLayer(perLayer),
+        P(options.stages), M(options.microBatches),
+        body(func.getBody().front()) {}
   FailureOr<PipelineReport> run();
+  FailureOr<std::vector<search::LayerCost>> measure();
 
 private:
   LogicalResult fail(const Twine &message) {
@@ -108,6 +112,8 @@ private:
   LogicalResult placeState();
   LogicalResult build(int64_t s, OpBuilder &builder);
   LogicalResult checkDeadlock();
+  /// Per stage, what the cost model says of it (options.opSeconds).
+  std::vector<search::LayerCost> stageCosts();
   int64_t tag(Value v, int64_t k, int64_t dst) const {
     return (crossIndex.lookup(v) * M + k) * P + dst;
   }
@@ -123,8 +129,12 @@ private:
   func::FuncOp func;
   const PipelineOptions &options;
   std::string &error;
-  const int64_t P, M;
+  const bool perLayer;
+  int64_t P;
+  const int64_t M;
   Block &body;
+  /// The ONNX layers of the forward ops, in order.
+  std::vector<std::string> layers;
   Value loss;
   /// Optimizer updates and the collectives (and reshapes) that reduce
   /// their gradients (run once per step); per-micro-batch ops (they depend on
@@ -236,7 +246,7 @@ LogicalResult Pipeliner::assignStages() {
 
   // The stage each forward op is given before it joins its operands'.
   llvm::DenseMap<Operation *, int64_t> given;
-  if (!options.nodeStages.empty()) {
+  if (!perLayer && !options.nodeStages.empty()) {
     for (Operation *op : forwardOrder) {
       auto it = options.nodeStages.find(nodeName(op));
       if (it == options.nodeStages.end())
@@ -247,8 +257,7 @@ LogicalResult Pipeliner::assignStages() {
                     std::to_string(P) + " stages");
       given[op] = it->second;
     }
-  } else if (P > 1) {
-    std::vector<std::string> layers;
+  } else if (P > 1 || perLayer) {
     std::vector<int64_t> weights;
     llvm::StringMap<size_t> index;
     for (Operation *op : forwardOrder) {
@@ -263,19 +272,37 @@ LogicalResult Pipeliner::assignStages() {
       }
       ++weights[it->second];
     }
-    if (static_cast<int64_t>(layers.size()) < P)
+    llvm::StringMap<int64_t> layerStage;
+    if (perLayer) {
+      if (layers.empty())
+        return fail("the model's ONNX node names have no layers (first "
+                    "path components) to split into pipeline stages");
+      P = static_cast<int64_t>(layers.size());
+      for (auto [i, layer] : llvm::enumerate(layers))
+        layerStage[layer] = static_cast<int64_t>(i);
+    } else if (static_cast<int64_t>(layers.size()) < P) {
       return fail("the model has " + std::to_string(layers.size()) +
                   " layers (ONNX node names' first path components), too "
                   "few for " +
                   std::to_string(P) +
                   " pipeline stages; use fewer stages or give nodes stages "
                   "with `\"stage\"` in a strategy file");
-    std::vector<size_t> starts = balance(weights, P);
-    llvm::StringMap<int64_t> layerStage;
-    for (size_t i = 0, s = 0; i < layers.size(); ++i) {
-      while (s + 1 < starts.size() && starts[s + 1] <= i)
-        ++s;
-      layerStage[layers[i]] = static_cast<int64_t>(s);
+    } else if (!options.layerStages.empty()) {
+      for (const std::string &layer : layers) {
+        auto it = options.layerStages.find(layer);
+        if (it == options.layerStages.end() || it->second < 0 ||
+            it->second >= P)
+          return fail("layer '" + layer + "' has no stage of the " +
+                      std::to_string(P) + " in the stage split");
+        layerStage[layer] = it->second;
+      }
+    } else {
+      std::vector<size_t> starts = balance(weights, P);
+      for (size_t i = 0, s = 0; i < layers.size(); ++i) {
+        while (s + 1 < starts.size() && starts[s + 1] <= i)
+          ++s;
+        layerStage[layers[i]] = static_cast<int64_t>(s);
+      }
     }
     for (Operation *op : forwardOrder) {
       std::string node = nodeName(op);
@@ -308,7 +335,8 @@ LogicalResult Pipeliner::assignStages() {
       continue;
     int64_t from = operandStage(op);
     auto it = given.find(op);
-    if (it != given.end() && it->second < from && !options.nodeStages.empty())
+    if (it != given.end() && it->second < from && !perLayer &&
+        !options.nodeStages.empty())
       return fail(describe(op) + " is given stage " +
                   std::to_string(it->second) +
                   ", but one of its inputs is computed on stage " +
@@ -773,6 +801,94 @@ LogicalResult Pipeliner::checkDeadlock() {
   return success();
 }
 
+static double bytesOf(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (!type || !type.hasStaticShape())
+    return 0;
+  return static_cast<double>(type.getNumElements()) *
+         static_cast<double>(type.getElementTypeBitWidth()) / 8.0;
+}
+
+std::vector<search::LayerCost> Pipeliner::stageCosts() {
+  std::vector<search::LayerCost> costs(P);
+  auto seconds = [&](Operation *op) {
+    return options.opSeconds ? options.opSeconds(op) : 0.0;
+  };
+  for (Operation &op : body.without_terminator()) {
+    if (data.contains(&op)) {
+      int64_t s = stageOf[&op];
+      costs[s].microBatchSeconds += seconds(&op);
+      // A forward result the backward uses is kept per micro-batch.
+      if (forward.contains(&op))
+        for (Value r : op.getResults())
+          if (llvm::any_of(r.getUsers(), [&](Operation *user) {
+                return data.contains(user) && !forward.contains(user);
+              }))
+            costs[s].savedBytes += bytesOf(r);
+    } else if (reductions.contains(&op) || post.contains(&op)) {
+      costs[stageOf[&op]].stepSeconds += seconds(&op);
+    } else if (pre.contains(&op)) {
+      // Once per step on every stage that needs it, and kept for the whole
+      // step (ZeRO-3's gathered parameters serve every micro-batch).
+      std::set<int64_t> stages;
+      for (Value r : op.getResults())
+        if (auto it = needs.find(r); it != needs.end())
+          stages.insert(it->second.begin(), it->second.end());
+      for (int64_t s : stages) {
+        costs[s].stepSeconds += seconds(&op);
+        for (Value r : op.getResults())
+          costs[s].stateBytes += bytesOf(r);
+      }
+    }
+  }
+  // State: parameters, optimizer state and buffers, and the gradients the
+  // micro-batches add up.
+  for (BlockArgument arg : func.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    if (func.getArgAttr(i, LoomDialect::kInputAttrName) ||
+        func.getArgAttr(i, LoomDialect::kHyperAttrName))
+      continue;
+    if (auto it = needs.find(arg); it != needs.end() && !it->second.empty())
+      costs[*it->second.begin()].stateBytes += bytesOf(arg);
+  }
+  for (Value g : gradients)
+    costs[stageOf[g.getDefiningOp()]].stateBytes += bytesOf(g);
+  // What crosses the cuts between stages: a value sent from stage a to d
+  // crosses the cuts a .. d-1 (forward) or d .. a-1 (backward); the cut
+  // after stage c is stage c's.
+  for (Operation &op : body) {
+    if (!data.contains(&op))
+      continue;
+    for (Value r : op.getResults()) {
+      auto it = crossTo.find(r);
+      if (it == crossTo.end())
+        continue;
+      int64_t a = stageOf[&op];
+      double bytes = bytesOf(r);
+      for (int64_t d : it->second) {
+        for (int64_t c = a; c < d; ++c)
+          costs[c].forwardBytes += bytes;
+        for (int64_t c = d; c < a; ++c)
+          costs[c].backwardBytes += bytes;
+      }
+    }
+  }
+  return costs;
+}
+
+FailureOr<std::vector<search::LayerCost>> Pipeliner::measure() {
+  if (!llvm::hasSingleElement(func.getBody())) {
+    error = "@main must have a single block";
+    return failure();
+  }
+  if (failed(classify()) || failed(assignStages()) || failed(placeState()))
+    return failure();
+  std::vector<search::LayerCost> costs = stageCosts();
+  for (auto [cost, layer] : llvm::zip(costs, layers))
+    cost.name = layer;
+  return costs;
+}
+
 FailureOr<PipelineReport> Pipeliner::run() {
   if (P < 1 || M < 1) {
     error = "stages and micro-batches must be at least 1";
@@ -793,6 +909,24 @@ FailureOr<PipelineReport> Pipeliner::run() {
   report.bubbleFraction = static_cast<double>(P - 1) / (M + P - 1);
   if (failed(classify()) || failed(assignStages()) || failed(placeState()))
     return failure();
+  if (options.opSeconds) {
+    // A stage sends each value crossing from it once per micro-batch.
+    std::vector<search::LayerCost> costs = stageCosts();
+    std::vector<double> micro, step;
+    for (auto [s, cost] : llvm::enumerate(costs)) {
+      double sends = 0;
+      for (auto &[v, to] : crossTo)
+        if (stageOf[v.getDefiningOp()] == static_cast<int64_t>(s) &&
+            options.sendSeconds)
+          sends +=
+              static_cast<double>(to.size()) * options.sendSeconds(bytesOf(v));
+      report.stages[s].microBatchSeconds = cost.microBatchSeconds + sends;
+      report.stages[s].stepSeconds = cost.stepSeconds;
+      micro.push_back(report.stages[s].microBatchSeconds);
+      step.push_back(cost.stepSeconds);
+    }
+    report.seconds = search::pipelineSeconds(micro, step, M);
+  }
   OpBuilder builder(func);
   bool built = true;
   for (int64_t s = 0; s < P && built; ++s)
@@ -813,6 +947,13 @@ FailureOr<PipelineReport> pipelineStep(func::FuncOp func,
                                        std::string &error) {
   Pipeliner pipeliner(func, options, error);
   return pipeliner.run();
+}
+
+FailureOr<std::vector<search::LayerCost>>
+measureLayers(func::FuncOp func, const PipelineOptions &options,
+              std::string &error) {
+  Pipeliner pipeliner(func, options, error, /*perLayer=*/true);
+  return pipeliner.measure();
 }
 
 } // namespace loom::sharding

@@ -33,9 +33,12 @@
 #ifndef LOOM_PASSES_PIPELINE_H
 #define LOOM_PASSES_PIPELINE_H
 
+#include "compiler/search/StageSplit.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -51,6 +54,14 @@ struct PipelineOptions {
   /// Stages the user set, per ONNX node name (taken from `loom.stage`
   /// before partitioning, which does not keep it).
   llvm::StringMap<int64_t> nodeStages;
+  /// Stages per ONNX layer (the stage search's split), used instead of
+  /// balancing the layers by op count; every layer must have one.
+  llvm::StringMap<int64_t> layerStages;
+  /// The per-device seconds of an op of the partitioned step. When set,
+  /// the report gives each stage's time and the predicted step.
+  std::function<double(mlir::Operation *)> opSeconds;
+  /// Seconds one message of `bytes` takes to a neighbouring stage.
+  std::function<double(double bytes)> sendSeconds;
 };
 
 struct PipelineReport {
@@ -60,6 +71,10 @@ struct PipelineReport {
     /// Ops of its function (one micro-batch's forward ops counted once).
     int forwardOps = 0;
     int sends = 0;
+    /// With options.opSeconds: one micro-batch's forward and backward
+    /// (with the sends it makes), and the once-per-step reductions and
+    /// updates.
+    double microBatchSeconds = 0, stepSeconds = 0;
   };
   std::vector<Stage> stages;
   std::string schedule;
@@ -67,6 +82,9 @@ struct PipelineReport {
   /// (P - 1) / (M + P - 1): the idle fraction of GPipe and 1F1B when the
   /// stages take equal time.
   double bubbleFraction = 0;
+  /// With options.opSeconds: the predicted step, search::pipelineSeconds
+  /// of the stages' times.
+  double seconds = 0;
 };
 
 /// The schedule's order of (micro-batch, backward?) for stage `stage`.
@@ -82,6 +100,15 @@ std::vector<std::pair<int64_t, bool>> scheduleOrder(llvm::StringRef schedule,
 mlir::FailureOr<PipelineReport> pipelineStep(mlir::func::FuncOp func,
                                              const PipelineOptions &options,
                                              std::string &error);
+
+/// The ONNX layers of the partitioned training step `func`, in order, with
+/// their per-device costs for the stage search: each layer measured as if
+/// it were a stage of its own (options.opSeconds for times, local types
+/// for bytes). Fails as pipelineStep would with one stage per layer (a
+/// parameter used by two layers, a step that is not a training step).
+mlir::FailureOr<std::vector<search::LayerCost>>
+measureLayers(mlir::func::FuncOp func, const PipelineOptions &options,
+              std::string &error);
 
 } // namespace loom::sharding
 

@@ -12,8 +12,10 @@ using namespace mlir;
 
 namespace loom::sharding {
 
-StepShape analyzeStep(func::FuncOp func) {
+StepShape analyzeStep(func::FuncOp func, double stateShare, double savedShare) {
   StepShape step;
+  step.stateShare = stateShare;
+  step.savedShare = savedShare;
   Block &body = func.getBody().front();
   Operation *terminator = body.getTerminator();
   bool updates = false;
@@ -175,10 +177,12 @@ NodeTerms NodeCoster::terms(Operation *op, const ShardingRule &rule,
                   : step.recomputed.contains(op) ? 4.0
                                                  : 3.0;
   t.computeSeconds = workSeconds(op, operands, results, profile) * passes;
-  forEachHeld(op, layouts, mesh, step, *this,
-              [&](Value, const layout::TensorLayout &, double bytes, bool) {
-                t.memoryBytes += bytes;
-              });
+  forEachHeld(
+      op, layouts, mesh, step, *this,
+      [&](Value, const layout::TensorLayout &, double bytes, bool parameter) {
+        t.memoryBytes +=
+            bytes * (parameter ? step.stateShare : step.savedShare);
+      });
   if (!step.training)
     return t;
   for (auto [i, v] : llvm::enumerate(op->getOperands())) {

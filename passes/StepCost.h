@@ -47,10 +47,15 @@ struct StepShape {
   /// Forward ops marked loom.recompute: their results are not saved (the
   /// backward recomputes them), but their unmarked operands are.
   llvm::SmallPtrSet<mlir::Operation *, 16> recomputed;
+  /// The shares of state and of saved results counted in memory (see
+  /// SearchOptions): 1 unless the step is a pipeline's micro-batch.
+  double stateShare = 1.0;
+  double savedShare = 1.0;
 
   bool isSaved(mlir::Value result) const;
 };
-StepShape analyzeStep(mlir::func::FuncOp func);
+StepShape analyzeStep(mlir::func::FuncOp func, double stateShare = 1.0,
+                      double savedShare = 1.0);
 
 /// Whether `op` is an optimizer update (sgd, momentum, adam).
 bool isOptimizerUpdate(mlir::Operation *op);

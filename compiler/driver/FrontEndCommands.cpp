@@ -203,6 +203,15 @@ cl::opt<std::string> pipelineScheduleFlag(
              "(one forward, one backward in turn after a warm-up)"),
     cl::value_desc("gpipe|1f1b"), cl::init("1f1b"), cl::sub(compileCmd),
     cl::sub(simulateCmd), cl::cat(parallelCategory()));
+cl::opt<std::string> stagesFlag(
+    "stages",
+    cl::desc("--mode auto: `auto` searches the pipeline too: the number of "
+             "stages P (dividing the first --mesh axis, which keeps 1/P of "
+             "its size per stage), the micro-batch count (unless "
+             "--micro-batches is given) and the layers of each stage, for "
+             "the least predicted step within the memory limit"),
+    cl::value_desc("auto"), cl::sub(compileCmd), cl::sub(simulateCmd),
+    cl::cat(parallelCategory()));
 cl::opt<std::string> zeroFlag(
     "zero",
     cl::desc("Optimizer sharding over the data-parallel axes (ZeRO): 0 "
@@ -433,6 +442,22 @@ struct AutoChoice {
 };
 std::optional<AutoChoice> earlierChoice;
 
+/// One pipeline shape `--stages auto` weighs: partition() costs it (the
+/// stage split included) and stops before pipelining and emitting.
+struct StageCandidate {
+  int64_t stages = 1, microBatches = 1;
+  std::string mesh;
+  /// The predicted step, and the largest stage's memory as the split
+  /// counts it (state + saved results in flight).
+  double seconds = 0, memoryBytes = 0;
+  bool fits = false;
+  /// Why it could not be costed, if it could not.
+  std::string why;
+};
+StageCandidate *evaluating = nullptr;
+/// partition()'s code for a candidate costed, not an error.
+constexpr int kEvaluated = -1;
+
 /// Sharding (from --mode and --strategy) and partitioning of @main, with
 /// the explanation of the result.
 int partition(ModuleOp module, const cost::HardwareProfile &cluster,
@@ -457,6 +482,7 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
   sharding::PipelineOptions pipeline;
   pipeline.microBatches = microBatchesFlag;
   pipeline.schedule = pipelineScheduleFlag;
+  const layout::Mesh fullMesh = *mesh;
   if (std::optional<unsigned> pp = meshAttr->getAxisIndex("pp")) {
     if (*pp != 0)
       return reportError("--mesh: the pipeline axis pp must come first, got '" +
@@ -495,6 +521,22 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
   bool grown = false;
   cost::HardwareProfile profile = sharding::profileForMesh(cluster, *mesh, grown);
   explanation.emplace(profile, *mesh, mode);
+  // The pipeline's costs: ops of the per-device program on the stage's
+  // submesh, and sends from a rank to the same rank of the next stage.
+  sharding::GroupCache groups(*mesh);
+  bool fullGrown = false;
+  const cost::HardwareProfile fullProfile =
+      sharding::profileForMesh(cluster, fullMesh, fullGrown);
+  const int64_t stageSize = mesh->numDevices();
+  pipeline.opSeconds = [&](Operation *op) {
+    return sharding::isCommunication(op)
+               ? sharding::collectiveOpSeconds(op, groups, profile)
+               : sharding::localComputeSeconds(op, profile);
+  };
+  pipeline.sendSeconds = [&fullProfile, stageSize](double bytes) {
+    return cost::collectiveSeconds(fullProfile, cost::CollectiveKind::SendRecv,
+                                   bytes, {0, stageSize});
+  };
 
   if (!strategyFlag.empty()) {
     auto buffer = llvm::MemoryBuffer::getFile(strategyFlag);
@@ -540,6 +582,16 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
     search.profile = profile;
     search.memoryLimit = searchLimit;
     search.progress = std::ref(*progress);
+    if (pipeline.stages > 1) {
+      // One micro-batch's program is searched; a stage holds about 1/P of
+      // the state and stage 0 the most micro-batches in flight.
+      double p = static_cast<double>(pipeline.stages);
+      search.stateShare = 1.0 / p;
+      search.savedShare =
+          static_cast<double>(search::inFlight(
+              pipeline.schedule, pipeline.stages, pipeline.microBatches, 0)) /
+          p;
+    }
     return search;
   };
   // A search again after the plan came out over the memory limit keeps the
@@ -565,9 +617,13 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
     // trading time for memory as the search does; recomputing layers only
     // when nothing fits without. When nothing fits at all, the most
     // compact choice's search says why.
-    // Level 1 is not tried: level 2 communicates as much and holds less.
-    std::vector<int> levels =
-        chooseZero ? std::vector<int>{0, 2, 3} : std::vector<int>{zero};
+    // Level 1 is not tried without micro-batches: level 2 communicates as
+    // much and holds less. With them it holds as much (the gradients add up
+    // whole until the step's reduce-scatter), and level 1 is tried first.
+    std::vector<int> levels = !chooseZero ? std::vector<int>{zero}
+                              : pipeline.microBatches > 1
+                                  ? std::vector<int>{0, 1, 2, 3}
+                                  : std::vector<int>{0, 2, 3};
     std::vector<std::string> policies = {recompute};
     if (chooseRecompute)
       policies.push_back("layers");
@@ -587,8 +643,25 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
       trial.erase();
       return ok;
     };
+    // With micro-batches, recomputing comes before the higher levels:
+    // ZeRO-3 re-gathers parameters that the micro-batches share, and
+    // level 2 saves no gradient memory (see above).
     bool found = false;
+    if (pipeline.microBatches > 1)
+      for (int level : levels) {
+        for (const std::string &policy : policies)
+          if (fits(level, policy, /*fastestOnly=*/true)) {
+            zero = level;
+            recompute = policy;
+            found = true;
+            break;
+          }
+        if (found)
+          break;
+      }
     for (const std::string &policy : policies) {
+      if (found)
+        break;
       for (int level : levels)
         if (fits(level, policy, /*fastestOnly=*/true)) {
           zero = level;
@@ -697,6 +770,68 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
     return reportError(modelPath + ": cannot partition the model on " +
                        mesh->toString() + ": " + diagnostics);
   explanation->recordProgram(func);
+  if (mode == "auto" && train && pipeline.nodeStages.empty() &&
+      (pipeline.stages > 1 || evaluating)) {
+    // The stages' layers by the cost model (Alpa's inter-op pass on this
+    // submesh): each layer costed on the partitioned program.
+    FailureOr<std::vector<search::LayerCost>> layers =
+        sharding::measureLayers(func, pipeline, error);
+    if (failed(layers) && evaluating) {
+      evaluating->why = error;
+      return kEvaluated;
+    }
+    if (failed(layers))
+      return reportError(modelPath + ": cannot split the step into " +
+                         std::to_string(pipeline.stages) +
+                         " pipeline stages: " + error);
+    search::StageSplitOptions splitOptions;
+    splitOptions.stages = pipeline.stages;
+    splitOptions.microBatches = pipeline.microBatches;
+    splitOptions.schedule = pipeline.schedule;
+    splitOptions.memoryLimit = static_cast<double>(
+        searchLimit > 0 ? searchLimit : profile.memoryCapacity);
+    splitOptions.sendSeconds = pipeline.sendSeconds;
+    std::optional<search::StageSplit> split =
+        search::splitStages(*layers, splitOptions);
+    if (!split && evaluating) {
+      evaluating->why = "too few layers";
+      return kEvaluated;
+    }
+    if (!split)
+      return reportError(
+          modelPath + ": the model has " + std::to_string(layers->size()) +
+          " layers (ONNX node names' first path components), too few for " +
+          std::to_string(pipeline.stages) + " pipeline stages");
+    double memory = 0;
+    for (double m : split->memoryBytes)
+      memory = std::max(memory, m);
+    if (evaluating) {
+      evaluating->seconds = split->seconds;
+      evaluating->memoryBytes = memory;
+      evaluating->fits = split->fits;
+      return kEvaluated;
+    }
+    for (size_t s = 0; s < split->starts.size(); ++s) {
+      size_t end =
+          s + 1 < split->starts.size() ? split->starts[s + 1] : layers->size();
+      for (size_t i = split->starts[s]; i < end; ++i)
+        pipeline.layerStages[(*layers)[i].name] = static_cast<int64_t>(s);
+    }
+    outs() << "loom: pipeline stages by the cost model: "
+           << split->starts.size() << " stages of";
+    for (size_t s = 0; s < split->starts.size(); ++s) {
+      size_t end =
+          s + 1 < split->starts.size() ? split->starts[s + 1] : layers->size();
+      outs() << (s ? ", " : " ") << end - split->starts[s];
+    }
+    outs() << " layers; predicted step "
+           << explain::formatSeconds(split->seconds)
+           << ", the largest stage holding " << sharding::formatBytes(memory)
+           << (split->fits ? ""
+                           : " (over the limit: no split fits by this "
+                             "count; the most compact)")
+           << "\n";
+  }
   if (pipeline.stages > 1 || pipeline.microBatches > 1) {
     FailureOr<sharding::PipelineReport> stages =
         sharding::pipelineStep(func, pipeline, error);
@@ -799,6 +934,111 @@ std::optional<plan::Plan> buildPlan(const cost::HardwareProfile &cluster,
   return plan;
 }
 
+/// `--stages auto`: costs every pipeline shape of the mesh (P stages
+/// dividing its first axis, M micro-batches) and sets --mesh,
+/// --micro-batches and --batch to the fastest that fits; an exit code
+/// after reporting, or 0.
+int chooseStages(const cost::HardwareProfile &cluster) {
+  if (stagesFlag != "auto")
+    return reportError("--stages takes `auto` (give a fixed stage count as "
+                       "pp=N in --mesh), got '" +
+                       stagesFlag + "'");
+  if (modeFlag != "auto" || !train || meshFlag.empty())
+    return reportError("--stages auto needs --mode auto, --train and --mesh");
+  if (StringRef(meshFlag).contains("pp="))
+    return reportError("--stages auto chooses the pipeline axis: leave pp out "
+                       "of --mesh");
+  if (!batchFlag.getNumOccurrences())
+    return reportError("--stages auto needs --batch N");
+  StringRef first, rest;
+  std::tie(first, rest) = StringRef(meshFlag).split(',');
+  StringRef axis, sizeText;
+  int64_t size = 0;
+  if (!splitAssignment(first, axis, sizeText) ||
+      sizeText.getAsInteger(10, size) || size < 1)
+    return reportError("--mesh expects named axes like dp=2,tp=4, got '" +
+                       meshFlag + "'");
+  const int64_t batch = batchFlag;
+  const std::string original = meshFlag;
+  const bool fixedM = microBatchesFlag.getNumOccurrences() > 0;
+  std::vector<StageCandidate> candidates;
+  for (int64_t p = 1; p <= size; ++p) {
+    if (size % p != 0)
+      continue;
+    int64_t ways = size / p; // the first axis's share of each stage
+    std::string mesh = meshFlag;
+    if (p > 1)
+      mesh = "pp=" + std::to_string(p) + "," + axis.str() + "=" +
+             std::to_string(ways) + (rest.empty() ? "" : "," + rest.str());
+    std::vector<int64_t> ms;
+    if (fixedM) {
+      ms.push_back(microBatchesFlag);
+    } else if (p == 1) {
+      ms.push_back(1);
+    } else if (batch % ways == 0) {
+      // Micro-batches of one row per rank of the first axis, then of 2
+      // and 4: more micro-batches shrink the bubble, fewer the per-op
+      // overheads; at least as many as stages.
+      int64_t most = batch / ways;
+      for (int64_t m = most; m >= p && ms.size() < 3; m /= 2) {
+        ms.push_back(m);
+        if (m % 2)
+          break;
+      }
+    }
+    for (int64_t m : ms)
+      if (batch % m == 0) {
+        StageCandidate c;
+        c.stages = p;
+        c.microBatches = m;
+        c.mesh = mesh;
+        candidates.push_back(c);
+      }
+  }
+  const StageCandidate *best = nullptr;
+  for (StageCandidate &c : candidates) {
+    meshFlag = c.mesh;
+    microBatchesFlag = c.microBatches;
+    batchFlag = batch / c.microBatches;
+    earlierChoice.reset();
+    evaluating = &c;
+    int code = 0;
+    std::optional<plan::Plan> none = buildPlan(cluster, memoryLimitFlag, code);
+    evaluating = nullptr;
+    if (code != kEvaluated)
+      c.why = code ? "no plan: the error above" : "not costed";
+    outs() << "loom: --stages auto: " << c.mesh << ", " << c.microBatches
+           << " micro-batch" << (c.microBatches == 1 ? "" : "es") << ": ";
+    if (!c.why.empty()) {
+      outs() << "not possible (" << c.why << ")\n";
+      continue;
+    }
+    outs() << "predicted step " << explain::formatSeconds(c.seconds)
+           << ", largest stage " << sharding::formatBytes(c.memoryBytes)
+           << (c.fits ? "" : " (over the memory limit)") << "\n";
+    if (!best || (c.fits && !best->fits) ||
+        (c.fits == best->fits && c.seconds < best->seconds))
+      best = &c;
+  }
+  if (!best)
+    return reportError(modelPath +
+                       ": --stages auto found no pipeline shape "
+                       "of --mesh " +
+                       original + " that can be costed");
+  outs() << "loom: --stages auto chose " << best->mesh << " with "
+         << best->microBatches << " micro-batch"
+         << (best->microBatches == 1 ? "" : "es")
+         << (best->fits ? ""
+                        : "; none fits the memory limit by the split's "
+                          "count: the fastest")
+         << "\n";
+  meshFlag = best->mesh;
+  microBatchesFlag = best->microBatches;
+  batchFlag = batch;
+  earlierChoice.reset();
+  return 0;
+}
+
 int runCompile() {
   int exitCode = 0;
   const bool simulating = static_cast<bool>(simulateCmd);
@@ -807,6 +1047,9 @@ int runCompile() {
   std::optional<cost::HardwareProfile> cluster = loadCluster(exitCode);
   if (!cluster)
     return exitCode;
+  if (!stagesFlag.empty())
+    if (int code = chooseStages(*cluster))
+      return code;
   if (microBatchesFlag != 1) {
     // The graph is imported for one micro-batch.
     if (!train)

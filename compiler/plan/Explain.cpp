@@ -131,14 +131,21 @@ void ExplanationBuilder::recordPipeline(
     out->set_first_layer(stage.firstLayer);
     out->set_last_layer(stage.lastLayer);
     out->set_sends(stage.sends);
+    out->set_micro_batch_seconds(stage.microBatchSeconds);
+    out->set_step_seconds(stage.stepSeconds);
   }
   explanation.set_schedule(pipeline.schedule);
   explanation.set_micro_batches(static_cast<int32_t>(m));
   explanation.set_bubble_fraction(pipeline.bubbleFraction);
-  double slots = static_cast<double>(m + p - 1) / static_cast<double>(p);
-  explanation.set_step_seconds(explanation.step_seconds() * slots);
-  explanation.set_compute_seconds(explanation.compute_seconds() * slots);
-  explanation.set_comm_seconds(explanation.comm_seconds() * slots);
+  // The stages' own times when the pipeline was costed; else the program
+  // (one micro-batch, every stage) as if the stages were equal.
+  double before = explanation.step_seconds();
+  double scale = static_cast<double>(m + p - 1) / static_cast<double>(p);
+  if (pipeline.seconds > 0 && before > 0)
+    scale = pipeline.seconds / before;
+  explanation.set_step_seconds(before * scale);
+  explanation.set_compute_seconds(explanation.compute_seconds() * scale);
+  explanation.set_comm_seconds(explanation.comm_seconds() * scale);
 }
 
 void ExplanationBuilder::recordZero(const sharding::ZeroReport &zero) {
@@ -277,7 +284,20 @@ void printExplanation(const plan::Plan &plan, const std::string &title,
        << " schedule over " << e.micro_batches()
        << " micro-batches; idle (bubble) fraction "
        << llvm::format("%.1f%%", 100 * e.bubble_fraction())
-       << " for equal stages\n";
+       << " for equal stages";
+    double slowest = 0, total = 0;
+    for (const plan::Explanation::Stage &s : e.stages()) {
+      slowest = std::max(slowest, s.micro_batch_seconds());
+      total += s.micro_batch_seconds();
+    }
+    if (slowest > 0) {
+      // Every stage waits for the slowest once the pipe is full.
+      double m = e.micro_batches(), busy = total / e.stages_size();
+      double step = total + (m - 1) * slowest;
+      os << ", " << llvm::format("%.1f%%", 100 * (1 - m * busy / step))
+         << " for these";
+    }
+    os << "\n";
     for (const plan::Explanation::Stage &s : e.stages()) {
       const plan::Program *program = s.index() < plan.stages_size()
                                          ? &plan.stages(s.index()).program()
@@ -291,7 +311,12 @@ void printExplanation(const plan::Plan &plan, const std::string &title,
            << " state + "
            << sharding::formatBytes(static_cast<double>(program->arena_bytes()))
            << " arena per device";
-      os << ", " << s.sends() << " sends\n";
+      os << ", " << s.sends() << " sends";
+      if (s.micro_batch_seconds() > 0)
+        os << "; " << formatSeconds(s.micro_batch_seconds())
+           << " per micro-batch, " << formatSeconds(s.step_seconds())
+           << " per step";
+      os << "\n";
     }
   }
   if (e.recompute_ops() > 0)

@@ -230,6 +230,13 @@ def fixed_configs(model):
              ["--optimizer", "momentum", "--recompute", "layers"] + mb(4)),
             ("pipeline pp=4 recompute layers gpipe m=4", "pp=4", None,
              ["--optimizer", "sgd", "--recompute", "layers", "--schedule", "gpipe"] + mb(4)),
+            # Stage boundaries, layouts, ZeRO and recompute by --mode auto; and
+            # the pipeline shape too, under a memory limit one stage does not fit.
+            ("pipeline pp=2,dp=2 auto m=4", "pp=2,dp=2", None,
+             ["--optimizer", "sgd", "--mode", "auto"] + mb(4)),
+            ("pipeline --stages auto dp=4", "dp=4", None,
+             ["--optimizer", "sgd", "--mode", "auto", "--stages", "auto",
+              "--memory-limit", "4000000"]),
         ]
     return configs
 

@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""GPT-3 175B shapes on 1024 H100s: the pipeline `--mode auto --stages auto`
+chooses, against the (t, p, d) configuration the Megatron-LM paper
+(arXiv 2104.04473, Table 1) trained GPT-3 175B with: tensor parallelism
+t=8, pipeline p=8, data parallelism d=16, batch 1536 in micro-batches of
+one sequence (96 per pipeline), activation recompute. Both are predicted
+by Loom's own cost model with `loom simulate` (no weights are read):
+
+  - Megatron: --mesh pp=8,dp=16,tp=8 --micro-batches 96, the Megatron
+    layouts from models/gpt_megatron.json, --recompute layers; and the
+    same with ZeRO-1 (optimizer state split over d), which Megatron's
+    distributed optimizer later added;
+  - Loom: --mesh dp=128,tp=8 --mode auto --stages auto: the number of
+    stages (dividing 128), the micro-batch count and the stage boundaries
+    are searched, each stage's layouts, ZeRO level and recompute by the
+    intra-op search.
+
+Training is f32 with AdamW (16 bytes of state per parameter) on the
+8xH100-80GB profile (74.5 GiB per device). For each it prints the
+predicted step, the plan's memory per device (its static memory plan:
+largest stage, state + arena) and whether that fits, and the ratio of
+Loom's predicted step to each Megatron configuration's. Usage:
+bench/gpt3_pipeline.py [--loom PATH]
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LIMIT_GIB = 80e9 / 2**30
+
+
+def generate(out):
+    subprocess.run([sys.executable, os.path.join(ROOT, "models", "gpt_shapes.py"),
+                    "--layers", "96", "--d-model", "12288", "--heads", "96",
+                    "--vocab", "50257", "--seq", "2048", "-o", out],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
+def gib(text):
+    value, unit = text.split()
+    return float(value) * {"KiB": 2**-20, "MiB": 2**-10, "GiB": 1, "TiB": 1024}[unit]
+
+
+def seconds(text):
+    value, unit = text.split()
+    return float(value) * {"us": 1e-6, "ms": 1e-3, "s": 1}[unit]
+
+
+def simulate(loom, model, args):
+    cmd = [loom, "simulate", model, "--batch", "1536", "--train", "--optimizer", "adamw",
+           "--top", "1"] + args
+    start = time.monotonic()
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    text = run.stdout + run.stderr
+    result = {"wall": wall, "ok": run.returncode == 0, "text": text}
+    if run.returncode != 0:
+        return result
+    step = re.search(r"^predicted step ([0-9.]+ [mu]?s) per device", text, re.M)
+    memory = re.search(r"^memory per device ([0-9.]+ [KMGT]iB)", text, re.M)
+    mesh = re.search(r"on mesh \[(.*?)\]", text)
+    pipeline = re.search(r"^pipeline: (\d+) stages, (\S+) schedule over (\d+) micro-batches", text, re.M)
+    result.update(step=seconds(step.group(1)), memory=gib(memory.group(1)),
+                  mesh=mesh.group(1).replace(" ", ""),
+                  stages=int(pipeline.group(1)) if pipeline else 1,
+                  micro=int(pipeline.group(3)) if pipeline else 1)
+    zero = re.search(r"ZeRO-(\d)", text)
+    result["zero"] = int(zero.group(1)) if zero else 0
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--loom", default=os.path.join(ROOT, "build", "tools", "loom", "loom"))
+    args = parser.parse_args()
+    megatron = ["--mesh", "pp=8,dp=16,tp=8", "--micro-batches", "96", "--strategy",
+                os.path.join(ROOT, "models", "gpt_megatron.json"), "--recompute", "layers"]
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, "gpt3.onnx")
+        generate(model)
+        cases = [
+            ("Megatron t=8 p=8 d=16", simulate(args.loom, model, megatron)),
+            ("Megatron t=8 p=8 d=16 + ZeRO-1", simulate(args.loom, model, megatron + ["--zero", "1"])),
+            ("Loom --mode auto --stages auto",
+             simulate(args.loom, model, ["--mesh", "dp=128,tp=8", "--mode", "auto",
+                                         "--stages", "auto"])),
+        ]
+    print("GPT-3 175B shapes (96 layers, d=12288, seq 2048), batch 1536, AdamW f32, "
+          "1024 x H100-80GB (limit %.1f GiB per device)" % LIMIT_GIB)
+    print("%-34s %-18s %6s %6s %4s %12s %14s %5s %8s" % (
+        "configuration", "mesh", "stages", "micro", "zero", "step (pred.)",
+        "memory/device", "fits", "wall s"))
+    for name, r in cases:
+        if not r["ok"]:
+            print("%-34s failed: %s" % (name, r["text"].strip().splitlines()[-1][:160]))
+            continue
+        print("%-34s %-18s %6d %6d %4d %10.2f s %10.1f GiB %5s %8.1f" % (
+            name, r["mesh"], r["stages"], r["micro"], r["zero"], r["step"], r["memory"],
+            "yes" if r["memory"] <= LIMIT_GIB else "no", r["wall"]))
+    loom = cases[-1][1]
+    if loom["ok"]:
+        for name, r in cases[:-1]:
+            if r["ok"]:
+                print("Loom auto / %s: %.3f (predicted step; below 1 is faster)" % (
+                    name, loom["step"] / r["step"]))
+    print("All figures are Loom's predictions (cost model of the 8xH100-80GB profile), "
+          "not measurements.")
+
+
+if __name__ == "__main__":
+    main()
