@@ -455,6 +455,9 @@ struct StageCandidate {
   std::string why;
 };
 StageCandidate *evaluating = nullptr;
+/// The shapes `--stages auto` costed, best first: the next is compiled when
+/// one's plan exceeds the memory limit.
+std::vector<StageCandidate> rankedShapes;
 /// partition()'s code for a candidate costed, not an error.
 constexpr int kEvaluated = -1;
 
@@ -1025,6 +1028,15 @@ int chooseStages(const cost::HardwareProfile &cluster) {
                        ": --stages auto found no pipeline shape "
                        "of --mesh " +
                        original + " that can be costed");
+  for (const StageCandidate &c : candidates)
+    if (c.why.empty())
+      rankedShapes.push_back(c);
+  std::stable_sort(rankedShapes.begin(), rankedShapes.end(),
+                   [](const StageCandidate &a, const StageCandidate &b) {
+                     if (a.fits != b.fits)
+                       return a.fits;
+                     return a.seconds < b.seconds;
+                   });
   outs() << "loom: --stages auto chose " << best->mesh << " with "
          << best->microBatches << " micro-batch"
          << (best->microBatches == 1 ? "" : "es")
@@ -1068,6 +1080,7 @@ int runCompile() {
                                       : cluster->memoryCapacity;
   int64_t searchLimit = memoryLimitFlag;
   std::optional<plan::Plan> plan;
+  size_t shape = 0;
   for (int attempt = 0;; ++attempt) {
     plan = buildPlan(*cluster, searchLimit, exitCode);
     if (!plan)
@@ -1078,6 +1091,24 @@ int runCompile() {
                                 stage.program().arena_bytes());
     if (plan->explanation().mode() != "auto" || limit <= 0 || peak <= limit)
       break;
+    if (shape + 1 < rankedShapes.size() && rankedShapes[shape + 1].fits) {
+      // The split's count of memory misses the arena's transients: the
+      // next pipeline shape rather than a search under a lowered limit.
+      const StageCandidate &next = rankedShapes[++shape];
+      outs() << "loom: the plan of " << meshFlag << " needs "
+             << sharding::formatBytes(static_cast<double>(peak))
+             << " per device, over the limit of "
+             << sharding::formatBytes(static_cast<double>(limit))
+             << "; --stages auto takes the next shape, " << next.mesh
+             << " with " << next.microBatches << " micro-batches\n";
+      batchFlag = batchFlag * microBatchesFlag / next.microBatches;
+      meshFlag = next.mesh;
+      microBatchesFlag = next.microBatches;
+      earlierChoice.reset();
+      searchLimit = memoryLimitFlag;
+      attempt = -1;
+      continue;
+    }
     earlierChoice = AutoChoice{plan->explanation().zero_level(),
                                plan->explanation().recompute()};
     if (attempt == 5)
