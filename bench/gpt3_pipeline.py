@@ -66,11 +66,13 @@ def simulate(loom, model, args):
     memory = re.search(r"^memory per device ([0-9.]+ [KMGT]iB)", text, re.M)
     mesh = re.search(r"on mesh \[(.*?)\]", text)
     pipeline = re.search(r"^pipeline: (\d+) stages, (\S+) schedule over (\d+) micro-batches", text, re.M)
+    chose = re.findall(r"^loom: (the plan of .*|--stages auto chose .*)$", text, re.M)
+    result["chose"] = chose
     result.update(step=seconds(step.group(1)), memory=gib(memory.group(1)),
                   mesh=mesh.group(1).replace(" ", ""),
                   stages=int(pipeline.group(1)) if pipeline else 1,
                   micro=int(pipeline.group(3)) if pipeline else 1)
-    zero = re.search(r"ZeRO-(\d)", text)
+    zero = re.search(r"^optimizer sharding: ZeRO-(\d)", text, re.M)
     result["zero"] = int(zero.group(1)) if zero else 0
     return result
 
@@ -104,6 +106,8 @@ def main():
             name, r["mesh"], r["stages"], r["micro"], r["zero"], r["step"], r["memory"],
             "yes" if r["memory"] <= LIMIT_GIB else "no", r["wall"]))
     loom = cases[-1][1]
+    for line in loom.get("chose", []):
+        print("  " + line)
     if loom["ok"]:
         for name, r in cases[:-1]:
             if r["ok"]:
