@@ -8,6 +8,8 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Debug.h"
 
+#include <cmath>
+
 #define DEBUG_TYPE "loom-build-training-graph"
 
 namespace loom {
@@ -191,6 +193,19 @@ struct BuildTrainingGraphPass
     if (!labels || !lr || !step)
       return func.emitError("cannot add the training arguments");
 
+    if (!(lossScale > 0) || !std::isfinite(lossScale))
+      return func.emitError("the loss scale must be positive and finite, not ")
+             << lossScale;
+    {
+      APFloat scale(lossScale);
+      bool lostInfo = false;
+      scale.convert(cast<FloatType>(element).getFloatSemantics(),
+                    APFloat::rmNearestTiesToEven, &lostInfo);
+      if (scale.isInfinity())
+        return func.emitError("the loss scale ")
+               << lossScale << " overflows the loss's type " << element;
+    }
+
     OpBuilder b(ret);
     // The loss and its gradient are a node of their own ("loss"), so that
     // messages and strategy files can name them.
@@ -209,7 +224,7 @@ struct BuildTrainingGraphPass
     if (microBatches <= 1) {
       SmallVector<Operation *> ops(templateOps);
       lossValue = buildLoss(b, loc, prediction, labels, ops);
-      if (failed(backward(b, ops, params, lossValue, 1.0, grads)))
+      if (failed(backward(b, ops, params, lossValue, lossScale, grads)))
         return failure();
     } else {
       // Gradient accumulation: the graph holds one micro-batch; the step
@@ -257,8 +272,8 @@ struct BuildTrainingGraphPass
           ops.push_back(b.clone(*op, mapping));
         Value microLoss = buildLoss(b, loc, mapping.lookup(prediction),
                                     mapping.lookup(labels), ops);
-        if (failed(
-                backward(b, ops, params, microLoss, 1.0 / microBatches, grads)))
+        if (failed(backward(b, ops, params, microLoss, lossScale / microBatches,
+                            grads)))
           return failure();
         Value weighted = MulOp::create(b, loc, microLoss, scale);
         lossValue = lossValue
@@ -283,6 +298,17 @@ struct BuildTrainingGraphPass
       Value g = grads.lookup(p);
       if (!g)
         continue; // the loss does not depend on it
+      if (lossScale != 1.0) {
+        // At the gradient's own location (its node's layer and stage).
+        auto type = typeOf(g);
+        g = MulOp::create(
+            b, g.getLoc(), g,
+            ConstantOp::create(
+                b, g.getLoc(),
+                DenseElementsAttr::get(
+                    RankedTensorType::get({}, type.getElementType()),
+                    b.getFloatAttr(type.getElementType(), 1.0 / lossScale))));
+      }
       StringRef name = func.getArgAttrOfType<StringAttr>(
                                p.getArgNumber(), LoomDialect::kParamAttrName)
                            .getValue();

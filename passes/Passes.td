@@ -43,6 +43,48 @@ def FuseLayerNorm : Pass<"loom-fuse-layer-norm", "mlir::func::FuncOp"> {
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def MixedPrecision : Pass<"loom-mixed-precision", "mlir::func::FuncOp"> {
+  let summary = "Runs the forward graph in bf16 or f16 over f32 master weights";
+  let description = [{
+    Mixed-precision training as in Micikevicius et al. (ICLR 2018): every
+    `f32` argument (parameters and inputs) stays `f32` and is cast to the
+    low precision once, at the top of the function; every op then computes
+    in that precision (its `f32` results, constants included, become
+    `bf16` or `f16`), and each `f32` result of the function is cast back to
+    `f32` where it is returned. Run before `loom-build-training-graph`, this
+    makes the loss `f32`, the backward low-precision (the gradient of a cast
+    is the cast back), and each parameter's gradient, its optimizer state
+    and its update `f32`: the parameters themselves are the master weights,
+    and an update smaller than a low-precision ulp of its parameter is not
+    lost. The kernels of the low-precision ops accumulate in `f32`.
+
+    Before (`precision=bf16`):
+    ```mlir
+    func.func @main(%x: tensor<4x8xf32> {loom.input = "x"},
+                    %w: tensor<8x3xf32> {loom.param = "w"}) -> tensor<4x3xf32> {
+      %y = loom.matmul %x, %w : (tensor<4x8xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+      return %y : tensor<4x3xf32>
+    }
+    ```
+    After:
+    ```mlir
+    func.func @main(%x: tensor<4x8xf32> {loom.input = "x"},
+                    %w: tensor<8x3xf32> {loom.param = "w"}) -> tensor<4x3xf32> {
+      %xl = loom.cast %x : tensor<4x8xf32> -> tensor<4x8xbf16>
+      %wl = loom.cast %w : tensor<8x3xf32> -> tensor<8x3xbf16>
+      %y = loom.matmul %xl, %wl : (tensor<4x8xbf16>, tensor<8x3xbf16>) -> tensor<4x3xbf16>
+      %yf = loom.cast %y : tensor<4x3xbf16> -> tensor<4x3xf32>
+      return %yf : tensor<4x3xf32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", "\"bf16\"",
+           "The compute precision: bf16 or f16">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 def BuildTrainingGraph : Pass<"loom-build-training-graph", "mlir::ModuleOp"> {
   let summary = "Turns @main's forward graph into one training step";
   let description = [{
@@ -66,6 +108,12 @@ def BuildTrainingGraph : Pass<"loom-build-training-graph", "mlir::ModuleOp"> {
     loss and backward run before the next (so only one micro-batch's
     activations are live), the gradients adding up; the loss is the mean of
     the micro-batch losses.
+
+    With `loss-scale=S` (static loss scaling, for `f16` training after
+    `loom-mixed-precision`), the backward starts from `d(loss) = S` and each
+    parameter's gradient is multiplied by `1/S` before its update: the
+    low-precision gradients are S times larger, clear of `f16`'s underflow,
+    and the update sees the true gradient. The loss itself is unscaled.
 
     Before:
     ```mlir
@@ -107,6 +155,10 @@ def BuildTrainingGraph : Pass<"loom-build-training-graph", "mlir::ModuleOp"> {
     Option<"microBatches", "micro-batches", "int64_t", "1",
            "Micro-batches per step: @main holds one; the step takes this many "
            "times its batch and accumulates their gradients">,
+    Option<"lossScale", "loss-scale", "double", "1.0",
+           "Static loss scale S: the backward starts from d(loss) = S and "
+           "each parameter's gradient is multiplied by 1/S before its update, "
+           "so that small low-precision gradients do not flush to zero">,
   ];
   let dependentDialects = ["loom::LoomDialect"];
 }

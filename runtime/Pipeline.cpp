@@ -207,21 +207,43 @@ std::string collectPlanInputs(const plan::Plan &plan,
       return "input '" + name + "' has values for " +
              std::to_string(ks.size()) + " of the schedule's " +
              std::to_string(m) + " micro-batches; every micro-batch needs one";
-  // Random integers index what they gather from: the smallest such axis.
+  // Random integers index what they gather from (a gather's table axis, a
+  // cross-entropy's classes), through the reshapes and slices between the
+  // input and its use: the smallest such axis.
   std::map<std::string, int64_t> bounds;
   for (int32_t s = 0; s < plan.stages_size(); ++s) {
     const plan::Program &program = plan.stages(s).program();
+    std::map<int32_t, const plan::Instruction *> definedBy;
+    for (const plan::Instruction &inst : program.instructions())
+      for (int32_t r : inst.results())
+        definedBy[r] = &inst;
+    auto validId = [&](int32_t id) {
+      return id >= 0 && id < program.values_size();
+    };
     for (const plan::Instruction &inst : program.instructions()) {
-      if (inst.op() != "gather" || inst.operands_size() < 2)
+      bool gather = inst.op() == "gather";
+      if ((!gather && inst.op() != "softmax_cross_entropy" &&
+           inst.op() != "softmax_cross_entropy_grad") ||
+          inst.operands_size() < 2)
         continue;
       int32_t table = inst.operands(0), indices = inst.operands(1);
-      if (table < 0 || table >= program.values_size() || indices < 0 ||
-          indices >= program.values_size() ||
+      while (validId(indices) &&
+             program.values(indices).kind() != plan::Value::INPUT) {
+        auto def = definedBy.find(indices);
+        if (def == definedBy.end() || def->second->operands_size() < 1 ||
+            (def->second->op() != "reshape" && def->second->op() != "slice"))
+          break;
+        indices = def->second->operands(0);
+      }
+      if (!validId(table) || !validId(indices) ||
           program.values(indices).kind() != plan::Value::INPUT)
         continue;
       std::optional<Shape> shape = shapeOf(globalTypeOf(program.values(table)));
-      int64_t axis = intAttr(inst, "axis").value_or(0);
-      if (!shape || axis < 0 || axis >= static_cast<int64_t>(shape->size()))
+      if (!shape || shape->empty())
+        continue;
+      int64_t axis = gather ? intAttr(inst, "axis").value_or(0)
+                            : static_cast<int64_t>(shape->size()) - 1;
+      if (axis < 0 || axis >= static_cast<int64_t>(shape->size()))
         continue;
       auto [it, inserted] =
           bounds.emplace(program.values(indices).name(), (*shape)[axis]);

@@ -71,7 +71,8 @@ struct PlanInput {
   /// Whether its values hold micro-batches (Value.micro_batch is set).
   bool microBatched = false;
   /// Integers are drawn at random in [0, randomBound): the smallest axis a
-  /// `gather` of any stage indexes with one of its values, else 16.
+  /// `gather` (its table's) or a cross-entropy (its classes) of any stage
+  /// indexes with one of its values, else 16.
   int64_t randomBound = 16;
 };
 

@@ -146,6 +146,20 @@ cl::opt<int64_t> microBatchesFlag(
     cl::desc("Split each step's batch into M micro-batches run one after "
              "another, accumulating gradients (--batch must divide by M)"),
     cl::init(1), cl::sub(compileCmd), cl::sub(simulateCmd), cl::cat(trainCategory()));
+cl::opt<std::string> precisionFlag(
+    "precision",
+    cl::desc("Compute precision: f32, or bf16 / f16 over f32 master weights "
+             "(the forward and backward in bf16 or f16; the loss, gradients "
+             "of the parameters, optimizer state and updates in f32)"),
+    cl::init("f32"), cl::sub(compileCmd), cl::sub(simulateCmd),
+    cl::cat(trainCategory()));
+cl::opt<double> lossScaleFlag(
+    "loss-scale",
+    cl::desc("Static loss scale S (f16 training): the backward runs on S "
+             "times the loss and each gradient is divided by S before its "
+             "update"),
+    cl::init(1.0), cl::sub(compileCmd), cl::sub(simulateCmd),
+    cl::cat(trainCategory()));
 cl::opt<std::string> scheduleFlag("lr-schedule",
                                   cl::desc("constant, or cosine (linear "
                                            "warm-up, then cosine decay)"),
@@ -867,6 +881,20 @@ std::optional<plan::Plan> buildPlan(const cost::HardwareProfile &cluster,
     return std::nullopt;
   if (failed(runCleanup(*module)))
     return fail(reportError("the clean-up passes failed"));
+  if (precisionFlag != "f32") {
+    if (precisionFlag != "bf16" && precisionFlag != "f16")
+      return fail(reportError("--precision must be f32, bf16 or f16, not '" +
+                              precisionFlag + "'"));
+    MixedPrecisionOptions options;
+    options.precision = precisionFlag;
+    PassManager pm(&context);
+    pm.addNestedPass<func::FuncOp>(createMixedPrecision(options));
+    if (failed(pm.run(*module)))
+      return fail(
+          reportError(modelPath + ": cannot compute in " + precisionFlag));
+  }
+  if (lossScaleFlag.getNumOccurrences() && !train)
+    return fail(reportError("--loss-scale needs --train"));
   if (train) {
     if (scheduleFlag != "constant" && scheduleFlag != "cosine")
       return fail(reportError("--lr-schedule must be constant or cosine"));
@@ -882,6 +910,7 @@ std::optional<plan::Plan> buildPlan(const cost::HardwareProfile &cluster,
     options.epsilon = epsFlag;
     options.weightDecay = weightDecayFlag;
     options.ignoreIndex = ignoreIndexFlag;
+    options.lossScale = lossScaleFlag;
     // On a mesh, micro-batches are unrolled after partitioning (with the
     // pipeline stages), so that their gradients are reduced once.
     options.microBatches = meshFlag.empty() ? microBatchesFlag.getValue() : 1;

@@ -35,7 +35,8 @@ attention key biases) are not amplified by Adam's normalisation into differences
 --backend cuda runs every `loom run` on the CUDA backend: the single-device run on one
 GPU, a partitioned run's ranks as virtual devices sharing it (threads communicator);
 without a GPU the script prints why and exits 77 (skipped). --bf16 trains bf16 copies of
-the models (test/e2e/to_bf16.py), single device and partitioned alike.
+the models (test/e2e/to_bf16.py), single device and partitioned alike; --precision bf16
+or f16 compiles every run with that compute precision over f32 master weights.
 Exit status 0 when every configuration agrees.
 """
 import argparse
@@ -111,6 +112,8 @@ class Runner:
     def compile(self, model, out, extra):
         cmd = [self.args.loom, "compile", self.model_path(model),
                "--batch", str(self.args.batch), "--train"] + extra + ["-o", out]
+        if self.args.precision != "f32":
+            cmd[-2:-2] = ["--precision", self.args.precision]
         return self.run(cmd)
 
     def train(self, model, plan, directory, ranks=None, mpi=False):
@@ -278,6 +281,8 @@ def main():
     parser.add_argument("--keep", help="keep the work directory here")
     parser.add_argument("--backend", default="cpu", help="cpu or cuda (loom run --backend)")
     parser.add_argument("--bf16", action="store_true", help="train bf16 copies of the models")
+    parser.add_argument("--precision", default="f32",
+                        help="loom compile --precision for every run (f32, bf16, f16)")
     args = parser.parse_args()
 
     work = args.keep or tempfile.mkdtemp(prefix="loom-partitioned-")
@@ -421,7 +426,7 @@ def main():
             print(f"FAIL {model}: only {accepted} of {args.random} random strategies were valid")
 
     print(f"{total - failures} of {total} partitioned runs equal the single-device run "
-          f"(rtol {args.rtol}, backend {args.backend}{', bf16' if args.bf16 else ''}) in "
+          f"(rtol {args.rtol}, backend {args.backend}{', bf16' if args.bf16 else ''}{', precision ' + args.precision if args.precision != 'f32' else ''}) in "
           f"{time.time() - start:.0f} s")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
