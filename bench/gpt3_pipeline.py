@@ -16,11 +16,13 @@ by Loom's own cost model with `loom simulate` (no weights are read):
     intra-op search.
 
 Training is f32 with AdamW (16 bytes of state per parameter) on the
-8xH100-80GB profile (74.5 GiB per device). For each it prints the
+8xH100-80GB profile (74.5 GiB per device); --precision bf16 computes the
+forward and backward of all three in bf16 over f32 master weights (as the
+paper's mixed-precision training did, in fp16), the state unchanged. For each it prints the
 predicted step, the plan's memory per device (its static memory plan:
 largest stage, state + arena) and whether that fits, and the ratio of
 Loom's predicted step to each Megatron configuration's. Usage:
-bench/gpt3_pipeline.py [--loom PATH]
+bench/gpt3_pipeline.py [--loom PATH] [--precision f32|bf16]
 """
 
 import argparse
@@ -52,9 +54,9 @@ def seconds(text):
     return float(value) * {"us": 1e-6, "ms": 1e-3, "s": 1}[unit]
 
 
-def simulate(loom, model, args):
+def simulate(loom, model, args, precision):
     cmd = [loom, "simulate", model, "--batch", "1536", "--train", "--optimizer", "adamw",
-           "--top", "1"] + args
+           "--top", "1", "--precision", precision] + args
     start = time.monotonic()
     run = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.monotonic() - start
@@ -80,21 +82,25 @@ def simulate(loom, model, args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loom", default=os.path.join(ROOT, "build", "tools", "loom", "loom"))
+    parser.add_argument("--precision", default="f32", choices=("f32", "bf16"),
+                        help="compute precision (bf16: over f32 master weights)")
     args = parser.parse_args()
+    p = args.precision
     megatron = ["--mesh", "pp=8,dp=16,tp=8", "--micro-batches", "96", "--strategy",
                 os.path.join(ROOT, "models", "gpt_megatron.json"), "--recompute", "layers"]
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "gpt3.onnx")
         generate(model)
         cases = [
-            ("Megatron t=8 p=8 d=16", simulate(args.loom, model, megatron)),
-            ("Megatron t=8 p=8 d=16 + ZeRO-1", simulate(args.loom, model, megatron + ["--zero", "1"])),
+            ("Megatron t=8 p=8 d=16", simulate(args.loom, model, megatron, p)),
+            ("Megatron t=8 p=8 d=16 + ZeRO-1", simulate(args.loom, model, megatron + ["--zero", "1"], p)),
             ("Loom --mode auto --stages auto",
              simulate(args.loom, model, ["--mesh", "dp=128,tp=8", "--mode", "auto",
-                                         "--stages", "auto"])),
+                                         "--stages", "auto"], p)),
         ]
-    print("GPT-3 175B shapes (96 layers, d=12288, seq 2048), batch 1536, AdamW f32, "
-          "1024 x H100-80GB (limit %.1f GiB per device)" % LIMIT_GIB)
+    print("GPT-3 175B shapes (96 layers, d=12288, seq 2048), batch 1536, AdamW, compute %s, "
+          "1024 x H100-80GB (limit %.1f GiB per device)" % (
+              "f32" if p == "f32" else "bf16 over f32 master weights", LIMIT_GIB))
     print("%-34s %-18s %6s %6s %4s %12s %14s %5s %8s" % (
         "configuration", "mesh", "stages", "micro", "zero", "step (pred.)",
         "memory/device", "fits", "wall s"))

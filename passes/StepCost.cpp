@@ -299,6 +299,12 @@ double collectiveOpSeconds(Operation *op, GroupCache &groups,
                                  groups.group(axis(a2a.getAxis())));
 }
 
+double opSeconds(Operation *op, GroupCache &groups,
+                 const cost::HardwareProfile &profile) {
+  return isCommunication(op) ? collectiveOpSeconds(op, groups, profile)
+                             : localComputeSeconds(op, profile);
+}
+
 std::string compactLayout(const layout::TensorLayout &layout,
                           const layout::Mesh &mesh) {
   std::string s = "[";

@@ -144,6 +144,11 @@ double collectiveOpSeconds(mlir::Operation *op, GroupCache &groups,
 /// Whether `op` is a collective that moves data between devices.
 bool isCommunication(mlir::Operation *op);
 
+/// Seconds of any op of a per-device program: collectiveOpSeconds for the
+/// collectives that move data, localComputeSeconds for the others.
+double opSeconds(mlir::Operation *op, GroupCache &groups,
+                 const cost::HardwareProfile &profile);
+
 /// A compact layout: `[dp,-,tp]`, several axes on a dimension as `dp*tp`,
 /// partial sums as `+sum(tp)`.
 std::string compactLayout(const layout::TensorLayout &layout,

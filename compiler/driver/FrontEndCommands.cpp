@@ -546,9 +546,7 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
       sharding::profileForMesh(cluster, fullMesh, fullGrown);
   const int64_t stageSize = mesh->numDevices();
   pipeline.opSeconds = [&](Operation *op) {
-    return sharding::isCommunication(op)
-               ? sharding::collectiveOpSeconds(op, groups, profile)
-               : sharding::localComputeSeconds(op, profile);
+    return sharding::opSeconds(op, groups, profile);
   };
   pipeline.sendSeconds = [&fullProfile, stageSize](double bytes) {
     return cost::collectiveSeconds(fullProfile, cost::CollectiveKind::SendRecv,
@@ -828,17 +826,12 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
       evaluating->fits = split->fits;
       return kEvaluated;
     }
-    for (size_t s = 0; s < split->starts.size(); ++s) {
-      size_t end =
-          s + 1 < split->starts.size() ? split->starts[s + 1] : layers->size();
-      for (size_t i = split->starts[s]; i < end; ++i)
-        pipeline.layerStages[(*layers)[i].name] = static_cast<int64_t>(s);
-    }
     outs() << "loom: pipeline stages by the cost model: "
            << split->starts.size() << " stages of";
     for (size_t s = 0; s < split->starts.size(); ++s) {
-      size_t end =
-          s + 1 < split->starts.size() ? split->starts[s + 1] : layers->size();
+      size_t end = split->end(s, layers->size());
+      for (size_t i = split->starts[s]; i < end; ++i)
+        pipeline.layerStages[(*layers)[i].name] = static_cast<int64_t>(s);
       outs() << (s ? ", " : " ") << end - split->starts[s];
     }
     outs() << " layers; predicted step "

@@ -177,8 +177,8 @@ void ExplanationBuilder::recordProgram(func::FuncOp program) {
     // Nodes of the forward pass are named by their forward ops already.
     if (!forward && !isCollective(&op))
       addOpName(node, &op);
+    double s = sharding::opSeconds(&op, groups, profile);
     if (sharding::isCommunication(&op)) {
-      double s = sharding::collectiveOpSeconds(&op, groups, profile);
       node.set_comm_seconds(node.comm_seconds() + s);
       node.set_collectives(node.collectives() + 1);
       explanation.set_comm_seconds(explanation.comm_seconds() + s);
@@ -186,7 +186,6 @@ void ExplanationBuilder::recordProgram(func::FuncOp program) {
       if (auto bytes = op.getAttrOfType<IntegerAttr>("predicted_bytes"))
         explanation.set_comm_bytes(explanation.comm_bytes() + bytes.getInt());
     } else {
-      double s = sharding::localComputeSeconds(&op, profile);
       node.set_compute_seconds(node.compute_seconds() + s);
       explanation.set_compute_seconds(explanation.compute_seconds() + s);
     }

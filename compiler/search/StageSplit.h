@@ -80,6 +80,11 @@ struct StageSplit {
   /// Whether every stage fits the memory limit. When no split does, the
   /// split returned is the one whose largest stage memory is least.
   bool fits = true;
+
+  /// One past stage `s`'s last layer, of `layerCount` layers.
+  size_t end(size_t s, size_t layerCount) const {
+    return s + 1 < starts.size() ? starts[s + 1] : layerCount;
+  }
 };
 
 /// T above for stages taking `micro[s]` per micro-batch and `step[s]` per
