@@ -76,10 +76,18 @@ const std::vector<int64_t> &GroupCache::group(const std::vector<int> &axes) {
   return it->second;
 }
 
-bool NodeCoster::isParameter(Value v) const {
+BlockArgument NodeCoster::parameterOf(Value v) const {
+  if (auto cast = v.getDefiningOp<CastOp>())
+    v = cast.getInput();
   auto arg = dyn_cast<BlockArgument>(v);
-  return arg && arg.getOwner()->getParentOp() == func.getOperation() &&
-         func.getArgAttr(arg.getArgNumber(), LoomDialect::kParamAttrName);
+  if (arg && arg.getOwner()->getParentOp() == func.getOperation() &&
+      func.getArgAttr(arg.getArgNumber(), LoomDialect::kParamAttrName))
+    return arg;
+  return nullptr;
+}
+
+bool NodeCoster::isParameterCast(Operation *op) const {
+  return isa<CastOp>(op) && parameterOf(op->getOperand(0));
 }
 
 std::string dtypeName(Type elementType) {
@@ -148,10 +156,12 @@ static void forEachHeld(Operation *op, const OpLayouts &layouts,
                         const layout::Mesh &mesh, const StepShape &step,
                         const NodeCoster &coster, F f) {
   for (auto [i, v] : llvm::enumerate(op->getOperands())) {
-    if (!coster.isParameter(v))
+    BlockArgument param = coster.parameterOf(v);
+    if (!param || coster.isParameterCast(op))
       continue;
-    double bytes = bytesOf(
-        localType(cast<RankedTensorType>(v.getType()), mesh, layouts.operands[i]));
+    // The parameter's own (master) type, in the operand's layout.
+    double bytes = bytesOf(localType(cast<RankedTensorType>(param.getType()),
+                                     mesh, layouts.operands[i]));
     f(v, layouts.operands[i],
       parameterBytes(bytes, step, zeroWays(op, i, layouts, mesh, step)), true);
   }
@@ -186,7 +196,8 @@ NodeTerms NodeCoster::terms(Operation *op, const ShardingRule &rule,
   if (!step.training)
     return t;
   for (auto [i, v] : llvm::enumerate(op->getOperands())) {
-    if (!isParameter(v))
+    BlockArgument param = parameterOf(v);
+    if (!param || isParameterCast(op))
       continue;
     // The optimizer update of the local parameter: it reads the parameter,
     // its gradient and its state, and writes the parameter and the state
@@ -194,12 +205,17 @@ NodeTerms NodeCoster::terms(Operation *op, const ShardingRule &rule,
     // With ZeRO, each device updates a 1/ways slice.
     int64_t ways = zeroWays(op, i, layouts, mesh, step);
     double share = 1.0 / static_cast<double>(ways);
+    // The update is in the parameter's type; the gradient is reduced in
+    // the operand's (the compute precision under --precision).
+    RankedTensorType master = localType(cast<RankedTensorType>(param.getType()),
+                                        mesh, layouts.operands[i]);
     double elements = static_cast<double>(operands[i].getNumElements());
     double bytes = bytesOf(operands[i]);
     t.computeSeconds += cost::computeSeconds(
-        profile, {share * elements * (2.0 + 4.0 * step.optimizerStateFactor),
-                  share * bytes * (3.0 + 2.0 * step.optimizerStateFactor),
-                  dtypeName(operands[i].getElementType()), "elementwise"});
+        profile,
+        {share * elements * (2.0 + 4.0 * step.optimizerStateFactor),
+         share * bytesOf(master) * (3.0 + 2.0 * step.optimizerStateFactor),
+         dtypeName(master.getElementType()), "elementwise"});
     // Each parameter's gradient sums over the work split on axes the
     // parameter does not index: one all-reduce over them. ZeRO
     // reduce-scatters it and all-gathers the updated slices instead (and
@@ -239,7 +255,7 @@ NodeCoster::memoryItems(Operation *op, const OpLayouts &layouts) const {
                   bool parameter) {
                 std::string what;
                 if (parameter) {
-                  auto arg = cast<BlockArgument>(v);
+                  BlockArgument arg = parameterOf(v);
                   auto name = func.getArgAttrOfType<StringAttr>(
                       arg.getArgNumber(), LoomDialect::kParamAttrName);
                   what = "parameter '" + name.getValue().str() + "'";

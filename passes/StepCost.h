@@ -114,8 +114,15 @@ public:
   std::vector<MemoryItem> memoryItems(mlir::Operation *op,
                                       const OpLayouts &layouts) const;
 
-  /// Whether `v` is a trainable parameter (an argument marked loom.param).
-  bool isParameter(mlir::Value v) const;
+  /// The trainable parameter (an argument marked loom.param) `v` is: the
+  /// argument itself, or its cast to the compute precision (under
+  /// --precision, ops read their parameters through one cast each, and
+  /// those ops, not the cast, hold the parameter, reduce its gradient and
+  /// update it); null for other values.
+  mlir::BlockArgument parameterOf(mlir::Value v) const;
+  bool isParameter(mlir::Value v) const { return bool(parameterOf(v)); }
+  /// Whether `op` is such a cast: its parameter counts at its users.
+  bool isParameterCast(mlir::Operation *op) const;
 
   GroupCache &groupCache() { return groups; }
 
