@@ -8,7 +8,8 @@ step (forward, backward, update) on the same batch. In --dtype bf16 both sides t
 pure-bf16 copies (Loom: test/e2e/to_bf16.py; PyTorch: model.to(bfloat16)). Prints:
 
 * the median step time of each and the throughput ratio PyTorch time / Loom time
-  (goal: at least 1.0x);
+  (goal: at least 1.0x), and Loom's time without its GEMM epilogue fusion
+  (loom compile --fuse=false), measured in the same run;
 * Loom's model FLOP/s utilisation: 6 N + 12 L T d FLOPs per token (N the parameters
   that multiply, i.e. all but the embeddings; attention counted without the causal
   saving) over the step time, against the GPU's dense peak (H100/H200 SXM: 989 TFLOP/s
@@ -118,18 +119,24 @@ def main():
         np.save(os.path.join(work, "ids.npy"), ids.numpy())
         np.save(os.path.join(work, "labels.npy"), labels.numpy())
 
-        plan = os.path.join(work, "gpt.plan")
-        subprocess.run([args.loom, "compile", onnx_path, "--batch", str(args.batch),
-                        "--train", "--optimizer", "adamw", "--lr", "1e-4", "-o", plan],
-                       check=True, capture_output=True)
-        metrics = os.path.join(work, "metrics.jsonl")
         data = (f"input_ids={os.path.join(work, 'ids.npy')},"
                 f"labels={os.path.join(work, 'labels.npy')}")
-        subprocess.run([args.loom, "run", plan, "--backend", "cuda", "--steps",
-                        str(args.steps + 3), "--data", data, "--metrics", metrics],
-                       check=True, capture_output=True)
-        with open(metrics) as f:
-            loom_ms = float(np.median([json.loads(l)["step_time_ms"] for l in f][3:]))
+
+        def time_loom(fuse):
+            plan = os.path.join(work, f"gpt-{fuse}.plan")
+            subprocess.run([args.loom, "compile", onnx_path, "--batch", str(args.batch),
+                            "--train", "--optimizer", "adamw", "--lr", "1e-4",
+                            f"--fuse={fuse}", "-o", plan],
+                           check=True, capture_output=True)
+            metrics = os.path.join(work, f"metrics-{fuse}.jsonl")
+            subprocess.run([args.loom, "run", plan, "--backend", "cuda", "--steps",
+                            str(args.steps + 3), "--data", data, "--metrics", metrics],
+                           check=True, capture_output=True)
+            with open(metrics) as f:
+                return float(np.median([json.loads(l)["step_time_ms"] for l in f][3:]))
+
+        loom_ms = time_loom("true")
+        unfused_ms = time_loom("false")
 
         device_model = model.cuda()
         if args.dtype == "bf16":
@@ -143,13 +150,15 @@ def main():
         peak = args.peak or PEAKS[args.dtype]
         print(f"parameters: {params / 1e6:.1f} M; {flops / 1e12:.2f} TFLOP per step")
         print(f"{'':10} {'step ms':>9} {'tokens/s':>10} {'TFLOP/s':>8} {'MFU':>6}")
-        for name, ms in (("pytorch", torch_ms), ("loom", loom_ms)):
+        for name, ms in (("pytorch", torch_ms), ("loom", loom_ms),
+                         ("unfused", unfused_ms)):
             rate = flops / (ms / 1e3)
             print(f"{name:10} {ms:9.2f} {tokens / (ms / 1e3):10.0f} {rate / 1e12:8.1f} "
                   f"{100 * rate / peak:5.1f}%")
         print(f"throughput ratio (PyTorch time / Loom time): {torch_ms / loom_ms:.2f}x "
               f"(goal >= 1.0x); Loom MFU {100 * flops / (loom_ms / 1e3) / peak:.1f}% of "
               f"{peak / 1e12:.0f} TFLOP/s (goal >= 50% on H100 in bf16)")
+        print(f"epilogue fusion: {unfused_ms / loom_ms:.2f}x (unfused time / fused time)")
         sys.stdout.flush()
 
         bench = args.gemm_bench or os.path.join(

@@ -37,10 +37,12 @@ OpWork estimateWork(Operation *op, ArrayRef<RankedTensorType> operands,
   double in = operands.empty() ? 0 : elements(operands.front());
   work.flops = out;
   llvm::TypeSwitch<Operation *>(op)
-      .Case<MatmulOp>([&](MatmulOp m) {
-        // 2 M N K per output batch: K from the lhs.
+      .Case<MatmulOp, FusedMatmulOp>([&](Operation *) {
+        // 2 M N K per output batch: K from the lhs (plus the epilogue's
+        // element ops, negligible).
         RankedTensorType lhs = operands[0];
-        int64_t k = lhs.getDimSize(lhs.getRank() - (m.getTransposeLhs() ? 2 : 1));
+        bool transposed = op->hasAttr("transpose_lhs");
+        int64_t k = lhs.getDimSize(lhs.getRank() - (transposed ? 2 : 1));
         work.flops = 2.0 * out * static_cast<double>(k);
         work.kernelClass = "matmul";
       })
@@ -85,8 +87,8 @@ OpWork estimateWork(Operation *op, ArrayRef<RankedTensorType> operands,
             work.flops = 0;
             work.kernelClass = "other";
           })
-      .Case<AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp,
-            LocalSplitOp, MakePartialOp>([&](Operation *) {
+      .Case<AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp, LocalSplitOp,
+            MakePartialOp>([&](Operation *) {
         work.flops = 0; // communication: the cost model prices it apart
         work.kernelClass = "other";
       })

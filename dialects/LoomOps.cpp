@@ -83,12 +83,12 @@ LogicalResult SelectOp::inferReturnTypes(MLIRContext *,
 // Linear algebra and normalisation
 //===----------------------------------------------------------------------===//
 
-LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
-                                         std::optional<Location> loc,
-                                         Adaptor adaptor,
-                                         SmallVectorImpl<Type> &results) {
-  RankedTensorType lhs = tensorType(adaptor.getLhs());
-  RankedTensorType rhs = tensorType(adaptor.getRhs());
+/// The result type of `op(lhs) x op(rhs)` (loom.matmul's rule).
+static FailureOr<RankedTensorType>
+inferMatmulType(std::optional<Location> loc, Value lhsValue, Value rhsValue,
+                bool transposeLhs, bool transposeRhs) {
+  RankedTensorType lhs = tensorType(lhsValue);
+  RankedTensorType rhs = tensorType(rhsValue);
   if (lhs.getRank() < 2 || rhs.getRank() < 2)
     return emitOptionalError(loc, "operands must have rank at least 2, got ",
                              lhs.getRank(), " and ", rhs.getRank());
@@ -99,9 +99,9 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
   ArrayRef<int64_t> l = lhs.getShape(), r = rhs.getShape();
   int64_t m = l[l.size() - 2], lk = l.back();
   int64_t rk = r[r.size() - 2], n = r.back();
-  if (adaptor.getTransposeLhs())
+  if (transposeLhs)
     std::swap(m, lk);
-  if (adaptor.getTransposeRhs())
+  if (transposeRhs)
     std::swap(rk, n);
   if (lk != rk)
     return emitOptionalError(loc, "contracting dimensions differ: lhs has ", lk,
@@ -112,7 +112,38 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
                              formatShape(l.drop_back(2)), " and ",
                              formatShape(r.drop_back(2)), " do not broadcast");
   batch->append({m, n});
-  results.push_back(RankedTensorType::get(*batch, lhs.getElementType()));
+  return RankedTensorType::get(*batch, lhs.getElementType());
+}
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  FailureOr<RankedTensorType> type =
+      inferMatmulType(loc, adaptor.getLhs(), adaptor.getRhs(),
+                      adaptor.getTransposeLhs(), adaptor.getTransposeRhs());
+  if (failed(type))
+    return failure();
+  results.push_back(*type);
+  return success();
+}
+
+LogicalResult FusedMatmulOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &results) {
+  FailureOr<RankedTensorType> type =
+      inferMatmulType(loc, adaptor.getLhs(), adaptor.getRhs(),
+                      adaptor.getTransposeLhs(), adaptor.getTransposeRhs());
+  if (failed(type))
+    return failure();
+  RankedTensorType bias = tensorType(adaptor.getBias());
+  int64_t n = type->getShape().back();
+  if (bias.getRank() != 1 || bias.getDimSize(0) != n ||
+      bias.getElementType() != type->getElementType())
+    return emitOptionalError(loc, "the bias must be a vector of ", n, " ",
+                             type->getElementType(), ", got ", bias);
+  results.push_back(*type);
   return success();
 }
 

@@ -158,6 +158,23 @@ def Loom_MatmulOp : Loom_InferredOp<"matmul", [DeclareOpInterfaceMethods<Loom_Gr
   let results = (outs Loom_FloatTensor:$result);
 }
 
+def Loom_FusedMatmulOp : Loom_InferredOp<"fused_matmul"> {
+  let summary = "matmul with a bias and optional relu epilogue";
+  let description = [{
+    `matmul(lhs, rhs) + bias`, then `max(0, .)` with `relu`: `lhs`, `rhs`
+    and the transpositions as in `loom.matmul`, and `bias` a vector of the
+    result's last dimension N added to every row. All three share one
+    element type. loom-fuse-matmul-epilogue forms it in per-device
+    programs, after differentiation, so it has no gradient; a backend runs
+    it as one GEMM with an epilogue (cuBLASLt's bias epilogue) instead of a
+    GEMM and a pass over its result.
+  }];
+  let arguments = (ins Loom_FloatTensor:$lhs, Loom_FloatTensor:$rhs,
+                       Loom_FloatTensor:$bias, UnitAttr:$transpose_lhs,
+                       UnitAttr:$transpose_rhs, UnitAttr:$relu);
+  let results = (outs Loom_FloatTensor:$result);
+}
+
 def Loom_SoftmaxOp : Loom_InferredOp<"softmax", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "softmax along one axis";
   let description = "`axis` must be in [0, rank).";

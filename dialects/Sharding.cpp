@@ -185,17 +185,19 @@ LOOM_REPLICATED_RULE(MakePartialOp)
 // Linear algebra, normalisation, reductions
 //===----------------------------------------------------------------------===//
 
-ShardingRule MatmulOp::getShardingRule() {
+/// loom.matmul's rule over `lhs`, `rhs` and `result`; `n` is set to the
+/// factor of the result's last dimension.
+static ShardingRule matmulRule(RankedTensorType lhs, RankedTensorType rhs,
+                               RankedTensorType result, bool transposeLhs,
+                               bool transposeRhs, int &n) {
   ShardingRule rule;
-  RankedTensorType lhs = typeOf(getLhs()), rhs = typeOf(getRhs()),
-                   result = typeOf(getResult());
   int64_t batchRank = result.getRank() - 2;
   SmallVector<int> batch;
   for (int64_t d = 0; d < batchRank; ++d)
     batch.push_back(rule.addFactor(result.getDimSize(d)));
   int m = rule.addFactor(result.getDimSize(batchRank));
-  int n = rule.addFactor(result.getDimSize(batchRank + 1));
-  int64_t kSize = lhs.getDimSize(lhs.getRank() - (getTransposeLhs() ? 2 : 1));
+  n = rule.addFactor(result.getDimSize(batchRank + 1));
+  int64_t kSize = lhs.getDimSize(lhs.getRank() - (transposeLhs ? 2 : 1));
   int k = rule.addFactor(kSize, FactorKind::Reduction);
   auto side = [&](RankedTensorType t, int outer, int inner, bool transposed) {
     DimFactors dims;
@@ -211,12 +213,31 @@ ShardingRule MatmulOp::getShardingRule() {
     dims.push_back({transposed ? outer : inner});
     return dims;
   };
-  rule.operands.push_back(side(lhs, m, k, getTransposeLhs()));
-  rule.operands.push_back(side(rhs, k, n, getTransposeRhs()));
+  rule.operands.push_back(side(lhs, m, k, transposeLhs));
+  rule.operands.push_back(side(rhs, k, n, transposeRhs));
   SmallVector<int> out(batch);
   out.push_back(m);
   out.push_back(n);
   rule.results.push_back(dimsOf(out));
+  return rule;
+}
+
+ShardingRule MatmulOp::getShardingRule() {
+  int n;
+  return matmulRule(typeOf(getLhs()), typeOf(getRhs()), typeOf(getResult()),
+                    getTransposeLhs(), getTransposeRhs(), n);
+}
+
+ShardingRule FusedMatmulOp::getShardingRule() {
+  int n;
+  ShardingRule rule =
+      matmulRule(typeOf(getLhs()), typeOf(getRhs()), typeOf(getResult()),
+                 getTransposeLhs(), getTransposeRhs(), n);
+  // The sum over k must be complete before the bias (and relu) apply.
+  for (auto &factor : rule.factors)
+    if (factor.kind == FactorKind::Reduction)
+      factor.kind = FactorKind::Blocked;
+  rule.operands.push_back(dimsOf(ArrayRef<int>{n}));
   return rule;
 }
 

@@ -43,6 +43,41 @@ def FuseLayerNorm : Pass<"loom-fuse-layer-norm", "mlir::func::FuncOp"> {
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def FuseMatmulEpilogue
+    : Pass<"loom-fuse-matmul-epilogue", "mlir::func::FuncOp"> {
+  let summary = "Folds transpositions and bias epilogues into matmuls";
+  let description = [{
+    Runs on per-device programs, last before a plan is emitted, so that no
+    earlier pass (differentiation, sharding, pipelining) sees its ops. Two
+    rewrites of each `loom.matmul`:
+
+    - An operand that is a `loom.transpose` swapping only its last two
+      dimensions is replaced by the transpose's input, flipping the
+      matmul's `transpose_lhs` or `transpose_rhs`: the GEMM reads the
+      storage transposed instead of a kernel copying it (a transpose left
+      without users is erased).
+    - A matmul whose only user is a `loom.add` of a vector of the result's
+      last dimension (the bias of a linear layer) becomes one
+      `loom.fused_matmul` with that bias; when the sum's only user is a
+      `loom.relu`, the relu joins it too. A backend runs it as one GEMM
+      with an epilogue, so the product never makes the round trip through
+      memory to an elementwise kernel, and the plan's arena holds one
+      buffer instead of two.
+
+    Before:
+    ```mlir
+    %t = loom.transpose %w {permutation = array<i64: 1, 0>} : ...
+    %p = loom.matmul %x, %t : ...
+    %y = loom.add %b, %p : ...
+    ```
+    After:
+    ```mlir
+    %y = loom.fused_matmul %x, %w, %b {transpose_rhs} : ...
+    ```
+  }];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 def MixedPrecision : Pass<"loom-mixed-precision", "mlir::func::FuncOp"> {
   let summary = "Runs the forward graph in bf16 or f16 over f32 master weights";
   let description = [{

@@ -20,6 +20,7 @@
 #include "runtime/Kernel.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +55,23 @@ public:
   /// Waits for the backend's queued work; "" or what failed (a kernel's
   /// asynchronous error).
   virtual std::string synchronize() { return ""; }
+
+  //===--- A second queue for collectives (device backends) -----------===//
+  //
+  // A backend whose kernels run asynchronously in one queue may offer a
+  // second for the collectives of a device communicator, so that a
+  // collective runs while later kernels compute. Between
+  // beginCommunication() and endCommunication(), the memory hooks above
+  // queue on the second queue, which first waits for every kernel queued
+  // so far; endCommunication() returns a token for what was queued, and
+  // waitCommunication(token) makes kernels queued after it wait for that
+  // work. The caller orders every other use of the memory involved.
+
+  /// Whether beginCommunication() opens a separate queue.
+  virtual bool overlapsCommunication() const { return false; }
+  virtual void beginCommunication() {}
+  virtual int64_t endCommunication() { return 0; }
+  virtual void waitCommunication(int64_t token) {}
 };
 
 /// The CPU backend: oneDNN primitives where oneDNN has them, plain C++ with
@@ -74,6 +92,9 @@ std::unique_ptr<Backend> createCudaBackend(int device, std::string &error);
 /// The CUDA stream (a cudaStream_t) every kernel of a CUDA backend is
 /// queued on; nullptr for any other backend.
 void *cudaStreamOf(const Backend &backend);
+/// The CUDA backend's second stream, for collectives (see
+/// beginCommunication()); nullptr for any other backend.
+void *cudaCommStreamOf(const Backend &backend);
 
 /// The backend named `name` ("cpu" or "cuda"; `device` is the CUDA device),
 /// or nullptr and `error`.

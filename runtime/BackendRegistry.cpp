@@ -15,6 +15,8 @@ int cudaDeviceCount(std::string &error) {
 
 void *cudaStreamOf(const Backend &) { return nullptr; }
 
+void *cudaCommStreamOf(const Backend &) { return nullptr; }
+
 std::unique_ptr<Backend> createCudaBackend(int, std::string &error) {
   error = "no CUDA device: this Loom was built without the CUDA toolkit "
           "(configure with the toolkit present and LOOM_ENABLE_CUDA=ON)";
@@ -25,8 +27,9 @@ std::unique_ptr<Backend> createCudaBackend(int, std::string &error) {
 #ifndef LOOM_HAVE_NCCL
 bool ncclAvailable() { return false; }
 
-std::unique_ptr<Communicator>
-createNcclCommunicator(Communicator &, int, void *, std::string &error) {
+std::unique_ptr<Communicator> createNcclCommunicator(Communicator &, int,
+                                                     void *, void *,
+                                                     std::string &error) {
   error = "this Loom was built without NCCL (it needs the CUDA toolkit with "
           "NCCL)";
   return nullptr;

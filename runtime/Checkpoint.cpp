@@ -92,7 +92,10 @@ bool saveCheckpoint(const Executor &exec, const std::string &dir,
     for (int64_t r = 0; r < exec.numRanks(); ++r)
       world[r] = r;
     int32_t failed = failure.empty() ? 0 : 1;
-    if (std::string e = comm->allReduceSum(world, DType::I32, &failed, 1);
+    // A flag in host memory: through the host side of a device
+    // communicator.
+    if (std::string e = comm->hostCommunicator().allReduceSum(world, DType::I32,
+                                                              &failed, 1);
         !e.empty()) {
       error = dir + ": " + e;
       return false;

@@ -318,6 +318,16 @@ struct Executor::Impl {
   std::unique_ptr<HostBufferOps> hostOps;
   std::unique_ptr<BackendBufferOps> deviceOps;
   std::unique_ptr<CollectiveRunner> collectives;
+  /// Whether collectives on the device communicator run on the backend's
+  /// second queue while later kernels compute (Backend::beginCommunication).
+  bool overlap = false;
+  /// A collective queued there, not yet waited for: its token and the
+  /// bytes it reads and writes.
+  struct InFlight {
+    int64_t token;
+    const unsigned char *in, *inEnd, *out, *outEnd;
+  };
+  std::vector<InFlight> inFlight;
   std::unique_ptr<AlignedBuffer> state, arena;
   /// Host copies of messages for a backend whose memory the host cannot
   /// touch (grown to the largest, charged to `memory`).
@@ -356,6 +366,34 @@ struct Executor::Impl {
   std::map<std::string, int32_t> outputIds, hyperIds;
 
   const layout::Mesh *meshPtr() const { return mesh ? &*mesh : nullptr; }
+
+  /// Makes the kernels queued from now on wait for every collective in
+  /// flight that `reads` may read or `writes` may write: read after write,
+  /// write after read and write after write. With neither, waits for all.
+  void orderAfterCollectives(const std::vector<const TensorView *> &reads,
+                             const std::vector<const TensorView *> &writes,
+                             bool all = false) {
+    auto hits = [](const TensorView *v, const unsigned char *begin,
+                   const unsigned char *end) {
+      auto *p = static_cast<const unsigned char *>(v->data);
+      return v->bytes() && begin != end && p < end && begin < p + v->bytes();
+    };
+    auto it = inFlight.begin();
+    while (it != inFlight.end()) {
+      bool wait = all;
+      for (const TensorView *v : reads)
+        wait = wait || hits(v, it->out, it->outEnd);
+      for (const TensorView *v : writes)
+        wait =
+            wait || hits(v, it->in, it->inEnd) || hits(v, it->out, it->outEnd);
+      if (!wait) {
+        ++it;
+        continue;
+      }
+      backend->waitCommunication(it->token);
+      it = inFlight.erase(it);
+    }
+  }
   /// Whether the executor reads and writes the backend's memory directly.
   bool direct() const { return backend->hostAccessible(); }
   /// Calls `fn` on a host view of `v`: `v` itself when the backend's memory
@@ -885,6 +923,7 @@ std::unique_ptr<Executor> Executor::create(plan::Plan plan, Backend &backend,
     if (!backend.hostAccessible() && impl.comm->takesDeviceMemory()) {
       impl.deviceOps = std::make_unique<BackendBufferOps>(backend, impl.memory);
       ops = impl.deviceOps.get();
+      impl.overlap = backend.overlapsCommunication();
     } else {
       impl.hostOps = std::make_unique<HostBufferOps>(impl.memory);
       ops = impl.hostOps.get();
@@ -1051,6 +1090,14 @@ bool Executor::run(std::string &error, TraceWriter *trace) {
         kernelArgs.inputs.push_back(impl->views[id]);
       for (int32_t id : step.results)
         kernelArgs.outputs.push_back(impl->views[id]);
+      if (!impl->inFlight.empty()) {
+        std::vector<const TensorView *> reads, writes;
+        for (const TensorView &v : kernelArgs.inputs)
+          reads.push_back(&v);
+        for (const TensorView &v : kernelArgs.outputs)
+          writes.push_back(&v);
+        impl->orderAfterCollectives(reads, writes);
+      }
       e = (*step.kernel)(kernelArgs);
       // Asynchronous kernels: time each with --trace, else only report
       // their errors at the end of the step.
@@ -1063,7 +1110,19 @@ bool Executor::run(std::string &error, TraceWriter *trace) {
       int64_t before = impl->comm->bytesReceived();
       const TensorView &in = impl->views[step.operands[0]];
       const TensorView &out = impl->views[step.results[0]];
-      if (impl->direct() || impl->deviceOps) {
+      if (impl->overlap && !trace) {
+        // Queued on the backend's second stream; kernels that touch its
+        // buffers wait for it (above), the others run meanwhile.
+        impl->backend->beginCommunication();
+        impl->comm->setQueued(true);
+        e = impl->collectives->run(step.inst->op(), step.attrs, in, out);
+        impl->comm->setQueued(false);
+        auto *inBytes = static_cast<const unsigned char *>(in.data);
+        auto *outBytes = static_cast<const unsigned char *>(out.data);
+        impl->inFlight.push_back({impl->backend->endCommunication(), inBytes,
+                                  inBytes + in.bytes(), outBytes,
+                                  outBytes + out.bytes()});
+      } else if (impl->direct() || impl->deviceOps) {
         e = impl->collectives->run(step.inst->op(), step.attrs, in, out);
       } else {
         // A host communicator on device memory: through host copies.
@@ -1084,6 +1143,7 @@ bool Executor::run(std::string &error, TraceWriter *trace) {
     case Impl::Step::Send:
     case Impl::Step::Recv: {
       category = "p2p";
+      impl->orderAfterCollectives({}, {}, /*all=*/true);
       TraceWriter::Args messageArgs{
           {"peer", std::to_string(step.peer)},
           {"tag", std::to_string(step.tag)},
@@ -1107,6 +1167,8 @@ bool Executor::run(std::string &error, TraceWriter *trace) {
     }
     }
     if (!e.empty()) {
+      impl->orderAfterCollectives({}, {}, /*all=*/true);
+      impl->backend->synchronize();
       error = "instruction #" + std::to_string(i) + " (" + step.inst->op() +
               (step.inst->location().empty() ? ""
                                              : " at " + step.inst->location()) +
@@ -1117,6 +1179,7 @@ bool Executor::run(std::string &error, TraceWriter *trace) {
       trace->addSpan(traceRank, step.inst->op(), category, start,
                      us(Clock::now() - began).count(), std::move(args));
   }
+  impl->orderAfterCollectives({}, {}, /*all=*/true);
   if (std::string e = impl->backend->synchronize(); !e.empty()) {
     error = "running the step on backend '" + impl->backend->name() + "': " + e;
     return false;

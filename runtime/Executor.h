@@ -189,7 +189,9 @@ public:
 
   /// Per collective instruction of the plan: how often it ran, the bytes
   /// this rank received from other ranks in it (counted by the
-  /// communicator), its time, and the bytes per device the compiler's
+  /// communicator), its time (host time: for a collective queued to
+  /// overlap the kernels after it, on a device communicator without a
+  /// trace, only the time to queue it), and the bytes per device the compiler's
   /// layout math predicted for one run (-1 when the plan does not say).
   struct CollectiveStat {
     int32_t instruction = 0;

@@ -126,6 +126,19 @@ std::string matmul(const Attrs &a, const std::vector<TypeRef> &ops,
   return expectResult(res[0], ops[0].dtype, batch);
 }
 
+std::string fusedMatmul(const Attrs &a, const std::vector<TypeRef> &ops,
+                        const std::vector<TypeRef> &res) {
+  if (auto e = expectCounts(ops, res, 3, 3); !e.empty())
+    return e;
+  if (auto e = matmul(a, {ops[0], ops[1]}, res); !e.empty())
+    return e;
+  const Shape &bias = *ops[2].shape;
+  if (bias.size() != 1 || bias[0] != res[0].shape->back() ||
+      ops[2].dtype != ops[0].dtype)
+    return "the bias must be a vector of the result's last dimension";
+  return "";
+}
+
 std::string paramsOf(const std::vector<TypeRef> &ops, size_t from,
                      const Shape &shape) {
   for (size_t i = from; i < ops.size(); ++i)
@@ -670,6 +683,7 @@ const std::map<std::string, Check> &rules() {
       {"cast", cast},
       {"select", select},
       {"matmul", matmul},
+      {"fused_matmul", fusedMatmul},
       {"softmax", alongAxis},
       {"log_softmax", alongAxis},
       {"layer_norm", layerNorm},

@@ -262,6 +262,14 @@ cl::opt<std::string> emitMlirFlag(
     cl::desc("Also write the compiled (per-device) program as MLIR"),
     cl::value_desc("FILE"), cl::sub(compileCmd), cl::sub(simulateCmd), cl::cat(parallelCategory()));
 
+cl::opt<bool> fuseFlag(
+    "fuse",
+    cl::desc("Fold weight transposes and bias (+relu) epilogues into the "
+             "GEMMs of the compiled program (loom-fuse-matmul-epilogue); "
+             "--fuse=false keeps them separate kernels"),
+    cl::init(true), cl::sub(compileCmd), cl::sub(simulateCmd),
+    cl::cat(parallelCategory()));
+
 /// Parses "NAME=VALUE" into its two halves.
 bool splitAssignment(StringRef text, StringRef &name, StringRef &value) {
   std::tie(name, value) = text.split('=');
@@ -942,6 +950,12 @@ std::optional<plan::Plan> buildPlan(const cost::HardwareProfile &cluster,
                                    recomputeFlag);
       explanation->recordProgram(func);
     }
+  }
+  if (fuseFlag) {
+    PassManager pm(&context);
+    pm.addNestedPass<func::FuncOp>(createFuseMatmulEpilogue());
+    if (failed(pm.run(*module)))
+      return fail(reportError(modelPath + ": cannot fuse matmul epilogues"));
   }
   std::string error;
   if (!emitMlirFlag.empty()) {

@@ -296,7 +296,8 @@ std::string setUpRank(Rank &rank, plan::Plan plan, Shared &shared,
   rt::Communicator *comm = rank.comm;
   if (rank.comm && commFlag == "nccl") {
     rank.nccl = rt::createNcclCommunicator(
-        *rank.comm, rank.device, rt::cudaStreamOf(*rank.backend), error);
+        *rank.comm, rank.device, rt::cudaStreamOf(*rank.backend),
+        rt::cudaCommStreamOf(*rank.backend), error);
     if (!rank.nccl)
       return error;
     comm = rank.nccl.get();

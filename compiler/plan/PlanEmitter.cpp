@@ -120,19 +120,41 @@ bool convertAttribute(NamedAttribute named, plan::Attribute &out) {
   return true;
 }
 
-/// First-fit allocation of step-arena storage by liveness.
+/// Allocation of step-arena storage by liveness: a free block that holds
+/// the value (the lowest, or with `bestFit` the smallest), else the free
+/// block at the top of the arena grown to fit, else new space at the top.
+/// Neither policy is better on every program; the emitter keeps the
+/// smaller arena of the two.
 class ArenaAllocator {
 public:
+  explicit ArenaAllocator(bool bestFit) : bestFit(bestFit) {}
+
   int64_t allocate(int64_t bytes) {
     bytes = alignUp(std::max<int64_t>(bytes, 1));
+    auto best = free.end();
     for (auto it = free.begin(); it != free.end(); ++it) {
-      if (it->second < bytes)
+      if (it->second < bytes ||
+          (best != free.end() && it->second >= best->second))
         continue;
-      int64_t offset = it->first, size = it->second;
-      free.erase(it);
+      best = it;
+      if (!bestFit)
+        break;
+    }
+    if (best != free.end()) {
+      int64_t offset = best->first, size = best->second;
+      free.erase(best);
       if (size > bytes)
         free[offset + bytes] = size - bytes;
       return offset;
+    }
+    if (!free.empty()) {
+      auto last = std::prev(free.end());
+      if (last->first + last->second == top) {
+        int64_t offset = last->first;
+        free.erase(last);
+        top = offset + bytes;
+        return offset;
+      }
     }
     int64_t offset = top;
     top += bytes;
@@ -159,6 +181,7 @@ public:
   int64_t size() const { return top; }
 
 private:
+  bool bestFit;
   std::map<int64_t, int64_t> free; // offset -> size
   int64_t top = 0;
 };
@@ -487,34 +510,44 @@ bool Emitter::emitProgram(func::FuncOp func, plan::Program &out) {
     }
     v.set_offset(target.offset());
   }
-  ArenaAllocator arena;
-  for (plan::Value &v : *program->mutable_values())
-    if (v.kind() == plan::Value::INPUT ||
-        v.kind() == plan::Value::HYPERPARAMETER)
-      v.set_offset(arena.allocate(v.bytes()));
   auto inArena = [&](int32_t id) {
     return !program->values(id).has_in_place_of();
   };
-  for (int i = 0; i < n; ++i) {
-    const plan::Instruction &inst = program->instructions(i);
-    for (int32_t id : inst.results())
-      if (inArena(id))
-        program->mutable_values(id)->set_offset(
-            arena.allocate(program->values(id).bytes()));
-    for (int32_t id : inst.results())
-      if (lastUse[id] < 0 && inArena(id)) // never used: free right away
-        arena.release(program->values(id).offset(),
-                      program->values(id).bytes());
-    std::vector<int32_t> dying;
-    for (int32_t id : inst.operands())
-      if (lastUse[id] == i &&
-          program->values(id).kind() == plan::Value::TEMPORARY && inArena(id) &&
-          !llvm::is_contained(dying, id))
-        dying.push_back(id);
-    for (int32_t id : dying)
-      arena.release(program->values(id).offset(), program->values(id).bytes());
-  }
-  program->set_arena_bytes(arena.size());
+  // The arena's offsets under one policy, and its size.
+  auto place = [&](bool bestFit, std::vector<int64_t> &offsets) {
+    ArenaAllocator arena(bestFit);
+    offsets.assign(program->values_size(), -1);
+    for (const plan::Value &v : program->values())
+      if (v.kind() == plan::Value::INPUT ||
+          v.kind() == plan::Value::HYPERPARAMETER)
+        offsets[v.id()] = arena.allocate(v.bytes());
+    for (int i = 0; i < n; ++i) {
+      const plan::Instruction &inst = program->instructions(i);
+      for (int32_t id : inst.results())
+        if (inArena(id))
+          offsets[id] = arena.allocate(program->values(id).bytes());
+      for (int32_t id : inst.results())
+        if (lastUse[id] < 0 && inArena(id)) // never used: free right away
+          arena.release(offsets[id], program->values(id).bytes());
+      std::vector<int32_t> dying;
+      for (int32_t id : inst.operands())
+        if (lastUse[id] == i &&
+            program->values(id).kind() == plan::Value::TEMPORARY &&
+            inArena(id) && !llvm::is_contained(dying, id))
+          dying.push_back(id);
+      for (int32_t id : dying)
+        arena.release(offsets[id], program->values(id).bytes());
+    }
+    return arena.size();
+  };
+  std::vector<int64_t> firstFit, bestFit;
+  int64_t firstSize = place(false, firstFit), bestSize = place(true, bestFit);
+  const std::vector<int64_t> &offsets =
+      bestSize < firstSize ? bestFit : firstFit;
+  for (plan::Value &v : *program->mutable_values())
+    if (offsets[v.id()] >= 0)
+      v.set_offset(offsets[v.id()]);
+  program->set_arena_bytes(std::min(firstSize, bestSize));
   program->set_state_bytes(stateBytes);
   return true;
 }

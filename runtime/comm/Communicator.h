@@ -41,6 +41,9 @@ public:
   /// others take host memory, and the executor of a device backend stages
   /// through host buffers for them.
   virtual bool takesDeviceMemory() const { return false; }
+  /// A communicator of the same world and ranks that takes host memory:
+  /// this one, or a device communicator's host bootstrap.
+  virtual Communicator &hostCommunicator() { return *this; }
   virtual int64_t rank() const = 0;
   virtual int64_t worldSize() const = 0;
 
@@ -63,6 +66,13 @@ public:
                                void *recv, int64_t bytesPerRank) = 0;
   /// Returns when every member has called it.
   virtual std::string barrier(const RankGroup &group) = 0;
+
+  /// A device communicator whose collectives run on a stream of their own
+  /// may return from them once they are queued instead of complete; the
+  /// caller then orders every later use of their buffers (see
+  /// Backend::beginCommunication). Returns whether it will; off until
+  /// asked, and the others never do.
+  virtual bool setQueued(bool queued) { return false; }
 
   /// Point to point, between pipeline stages. `send` copies `bytes` from
   /// `data` and returns without waiting for the receiver (the message is
@@ -114,16 +124,18 @@ bool mpiAvailable();
 std::unique_ptr<Communicator> createMpiCommunicator(std::string &error);
 /// Whether this build has the NCCL communicator (CUDA and NCCL found).
 bool ncclAvailable();
-/// An NCCL communicator for a rank that drives GPU `device` (`stream` is
-/// the cudaStream_t its collectives are queued on: the CUDA backend's, so
-/// that they follow the kernels producing their inputs). `bootstrap` is a
-/// host communicator over the same world that exchanges each group's NCCL
-/// id when the group first communicates: an MPI communicator for one
-/// process per GPU under mpirun, or threads communicators for one process
+/// An NCCL communicator for a rank that drives GPU `device`: its
+/// collectives are queued on `commStream` after the work queued so far on
+/// `stream` (the CUDA backend's two cudaStream_t, cudaCommStreamOf and
+/// cudaStreamOf, so that they follow the kernels producing their inputs).
+/// `bootstrap` is a host communicator over the same world that exchanges each
+/// group's NCCL id when the group first communicates: an MPI communicator for
+/// one process per GPU under mpirun, or threads communicators for one process
 /// driving several GPUs. It must outlive the NCCL communicator. Buffers are
 /// device memory. nullptr and `error` when this build has no NCCL.
 std::unique_ptr<Communicator> createNcclCommunicator(Communicator &bootstrap,
                                                      int device, void *stream,
+                                                     void *commStream,
                                                      std::string &error);
 /// Whether this process was started by mpirun (an MPI launcher's
 /// environment variables are set), without initialising MPI.

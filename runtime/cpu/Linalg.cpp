@@ -103,6 +103,22 @@ void matmulPlain(const MatmulOperand &lhs, const float *a,
   }
 }
 
+/// fused_matmul's epilogue on the product in `out`: + bias per row, then
+/// relu. In f32, before the result is rounded to a narrower type once.
+void addBias(const TensorView &bias, bool relu, const TensorView &out) {
+  int64_t n = out.shape.back(),
+          rows = out.numElements() / std::max<int64_t>(n, 1);
+  const float *b = bias.as<float>();
+  float *c = out.as<float>();
+#pragma omp parallel for schedule(static) if (rows * n > kGrain)
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t j = 0; j < n; ++j) {
+      float v = c[row * n + j] + b[j];
+      c[row * n + j] = relu ? std::max(v, 0.0f) : v;
+    }
+}
+
+/// matmul, and fused_matmul (a third input, the bias, and `relu`).
 std::string matmulKernel(CpuContext &ctx, const KernelArgs &args) {
   return runInF32(args, [&](const KernelArgs &a) -> std::string {
     const TensorView &lhs = a.inputs[0], &rhs = a.inputs[1],
@@ -125,12 +141,12 @@ std::string matmulKernel(CpuContext &ctx, const KernelArgs &args) {
              " do not agree";
     if (out.numElements() == 0)
       return {};
-    if (lhs.numElements() == 0 || rhs.numElements() == 0) { // k == 0
+    if (lhs.numElements() == 0 || rhs.numElements() == 0) // k == 0
       std::fill(out.as<float>(), out.as<float>() + out.numElements(), 0.0f);
-      return {};
-    }
-    if (!matmulOneDnn(ctx, l, lhs.data, r, rhs.data, out))
+    else if (!matmulOneDnn(ctx, l, lhs.data, r, rhs.data, out))
       matmulPlain(l, lhs.as<float>(), r, rhs.as<float>(), out, m, k, n);
+    if (a.inputs.size() == 3)
+      addBias(a.inputs[2], a.attrs.getBool("relu"), out);
     return {};
   });
 }
@@ -275,6 +291,7 @@ std::string conv2dKernel(CpuContext &ctx, const KernelArgs &args) {
 
 void registerLinalgKernels(KernelTable &table) {
   table["matmul"] = {matmulKernel, 2, 2};
+  table["fused_matmul"] = {matmulKernel, 3, 3};
   table["conv2d"] = {conv2dKernel, 2, 3};
 }
 

@@ -7,6 +7,14 @@
 // (synchronize(), which also reports the errors kernels found on the
 // device). Memory comes from a caching allocator over cudaMalloc.
 //
+// Collectives of a device communicator may run on a second stream (see
+// Backend::beginCommunication): inside a communication section the memory
+// hooks queue there, after an event that follows every kernel queued so
+// far; the section ends with an event the executor makes later kernels wait
+// for where they touch the collective's buffers. The caching allocator
+// knows one stream, so memory freed while the second has queued work waits
+// for that work first.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/CudaBackend.h"
@@ -35,12 +43,13 @@ public:
               ": " + cudaMessage(e);
       return;
     }
-    if (cudaError_t e =
-            cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking);
-        e != cudaSuccess) {
-      error = "cannot create a CUDA stream: " + cudaMessage(e);
-      return;
-    }
+    for (cudaStream_t *s : {&ctx->stream, &commStream})
+      if (cudaError_t e = cudaStreamCreateWithFlags(s, cudaStreamNonBlocking);
+          e != cudaSuccess) {
+        error = "cannot create a CUDA stream: " + cudaMessage(e);
+        return;
+      }
+    current = ctx->stream;
     if (cublasLtCreate(&ctx->lt) != CUBLAS_STATUS_SUCCESS) {
       error = "cannot initialise cuBLASLt";
       return;
@@ -69,20 +78,24 @@ public:
     cuda::registerLossKernels(table);
     cuda::registerOptimizerKernels(table);
     cuda::registerMatmulKernels(table);
+    cuda::registerConvPoolKernels(table);
     for (auto &[op, entry] : table)
       kernels.emplace(op, wrap(op, std::move(entry)));
   }
 
   ~CudaBackend() override {
-    if (ctx->stream) {
-      cudaSetDevice(ctx->device);
-      cudaStreamSynchronize(ctx->stream);
-    }
+    cudaSetDevice(ctx->device);
+    for (cudaStream_t s : {ctx->stream, commStream})
+      if (s)
+        cudaStreamSynchronize(s);
     ctx->allocator.reset();
     if (ctx->lt)
       cublasLtDestroy(ctx->lt);
-    if (ctx->stream)
-      cudaStreamDestroy(ctx->stream);
+    for (cudaEvent_t e : events)
+      cudaEventDestroy(e);
+    for (cudaStream_t s : {ctx->stream, commStream})
+      if (s)
+        cudaStreamDestroy(s);
   }
 
   std::string name() const override { return "cuda"; }
@@ -107,10 +120,16 @@ public:
     cudaSetDevice(ctx->device);
     void *p = ctx->allocator->allocate(bytes);
     if (p)
-      cudaMemsetAsync(p, 0, bytes, ctx->stream);
+      cudaMemsetAsync(p, 0, bytes, current);
     return p;
   }
-  void deallocate(void *ptr) override { ctx->allocator->deallocate(ptr); }
+  void deallocate(void *ptr) override {
+    // The allocator hands freed blocks to the kernels' stream: finish the
+    // second stream's work, which may still use this one.
+    if (communicating || pending)
+      cudaStreamSynchronize(commStream);
+    ctx->allocator->deallocate(ptr);
+  }
 
   void copyToDevice(void *dst, const void *src, size_t bytes) override {
     if (!bytes)
@@ -131,7 +150,7 @@ public:
     if (!bytes || dst == src)
       return;
     cudaSetDevice(ctx->device);
-    cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx->stream);
+    cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, current);
   }
   void copy2DOnDevice(void *dst, size_t dstPitch, const void *src,
                       size_t srcPitch, size_t width, size_t height) override {
@@ -139,17 +158,50 @@ public:
       return;
     cudaSetDevice(ctx->device);
     cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, width, height,
-                      cudaMemcpyDeviceToDevice, ctx->stream);
+                      cudaMemcpyDeviceToDevice, current);
   }
   void zero(void *dst, size_t bytes) override {
     if (!bytes)
       return;
     cudaSetDevice(ctx->device);
-    cudaMemsetAsync(dst, 0, bytes, ctx->stream);
+    cudaMemsetAsync(dst, 0, bytes, current);
+  }
+
+  bool overlapsCommunication() const override { return true; }
+
+  void beginCommunication() override {
+    cudaSetDevice(ctx->device);
+    int event = takeEvent();
+    cudaEventRecord(events[event], ctx->stream);
+    cudaStreamWaitEvent(commStream, events[event], 0);
+    freeEvents.push_back(event);
+    current = commStream;
+    communicating = true;
+  }
+
+  int64_t endCommunication() override {
+    int event = takeEvent();
+    cudaEventRecord(events[event], commStream);
+    current = ctx->stream;
+    communicating = false;
+    ++pending;
+    return event;
+  }
+
+  void waitCommunication(int64_t token) override {
+    if (token < 0 || token >= static_cast<int64_t>(events.size()))
+      return;
+    cudaSetDevice(ctx->device);
+    cudaStreamWaitEvent(ctx->stream, events[token], 0);
+    freeEvents.push_back(static_cast<int>(token));
+    if (pending > 0)
+      --pending;
   }
 
   std::string synchronize() override {
     cudaSetDevice(ctx->device);
+    if (cudaError_t e = cudaStreamSynchronize(commStream); e != cudaSuccess)
+      return "CUDA error: " + cudaMessage(e);
     int word = 0;
     cudaMemcpyAsync(&word, ctx->errorWord, sizeof(int), cudaMemcpyDeviceToHost,
                     ctx->stream);
@@ -164,8 +216,23 @@ public:
   }
 
   CudaContext &context() const { return *ctx; }
+  cudaStream_t communicationStream() const { return commStream; }
 
 private:
+  /// An event of the pool (a recorded event may be recorded again once
+  /// every wait on it has been queued).
+  int takeEvent() {
+    if (!freeEvents.empty()) {
+      int e = freeEvents.back();
+      freeEvents.pop_back();
+      return e;
+    }
+    cudaEvent_t e = nullptr;
+    cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+    events.push_back(e);
+    return static_cast<int>(events.size()) - 1;
+  }
+
   KernelFn wrap(const std::string &op, KernelEntry entry) {
     CudaContext *context = ctx.get();
     return [context, op, entry = std::move(entry)](const KernelArgs &args) {
@@ -184,6 +251,14 @@ private:
 
   std::unique_ptr<CudaContext> ctx;
   std::map<std::string, KernelFn, std::less<>> kernels;
+  /// The stream of collectives, and where the memory hooks queue now.
+  cudaStream_t commStream = nullptr;
+  cudaStream_t current = nullptr;
+  bool communicating = false;
+  /// Sections ended whose tokens nobody has waited for yet.
+  int64_t pending = 0;
+  std::vector<cudaEvent_t> events;
+  std::vector<int> freeEvents;
 };
 
 } // namespace
@@ -235,6 +310,11 @@ bool cudaBackendBuilt() { return true; }
 int cudaDeviceCount(std::string &error) { return cuda::deviceCount(error); }
 
 void *cudaStreamOf(const Backend &backend) { return cuda::streamOf(backend); }
+
+void *cudaCommStreamOf(const Backend &backend) {
+  auto *b = dynamic_cast<const CudaBackend *>(&backend);
+  return b ? static_cast<void *>(b->communicationStream()) : nullptr;
+}
 
 std::unique_ptr<Backend> createCudaBackend(int device, std::string &error) {
   int count = cuda::deviceCount(error);

@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 namespace loom::rt::cuda {
@@ -48,6 +49,8 @@ struct CudaContext {
   std::unique_ptr<CachingAllocator> allocator;
   /// Per cuBLASLt problem: the heuristic's algorithm (see Matmul.cpp).
   std::map<std::string, cublasLtMatmulAlgo_t> algorithms;
+  /// Problems whose heuristic has no algorithm with their epilogue.
+  std::set<std::string> unfusable;
   /// f32 GEMMs on tensor cores in TF32 (LOOM_CUDA_TF32=1): faster, about
   /// 1e-3 relative.
   bool tf32 = false;
@@ -94,8 +97,16 @@ void registerNormalizationKernels(KernelTable &table);
 void registerLossKernels(KernelTable &table);
 /// sgd_update, momentum_update, adam_update (Optimizer.cu).
 void registerOptimizerKernels(KernelTable &table);
-/// matmul on cuBLASLt (Matmul.cpp).
+/// matmul and fused_matmul on cuBLASLt (Matmul.cpp).
 void registerMatmulKernels(KernelTable &table);
+/// conv2d, conv2d_grad_input, conv2d_grad_weight, max_pool2d, avg_pool2d
+/// and their gradients (ConvPool.cu).
+void registerConvPoolKernels(KernelTable &table);
+
+/// fused_matmul's epilogue as a pass over the product in `out` (where
+/// cuBLASLt has no algorithm with it): + bias per row, then relu.
+std::string launchBiasEpilogue(CudaContext &ctx, const TensorView &bias,
+                               bool relu, const TensorView &out);
 
 /// "" if the last launch succeeded, else "<op>: <CUDA error>".
 std::string launchStatus(std::string_view op);

@@ -388,6 +388,34 @@ std::string runSelect(CudaContext &ctx, const KernelArgs &args) {
 
 } // namespace
 
+namespace {
+
+template <typename T>
+__global__ void biasEpilogueKernel(T *out, const T *bias, int64_t total,
+                                   int64_t n, bool relu) {
+  LOOM_GRID_LOOP(i, total) {
+    float v = toFloat(out[i]) + toFloat(bias[i % n]);
+    out[i] = fromFloat<T>(relu && v < 0.0f ? 0.0f : v);
+  }
+}
+
+} // namespace
+
+std::string launchBiasEpilogue(CudaContext &ctx, const TensorView &bias,
+                               bool relu, const TensorView &out) {
+  int64_t total = out.numElements(), n = out.shape.back();
+  if (total == 0)
+    return "";
+  bool known = dispatchFloat(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    biasEpilogueKernel<T><<<blocksFor(total), kThreads, 0, ctx.stream>>>(
+        static_cast<T *>(out.data), static_cast<const T *>(bias.data), total, n,
+        relu);
+  });
+  return known ? launchStatus("fused_matmul")
+               : unsupportedType("fused_matmul", out.dtype);
+}
+
 void registerElementwiseKernels(KernelTable &table) {
   table["add"] = {runBinary<Binary::Add>, 2, 2};
   table["sub"] = {runBinary<Binary::Sub>, 2, 2};

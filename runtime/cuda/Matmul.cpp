@@ -9,11 +9,19 @@
 // (TF32 with LOOM_CUDA_TF32=1); f16 and bf16 take tensor cores with f32
 // accumulation. The heuristic's algorithm is cached per problem.
 //
+// fused_matmul adds its bias (a vector along the row-major result's last
+// dimension: one value per row of the column-major D = C^T, which is how
+// cuBLASLt's bias epilogue broadcasts) and applies relu in cuBLASLt's
+// epilogue, while the product is in registers. A problem whose heuristic
+// offers no algorithm with that epilogue runs the plain GEMM and then a
+// separate pass.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/CudaContext.h"
 
 #include <cstdint>
+#include <optional>
 
 namespace loom::rt::cuda {
 namespace {
@@ -92,9 +100,20 @@ cublasStatus_t makeLayout(cublasLtMatrixLayout_t &layout, cudaDataType_t type,
       sizeof(stride));
 }
 
-/// D = op(A) op(B) on the context's stream.
+/// A fused_matmul's epilogue: bias per row of D (column-major), then relu.
+struct Epilogue {
+  const void *bias = nullptr;
+  bool relu = false;
+};
+
+/// D = op(A) op(B) on the context's stream, with `epilogue` when it is
+/// given and cuBLASLt has an algorithm for it (`fused` says whether it
+/// had; without one, the plain product).
 std::string runGemm(CudaContext &ctx, const Gemm &g, const void *a,
-                    const void *b, void *d) {
+                    const void *b, void *d, const Epilogue *epilogue = nullptr,
+                    bool *fused = nullptr) {
+  if (fused)
+    *fused = false;
   Descriptors desc;
   cublasComputeType_t compute = g.type == CUDA_R_32F && ctx.tf32
                                     ? CUBLAS_COMPUTE_32F_FAST_TF32
@@ -108,6 +127,16 @@ std::string runGemm(CudaContext &ctx, const Gemm &g, const void *a,
   if (s == CUBLAS_STATUS_SUCCESS)
     s = cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB,
                                        &tb, sizeof(tb));
+  cublasLtEpilogue_t mode = !epilogue        ? CUBLASLT_EPILOGUE_DEFAULT
+                            : epilogue->relu ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                             : CUBLASLT_EPILOGUE_BIAS;
+  if (s == CUBLAS_STATUS_SUCCESS && epilogue)
+    s = cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                       &mode, sizeof(mode));
+  if (s == CUBLAS_STATUS_SUCCESS && epilogue)
+    s = cublasLtMatmulDescSetAttribute(desc.op,
+                                       CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                       &epilogue->bias, sizeof(void *));
   if (s == CUBLAS_STATUS_SUCCESS)
     s = makeLayout(desc.a, g.type, g.transA ? g.k : g.m, g.transA ? g.m : g.k,
                    g.lda, g.batch, g.strideA);
@@ -129,7 +158,11 @@ std::string runGemm(CudaContext &ctx, const Gemm &g, const void *a,
                     "," + std::to_string(g.strideA) + "," +
                     std::to_string(g.strideB) + ":" + std::to_string(alignA) +
                     "," + std::to_string(alignB) + "," +
-                    std::to_string(alignD) + ":" + std::to_string(compute);
+                    std::to_string(alignD) + ":" + std::to_string(compute) +
+                    ":" + std::to_string(mode) + "," +
+                    std::to_string(epilogue ? alignmentOf(epilogue->bias) : 0);
+  if (epilogue && ctx.unfusable.count(key))
+    return runGemm(ctx, g, a, b, d);
   auto found = ctx.algorithms.find(key);
   if (found == ctx.algorithms.end()) {
     s = cublasLtMatmulPreferenceCreate(&desc.pref);
@@ -152,6 +185,10 @@ std::string runGemm(CudaContext &ctx, const Gemm &g, const void *a,
       s = cublasLtMatmulAlgoGetHeuristic(ctx.lt, desc.op, desc.a, desc.b,
                                          desc.c, desc.c, desc.pref, 1, &result,
                                          &returned);
+    if (epilogue && (s != CUBLAS_STATUS_SUCCESS || returned == 0)) {
+      ctx.unfusable.insert(key);
+      return runGemm(ctx, g, a, b, d);
+    }
     if (s != CUBLAS_STATUS_SUCCESS || returned == 0)
       return std::string("cuBLASLt has no algorithm for this matmul (") +
              statusName(s) + ")";
@@ -163,6 +200,8 @@ std::string runGemm(CudaContext &ctx, const Gemm &g, const void *a,
                      ctx.workspaceBytes, ctx.stream);
   if (s != CUBLAS_STATUS_SUCCESS)
     return std::string("cuBLASLt matmul: ") + statusName(s);
+  if (fused)
+    *fused = epilogue != nullptr;
   return "";
 }
 
@@ -180,12 +219,32 @@ std::vector<int64_t> batchStrides(const Shape &in, const Shape &out) {
   return s;
 }
 
+/// matmul, and fused_matmul (a third input, the bias, and `relu`).
 std::string runMatmul(CudaContext &ctx, const KernelArgs &args) {
   const TensorView &lhs = args.inputs[0], &rhs = args.inputs[1],
                    &out = args.outputs[0];
+  const std::string op(args.op);
   if (lhs.rank() < 2 || rhs.rank() < 2 || out.rank() < 2 ||
       lhs.dtype != rhs.dtype || lhs.dtype != out.dtype)
-    return "cuda kernel 'matmul' needs operands of rank >= 2 and one type";
+    return "cuda kernel '" + op + "' needs operands of rank >= 2 and one type";
+  std::optional<Epilogue> epilogue;
+  if (args.inputs.size() == 3) {
+    const TensorView &bias = args.inputs[2];
+    if (bias.rank() != 1 || bias.dtype != out.dtype ||
+        bias.shape[0] != out.shape.back())
+      return "cuda kernel 'fused_matmul': the bias " + formatShape(bias.shape) +
+             " is not a vector of the result's last dimension";
+    epilogue = Epilogue{bias.data, args.attrs.getBool("relu")};
+  }
+  // The epilogue as a separate pass, where cuBLASLt did not apply it.
+  auto finish = [&](bool fused) -> std::string {
+    if (epilogue && !fused)
+      if (std::string e =
+              launchBiasEpilogue(ctx, args.inputs[2], epilogue->relu, out);
+          !e.empty())
+        return e;
+    return launchStatus(args.op);
+  };
   cudaDataType_t type;
   size_t elem = dtypeSize(lhs.dtype);
   switch (lhs.dtype) {
@@ -221,7 +280,7 @@ std::string runMatmul(CudaContext &ctx, const KernelArgs &args) {
     return "";
   if (K == 0) {
     cudaMemsetAsync(out.data, 0, out.bytes(), ctx.stream);
-    return launchStatus(args.op);
+    return finish(false);
   }
   Gemm g{type, N, M, K, tr, tl, tr ? K : N, tl ? M : K, N, 1, 0, 0, 0};
   int64_t lhsCount = numElements(lhsBatch), rhsCount = numElements(rhsBatch);
@@ -234,8 +293,10 @@ std::string runMatmul(CudaContext &ctx, const KernelArgs &args) {
     g.strideA = rhsCount == 1 ? 0 : K * N;
     g.strideB = lhsCount == 1 ? 0 : M * K;
     g.strideC = M * N;
-    std::string e = runGemm(ctx, g, rhs.data, lhs.data, out.data);
-    return e.empty() ? launchStatus(args.op) : "cuda kernel 'matmul': " + e;
+    bool fused = false;
+    std::string e = runGemm(ctx, g, rhs.data, lhs.data, out.data,
+                            epilogue ? &*epilogue : nullptr, &fused);
+    return e.empty() ? finish(fused) : "cuda kernel '" + op + "': " + e;
   }
   std::vector<int64_t> ls = batchStrides(lhsBatch, outBatch),
                        rs = batchStrides(rhsBatch, outBatch);
@@ -252,15 +313,16 @@ std::string runMatmul(CudaContext &ctx, const KernelArgs &args) {
                 static_cast<const char *>(lhs.data) + li * M * K * elem,
                 static_cast<char *>(out.data) + b * M * N * elem);
     if (!e.empty())
-      return "cuda kernel 'matmul': " + e;
+      return "cuda kernel '" + op + "': " + e;
   }
-  return launchStatus(args.op);
+  return finish(false);
 }
 
 } // namespace
 
 void registerMatmulKernels(KernelTable &table) {
   table["matmul"] = {runMatmul, 2, 2};
+  table["fused_matmul"] = {runMatmul, 3, 3};
 }
 
 } // namespace loom::rt::cuda

@@ -6,8 +6,12 @@
 // bootstrap communicator (MPI under mpirun, threads in one process), and
 // each calls ncclCommInitRank with its member index. Member order is NCCL
 // rank order, so gathers concatenate in member order as the interface
-// requires. Collectives are queued on the CUDA backend's stream and then
-// waited for: the interface's collectives are blocking. NCCL's sums are
+// requires. Collectives are queued on the CUDA backend's second stream,
+// after the work queued on its first (an event orders them), and then
+// waited for: the interface's collectives are blocking. The executor may
+// ask for queued collectives instead (setQueued): it then orders the
+// kernels that use their buffers through the backend's events, and the
+// collectives overlap the kernels in between. NCCL's sums are
 // not computed in member order; they are identical on every member of an
 // all-reduce (NCCL's ring reduces each element once) but may differ from
 // the threads communicator's in the last bits.
@@ -51,19 +55,32 @@ std::optional<ncclDataType_t> ncclType(DType dtype) {
 
 class NcclCommunicator final : public Communicator {
 public:
-  NcclCommunicator(Communicator &bootstrap, int device, cudaStream_t stream)
-      : bootstrap(bootstrap), device(device), stream(stream) {}
+  NcclCommunicator(Communicator &bootstrap, int device, cudaStream_t stream,
+                   cudaStream_t commStream)
+      : bootstrap(bootstrap), device(device), stream(stream),
+        commStream(commStream) {
+    cudaSetDevice(device);
+    cudaEventCreateWithFlags(&ready, cudaEventDisableTiming);
+  }
 
   ~NcclCommunicator() override {
     cudaSetDevice(device);
+    cudaStreamSynchronize(commStream);
     for (auto &[group, comm] : comms)
       ncclCommDestroy(comm);
+    cudaEventDestroy(ready);
+  }
+
+  bool setQueued(bool q) override {
+    queued = q;
+    return true;
   }
 
   std::string name() const override { return "nccl"; }
   int64_t rank() const override { return bootstrap.rank(); }
   int64_t worldSize() const override { return bootstrap.worldSize(); }
   bool takesDeviceMemory() const override { return true; }
+  Communicator &hostCommunicator() override { return bootstrap; }
 
   std::string allReduceSum(const RankGroup &group, DType dtype, void *data,
                            int64_t count) override {
@@ -76,7 +93,8 @@ public:
     int64_t n = static_cast<int64_t>(group.size());
     countReceived(2 * (n - 1) * count * dtypeSize(dtype) / n);
     return finish(
-        ncclAllReduce(data, data, count, *type, ncclSum, comm, stream), comm);
+        ncclAllReduce(data, data, count, *type, ncclSum, comm, commStream),
+        comm);
   }
 
   std::string allGather(const RankGroup &group, const void *send, void *recv,
@@ -86,7 +104,8 @@ public:
       return e;
     countReceived((static_cast<int64_t>(group.size()) - 1) * bytesPerRank);
     return finish(
-        ncclAllGather(send, recv, bytesPerRank, ncclUint8, comm, stream), comm);
+        ncclAllGather(send, recv, bytesPerRank, ncclUint8, comm, commStream),
+        comm);
   }
 
   std::string reduceScatterSum(const RankGroup &group, DType dtype,
@@ -101,7 +120,7 @@ public:
     countReceived((static_cast<int64_t>(group.size()) - 1) * countPerRank *
                   dtypeSize(dtype));
     return finish(ncclReduceScatter(send, recv, countPerRank, *type, ncclSum,
-                                    comm, stream),
+                                    comm, commStream),
                   comm);
   }
 
@@ -115,10 +134,10 @@ public:
     ncclResult_t r = ncclGroupStart();
     for (int j = 0; j < n && r == ncclSuccess; ++j) {
       r = ncclSend(static_cast<const char *>(send) + j * bytesPerRank,
-                   bytesPerRank, ncclUint8, j, comm, stream);
+                   bytesPerRank, ncclUint8, j, comm, commStream);
       if (r == ncclSuccess)
         r = ncclRecv(static_cast<char *>(recv) + j * bytesPerRank, bytesPerRank,
-                     ncclUint8, j, comm, stream);
+                     ncclUint8, j, comm, commStream);
     }
     ncclResult_t end = ncclGroupEnd();
     return finish(r != ncclSuccess ? r : end, comm);
@@ -126,7 +145,10 @@ public:
 
   std::string barrier(const RankGroup &group) override {
     cudaSetDevice(device);
-    if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess)
+    cudaError_t e = cudaStreamSynchronize(stream);
+    if (e == cudaSuccess)
+      e = cudaStreamSynchronize(commStream);
+    if (e != cudaSuccess)
       return std::string("nccl barrier: ") + cudaGetErrorString(e);
     return bootstrap.barrier(group);
   }
@@ -137,9 +159,14 @@ private:
            dtypeName(dtype) + " elements";
   }
 
-  /// The NCCL communicator of `group`, created on first use.
+  /// The NCCL communicator of `group`, created on first use; the second
+  /// stream then waits for the work queued so far on the first.
   std::string commFor(const RankGroup &group, ncclComm_t &comm) {
     cudaSetDevice(device);
+    if (cudaError_t e = cudaEventRecord(ready, stream); e == cudaSuccess)
+      cudaStreamWaitEvent(commStream, ready, 0);
+    else
+      return std::string("nccl: ") + cudaGetErrorString(e);
     auto it = comms.find(group);
     if (it != comms.end()) {
       comm = it->second;
@@ -166,12 +193,13 @@ private:
     return "";
   }
 
-  /// Waits for a queued collective; "" or what failed.
+  /// Waits for a queued collective unless `queued`; "" or what failed.
   std::string finish(ncclResult_t r, ncclComm_t comm) {
     if (r != ncclSuccess)
       return std::string("nccl: ") + ncclGetErrorString(r);
-    if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess)
-      return std::string("nccl: ") + cudaGetErrorString(e);
+    if (!queued)
+      if (cudaError_t e = cudaStreamSynchronize(commStream); e != cudaSuccess)
+        return std::string("nccl: ") + cudaGetErrorString(e);
     ncclResult_t async = ncclSuccess;
     ncclCommGetAsyncError(comm, &async);
     if (async != ncclSuccess)
@@ -181,7 +209,12 @@ private:
 
   Communicator &bootstrap;
   int device;
-  cudaStream_t stream;
+  /// The backend's kernels' stream and its stream for collectives.
+  cudaStream_t stream, commStream;
+  /// Recorded on `stream` before each collective, waited for on
+  /// `commStream`.
+  cudaEvent_t ready = nullptr;
+  bool queued = false;
   std::map<RankGroup, ncclComm_t> comms;
 };
 
@@ -191,13 +224,15 @@ bool ncclAvailable() { return true; }
 
 std::unique_ptr<Communicator> createNcclCommunicator(Communicator &bootstrap,
                                                      int device, void *stream,
+                                                     void *commStream,
                                                      std::string &error) {
-  if (!stream) {
-    error = "the nccl communicator needs the CUDA backend's stream";
+  if (!stream || !commStream) {
+    error = "the nccl communicator needs the CUDA backend's streams";
     return nullptr;
   }
-  return std::make_unique<NcclCommunicator>(bootstrap, device,
-                                            static_cast<cudaStream_t>(stream));
+  return std::make_unique<NcclCommunicator>(
+      bootstrap, device, static_cast<cudaStream_t>(stream),
+      static_cast<cudaStream_t>(commStream));
 }
 
 } // namespace loom::rt

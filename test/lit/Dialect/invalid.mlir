@@ -1489,3 +1489,13 @@ func.func @result_layout_other_mesh(%a: tensor<4xf32>) -> (tensor<4xf32> {loom.l
 
 // expected-error @+1 {{'loom.output' must be a string}}
 func.func private @declaration_output(tensor<4xf32>) -> (tensor<4xf32> {loom.output = ["y"]})
+
+// -----
+
+// loom.fused_matmul's bias is a vector of the result's last dimension.
+func.func @bad_bias(%x: tensor<4x16xf32>, %w: tensor<16x8xf32>, %b: tensor<4xf32>) -> tensor<4x8xf32> {
+  // expected-error @+2 {{the bias must be a vector of 8 'f32', got 'tensor<4xf32>'}}
+  // expected-error @+1 {{'loom.fused_matmul' op failed to infer returned types}}
+  %y = loom.fused_matmul %x, %w, %b : (tensor<4x16xf32>, tensor<16x8xf32>, tensor<4xf32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}

@@ -85,6 +85,52 @@ TEST_P(LinalgTest, MatmulEmptyContraction) {
               std::vector<double>(6, 0.0));
 }
 
+// Proves fused_matmul is matmul, then + bias along the last dimension, then
+// relu when asked: batched and broadcast operands, both transpositions (its
+// GEMM is matmul's), every float type, with sizes that are not multiples
+// of a vector width.
+TEST_P(LinalgTest, FusedMatmulBiasRelu) {
+  struct Case {
+    Shape lhs, rhs;
+    bool ta, tb;
+  };
+  std::vector<Case> cases = {{{3, 4}, {4, 5}, false, false},
+                             {{2, 7, 9}, {13, 9}, false, true},
+                             {{9, 7}, {2, 9, 13}, true, false},
+                             {{2, 1, 33, 17}, {3, 17, 65}, false, false}};
+  for (DType dtype : kFloatTypes)
+    for (const Case &c : cases)
+      for (bool relu : {false, true}) {
+        SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + formatShape(c.lhs) +
+                     " x " + formatShape(c.rhs) + (relu ? " relu" : ""));
+        HostBuffer a = randomTensor(dtype, c.lhs, rng);
+        HostBuffer b = randomTensor(dtype, c.rhs, rng);
+        int64_t m = c.lhs[c.lhs.size() - (c.ta ? 1 : 2)];
+        int64_t n = c.rhs[c.rhs.size() - (c.tb ? 2 : 1)];
+        HostBuffer bias = randomTensor(dtype, {n}, rng);
+        Shape os = broadcastShapes(Shape(c.lhs.begin(), c.lhs.end() - 2),
+                                   Shape(c.rhs.begin(), c.rhs.end() - 2));
+        os.push_back(m);
+        os.push_back(n);
+        Attrs attrs;
+        attrs.set("transpose_lhs", c.ta);
+        attrs.set("transpose_rhs", c.tb);
+        attrs.set("relu", relu);
+        std::vector<double> expected = matmulRef(a, c.ta, b, c.tb, os);
+        std::vector<double> bv = values(bias);
+        int negative = 0;
+        for (size_t i = 0; i < expected.size(); ++i) {
+          expected[i] += bv[i % n];
+          negative += expected[i] < 0;
+          if (relu)
+            expected[i] = std::max(expected[i], 0.0);
+        }
+        ASSERT_GT(negative, 0) << "the relu case needs negative sums";
+        expectClose(runOk("fused_matmul", attrs, {a, b, bias}, dtype, os),
+                    expected, linalgTolerance(dtype));
+      }
+}
+
 struct ConvCase {
   Shape input, weight; // NCHW, OIHW
   std::vector<int64_t> strides, padding, dilations;

@@ -264,6 +264,9 @@ std::string runRanks(const plan::Plan &plan, int64_t n,
     backends[run.rank] = createTestBackend();
     backends[run.rank]->setNumThreads(1);
     run.backend = backends[run.rank].get();
+    comms[run.rank] =
+        wrapTestCommunicator(std::move(comms[run.rank]), *run.backend);
+    run.comm = comms[run.rank].get();
     run.exec = rt::Executor::create(plan, *run.backend, run.error,
                                     {run.rank, run.comm});
   });

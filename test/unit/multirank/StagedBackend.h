@@ -14,6 +14,7 @@
 #define LOOM_TEST_UNIT_MULTIRANK_STAGEDBACKEND_H
 
 #include "runtime/Backend.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/plan.pb.h"
 
 #include <cstdint>
@@ -24,9 +25,20 @@ namespace loom::test {
 
 std::unique_ptr<rt::Backend> createStagedBackend();
 
-/// The backend the multi-rank tests run on: one-thread CPU, or the staged
-/// backend above when LOOM_TEST_BACKEND=staged.
+/// The backend the multi-rank tests run on: one-thread CPU, the staged
+/// backend above when LOOM_TEST_BACKEND=staged, or with
+/// LOOM_TEST_BACKEND=queued the staged backend with a second queue for
+/// collectives that runs its work as late as the executor allows (as a
+/// GPU stream may: see StagedBackend.cpp), to test that the executor waits
+/// for every collective a kernel depends on.
 std::unique_ptr<rt::Backend> createTestBackend();
+
+/// `comm` for a rank whose backend createTestBackend made: under
+/// LOOM_TEST_BACKEND=queued a communicator that takes the backend's memory
+/// and queues collectives on its second queue; else `comm` itself.
+std::unique_ptr<rt::Communicator>
+wrapTestCommunicator(std::unique_ptr<rt::Communicator> comm,
+                     rt::Backend &backend);
 
 /// The error of creating rank `rank`'s executor of `plan` on the test
 /// backend with a threads communicator of `worldSize` ranks (0: none); ""
