@@ -166,13 +166,19 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
       return v && !v.getType().isInteger(1) && v.getInt() >= 0;
     };
     auto schedule = dict ? dict.getAs<StringAttr>("schedule") : StringAttr();
+    auto chunks =
+        dict ? dict.getAs<IntegerAttr>("virtual_stages") : IntegerAttr();
     if (!isa<FunctionOpInterface>(op) || !integer("stage") ||
         !integer("stages") || !integer("micro_batches") || !schedule ||
-        (schedule.getValue() != "gpipe" && schedule.getValue() != "1f1b"))
+        (schedule.getValue() != "gpipe" && schedule.getValue() != "1f1b" &&
+         schedule.getValue() != "interleaved") ||
+        (dict.get("virtual_stages") &&
+         (!chunks || chunks.getType().isInteger(1) || chunks.getInt() < 1)))
       return op->emitError()
              << "'" << name
              << "' must be a dictionary {stage, stages, micro_batches, "
-                "schedule = \"gpipe\" or \"1f1b\"} on a function";
+                "schedule = \"gpipe\", \"1f1b\" or \"interleaved\", "
+                "optional virtual_stages >= 1} on a function";
     return success();
   }
   if (name == kSpmdAttrName) {

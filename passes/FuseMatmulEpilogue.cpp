@@ -125,3 +125,11 @@ struct FuseMatmulEpiloguePass
 };
 
 } // namespace
+
+bool loom::isFoldedTranspose(Operation *op) {
+  auto transpose = dyn_cast<TransposeOp>(op);
+  return transpose && swappedInput(transpose.getResult()) &&
+         !transpose->use_empty() &&
+         llvm::all_of(transpose->getUsers(),
+                      [](Operation *user) { return isa<MatmulOp>(user); });
+}

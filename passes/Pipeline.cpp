@@ -1,6 +1,7 @@
 //===- Pipeline.cpp - Pipeline stages and micro-batch schedules -----------===//
 
 #include "passes/Pipeline.h"
+#include "passes/Passes.h"
 #include "passes/StepCost.h"
 
 #include "dialects/LoomDialect.h"
@@ -21,32 +22,6 @@
 using namespace mlir;
 
 namespace loom::sharding {
-
-std::vector<std::pair<int64_t, bool>> scheduleOrder(StringRef schedule,
-                                                    int64_t stages,
-                                                    int64_t microBatches,
-                                                    int64_t stage) {
-  std::vector<std::pair<int64_t, bool>> order;
-  if (schedule == "gpipe") {
-    for (int64_t k = 0; k < microBatches; ++k)
-      order.push_back({k, false});
-    for (int64_t k = 0; k < microBatches; ++k)
-      order.push_back({k, true});
-    return order;
-  }
-  // 1F1B: warm up with the forwards the later stages need before the first
-  // backward comes back, then one forward and one backward in turn.
-  int64_t warmup = std::min(stages - 1 - stage, microBatches);
-  for (int64_t k = 0; k < warmup; ++k)
-    order.push_back({k, false});
-  for (int64_t i = 0; i + warmup < microBatches; ++i) {
-    order.push_back({warmup + i, false});
-    order.push_back({i, true});
-  }
-  for (int64_t k = microBatches - warmup; k < microBatches; ++k)
-    order.push_back({k, true});
-  return order;
-}
 
 namespace {
 
@@ -98,6 +73,8 @@ public:
             std::string &error, bool perLayer = false)
       : func(func), options(options), error(error), perLayer(perLayer),
         P(options.stages), M(options.microBatches),
+        V(!perLayer && options.schedule == "interleaved" ? options.virtualStages
+                                                         : 1),
         body(func.getBody().front()) {}
   FailureOr<PipelineReport> run();
   FailureOr<std::vector<search::LayerCost>> measure();
@@ -114,6 +91,11 @@ private:
   LogicalResult checkDeadlock();
   /// Per stage, what the cost model says of it (options.opSeconds).
   std::vector<search::LayerCost> stageCosts();
+  /// The pipeline's chunks: stage s runs chunks s, s + P, ..., and
+  /// stageOf gives forward and backward ops their chunk, the once-per-step
+  /// ops their stage (chunk c is stage c mod P either way).
+  int64_t chunks() const { return P * V; }
+  int64_t stageOfOp(Operation *op) { return stageOf[op] % P; }
   int64_t tag(Value v, int64_t k, int64_t dst) const {
     return (crossIndex.lookup(v) * M + k) * P + dst;
   }
@@ -132,6 +114,8 @@ private:
   const bool perLayer;
   int64_t P;
   const int64_t M;
+  /// Chunks per stage (interleaved), else 1.
+  const int64_t V;
   Block &body;
   /// The ONNX layers of the forward ops, in order.
   std::vector<std::string> layers;
@@ -251,10 +235,12 @@ LogicalResult Pipeliner::assignStages() {
       auto it = options.nodeStages.find(nodeName(op));
       if (it == options.nodeStages.end())
         continue;
-      if (it->second >= P)
+      if (it->second >= chunks())
         return fail("ONNX node '" + it->first().str() + "' is given stage " +
                     std::to_string(it->second) + ", but the pipeline has " +
-                    std::to_string(P) + " stages");
+                    (V > 1 ? std::to_string(chunks()) +
+                                 " chunks (stages times virtual stages)"
+                           : std::to_string(P) + " stages"));
       given[op] = it->second;
     }
   } else if (P > 1 || perLayer) {
@@ -280,24 +266,27 @@ LogicalResult Pipeliner::assignStages() {
       P = static_cast<int64_t>(layers.size());
       for (auto [i, layer] : llvm::enumerate(layers))
         layerStage[layer] = static_cast<int64_t>(i);
-    } else if (static_cast<int64_t>(layers.size()) < P) {
+    } else if (static_cast<int64_t>(layers.size()) < chunks()) {
       return fail("the model has " + std::to_string(layers.size()) +
                   " layers (ONNX node names' first path components), too "
                   "few for " +
-                  std::to_string(P) +
-                  " pipeline stages; use fewer stages or give nodes stages "
+                  (V > 1 ? std::to_string(chunks()) + " pipeline chunks (" +
+                               std::to_string(P) + " stages of " +
+                               std::to_string(V) + " virtual stages)"
+                         : std::to_string(P) + " pipeline stages") +
+                  "; use fewer stages or give nodes stages "
                   "with `\"stage\"` in a strategy file");
     } else if (!options.layerStages.empty()) {
       for (const std::string &layer : layers) {
         auto it = options.layerStages.find(layer);
         if (it == options.layerStages.end() || it->second < 0 ||
-            it->second >= P)
+            it->second >= chunks())
           return fail("layer '" + layer + "' has no stage of the " +
-                      std::to_string(P) + " in the stage split");
+                      std::to_string(chunks()) + " in the stage split");
         layerStage[layer] = it->second;
       }
     } else {
-      std::vector<size_t> starts = balance(weights, P);
+      std::vector<size_t> starts = balance(weights, chunks());
       for (size_t i = 0, s = 0; i < layers.size(); ++i) {
         while (s + 1 < starts.size() && starts[s + 1] <= i)
           ++s;
@@ -348,14 +337,14 @@ LogicalResult Pipeliner::assignStages() {
   for (Operation *op : llvm::reverse(forwardOrder)) {
     if (!floating.contains(op))
       continue;
-    int64_t s = P - 1;
+    int64_t s = chunks() - 1;
     for (Operation *user : op->getUsers())
       if (auto it = stageOf.find(user); it != stageOf.end())
         s = std::min(s, it->second);
     stageOf[op] = s;
     nodeStage.try_emplace(nodeName(op), s);
   }
-  lossStage = stageOf[loss.getDefiningOp()];
+  lossStage = stageOfOp(loss.getDefiningOp());
 
   // Backward ops follow their node's forward ops; the others (collectives
   // without a node, the loss's gradient) the latest stage that uses them,
@@ -405,7 +394,7 @@ LogicalResult Pipeliner::placeState() {
   for (Operation &op : body)
     if (data.contains(&op))
       for (Value v : op.getOperands())
-        need(v, stageOf[&op]);
+        need(v, stageOfOp(&op));
   propagatePre();
   for (Operation &op : body) {
     if (!reductions.contains(&op) && !post.contains(&op))
@@ -458,10 +447,10 @@ LogicalResult Pipeliner::placeState() {
     for (Operation *user : g.getUsers())
       if (reductions.contains(user))
         head = user;
-    if (stageOf[g.getDefiningOp()] != stageOf[head])
+    if (stageOfOp(g.getDefiningOp()) != stageOf[head])
       return fail("the gradient " + describe(g.getDefiningOp()) +
                   " is computed on stage " +
-                  std::to_string(stageOf[g.getDefiningOp()]) +
+                  std::to_string(stageOfOp(g.getDefiningOp())) +
                   " but its parameter is updated on stage " +
                   std::to_string(stageOf[head]));
   }
@@ -497,8 +486,8 @@ LogicalResult Pipeliner::placeState() {
     for (Value r : op.getResults()) {
       std::set<int64_t> to;
       for (Operation *user : r.getUsers())
-        if (data.contains(user) && stageOf[user] != stageOf[&op])
-          to.insert(stageOf[user]);
+        if (data.contains(user) && stageOfOp(user) != stageOfOp(&op))
+          to.insert(stageOfOp(user));
       if (to.empty())
         continue;
       crossTo[r] = std::vector<int64_t>(to.begin(), to.end());
@@ -571,15 +560,17 @@ LogicalResult Pipeliner::build(int64_t s, OpBuilder &builder) {
                            builder.getFunctionType(argTypes, resultTypes));
   for (NamedAttribute attr : func->getDiscardableAttrs())
     stageFunc->setAttr(attr.getName(), attr.getValue());
-  stageFunc->setAttr(
-      LoomDialect::kPipelineAttrName,
-      builder.getDictionaryAttr(
-          {builder.getNamedAttr("stage", builder.getI64IntegerAttr(s)),
-           builder.getNamedAttr("stages", builder.getI64IntegerAttr(P)),
-           builder.getNamedAttr("micro_batches", builder.getI64IntegerAttr(M)),
-           builder.getNamedAttr("schedule",
-                                builder.getStringAttr(options.schedule)),
-           builder.getNamedAttr("axis", builder.getStringAttr(options.axis))}));
+  SmallVector<NamedAttribute> pipelineAttrs{
+      builder.getNamedAttr("stage", builder.getI64IntegerAttr(s)),
+      builder.getNamedAttr("stages", builder.getI64IntegerAttr(P)),
+      builder.getNamedAttr("micro_batches", builder.getI64IntegerAttr(M)),
+      builder.getNamedAttr("schedule", builder.getStringAttr(options.schedule)),
+      builder.getNamedAttr("axis", builder.getStringAttr(options.axis))};
+  if (V > 1)
+    pipelineAttrs.push_back(
+        builder.getNamedAttr("virtual_stages", builder.getI64IntegerAttr(V)));
+  stageFunc->setAttr(LoomDialect::kPipelineAttrName,
+                     builder.getDictionaryAttr(pipelineAttrs));
   for (unsigned i = 0; i < argAttrs.size(); ++i)
     stageFunc.setArgAttrs(i, argAttrs[i]);
   for (unsigned i = 0; i < resultAttrs.size(); ++i)
@@ -614,24 +605,35 @@ LogicalResult Pipeliner::build(int64_t s, OpBuilder &builder) {
     for (auto [from, to] : shared.getValueMap())
       m.map(from, to);
 
-  // The schedule's units: one micro-batch's forward or backward ops.
-  std::vector<Operation *> forwardOps, backwardOps;
+  // The schedule's units: one micro-batch's forward or backward ops of one
+  // of the stage's chunks.
+  std::vector<std::vector<Operation *>> forwardOps(V), backwardOps(V);
   for (Operation &op : body)
-    if (data.contains(&op) && stageOf[&op] == s)
-      (forward.contains(&op) ? forwardOps : backwardOps).push_back(&op);
+    if (data.contains(&op) && stageOfOp(&op) == s)
+      (forward.contains(&op) ? forwardOps : backwardOps)[stageOf[&op] / P]
+          .push_back(&op);
   Value lossSum;
   llvm::DenseMap<Value, Value> gradientSums;
   PipelineReport::Stage &info = report.stages[s];
-  for (Operation *op : forwardOps) {
-    std::string node = nodeName(op);
-    StringRef layer = layerOf(node);
-    if (layer.empty())
-      continue;
+  for (const std::vector<Operation *> &chunk : forwardOps) {
+    std::pair<std::string, std::string> range;
+    for (Operation *op : chunk) {
+      std::string node = nodeName(op);
+      StringRef layer = layerOf(node);
+      if (layer.empty())
+        continue;
+      if (range.first.empty())
+        range.first = layer.str();
+      range.second = layer.str();
+    }
     if (info.firstLayer.empty())
-      info.firstLayer = layer.str();
-    info.lastLayer = layer.str();
+      info.firstLayer = range.first;
+    if (!range.second.empty())
+      info.lastLayer = range.second;
+    if (V > 1)
+      info.chunks.push_back(range);
+    info.forwardOps += static_cast<int>(chunk.size());
   }
-  info.forwardOps = static_cast<int>(forwardOps.size());
 
   // A mean cross-entropy divides by the labels counted: the step's mean
   // divides by all of the step's labels, so each micro-batch divides by
@@ -669,7 +671,7 @@ LogicalResult Pipeliner::build(int64_t s, OpBuilder &builder) {
         Operation *def = v.getDefiningOp();
         if (!def || pre.contains(def))
           continue;
-        if (!data.contains(def) || stageOf[def] != s)
+        if (!data.contains(def) || stageOfOp(def) != s)
           return;
         worklist.push_back(def);
       }
@@ -691,13 +693,16 @@ LogicalResult Pipeliner::build(int64_t s, OpBuilder &builder) {
     for (IRMapping &m : micro)
       m.map(total, mean);
   };
-  for (Operation *op : forwardOps)
-    if (auto count = dyn_cast<LabelCountOp>(op))
-      precount(count);
+  for (const std::vector<Operation *> &chunk : forwardOps)
+    for (Operation *op : chunk)
+      if (auto count = dyn_cast<LabelCountOp>(op))
+        precount(count);
 
-  for (auto [k, isBackward] : scheduleOrder(options.schedule, P, M, s)) {
-    IRMapping &m = micro[k];
-    for (Operation *op : isBackward ? backwardOps : forwardOps) {
+  for (const search::ScheduleUnit &unit :
+       search::scheduleOrder(options.schedule, P, M, s, V)) {
+    IRMapping &m = micro[unit.microBatch];
+    for (Operation *op :
+         (unit.backward ? backwardOps : forwardOps)[unit.chunk]) {
       // Counted up front.
       if (op->getNumResults() && llvm::all_of(op->getResults(), [&](Value r) {
             return m.contains(r);
@@ -707,19 +712,20 @@ LogicalResult Pipeliner::build(int64_t s, OpBuilder &builder) {
         if (m.contains(v))
           continue;
         Operation *def = v.getDefiningOp();
-        if (!def || !data.contains(def) || stageOf[def] == s)
+        if (!def || !data.contains(def) || stageOfOp(def) == s)
           return fail(describe(op) + " on stage " + std::to_string(s) +
                       " runs before its operand from " +
                       (def ? describe(def) : std::string("an argument")) +
                       " in the " + options.schedule + " schedule");
-        m.map(v, RecvOp::create(b, def->getLoc(), v.getType(), stageOf[def],
-                                tag(v, k, s)));
+        m.map(v, RecvOp::create(b, def->getLoc(), v.getType(), stageOfOp(def),
+                                tag(v, unit.microBatch, s)));
       }
       Operation *copy = b.clone(*op, m);
       for (auto [r, c] : llvm::zip(op->getResults(), copy->getResults())) {
         if (auto it = crossTo.find(r); it != crossTo.end())
           for (int64_t dst : it->second) {
-            SendOp::create(b, op->getLoc(), c, dst, tag(r, k, dst));
+            SendOp::create(b, op->getLoc(), c, dst,
+                           tag(r, unit.microBatch, dst));
             ++info.sends;
           }
         if (r == loss)
@@ -736,7 +742,7 @@ LogicalResult Pipeliner::build(int64_t s, OpBuilder &builder) {
   // Once per step: the gradients' mean over the micro-batches, their
   // reductions and the updates.
   for (Value g : gradients)
-    if (stageOf[g.getDefiningOp()] == s)
+    if (stageOfOp(g.getDefiningOp()) == s)
       shared.map(g, scale(gradientSums.lookup(g)));
   for (Operation &op : body)
     if ((reductions.contains(&op) || post.contains(&op)) && stageOf[&op] == s)
@@ -810,7 +816,9 @@ static double bytesOf(Value v) {
 }
 
 std::vector<search::LayerCost> Pipeliner::stageCosts() {
-  std::vector<search::LayerCost> costs(P);
+  // Per chunk; the once-per-step work and the state of stage s count on
+  // its first chunk, s.
+  std::vector<search::LayerCost> costs(chunks());
   auto seconds = [&](Operation *op) {
     return options.opSeconds ? options.opSeconds(op) : 0.0;
   };
@@ -828,6 +836,11 @@ std::vector<search::LayerCost> Pipeliner::stageCosts() {
     } else if (reductions.contains(&op) || post.contains(&op)) {
       costs[stageOf[&op]].stepSeconds += seconds(&op);
     } else if (pre.contains(&op)) {
+      // A weight's transpose for its matmuls is folded into them (the plan
+      // is compiled with loom-fuse-matmul-epilogue; without it, this
+      // undercounts by the transposes).
+      if (isFoldedTranspose(&op))
+        continue;
       // Once per step on every stage that needs it, and kept for the whole
       // step (ZeRO-3's gathered parameters serve every micro-batch).
       std::set<int64_t> stages;
@@ -852,11 +865,50 @@ std::vector<search::LayerCost> Pipeliner::stageCosts() {
       costs[*it->second.begin()].stateBytes += bytesOf(arg);
   }
   for (Value g : gradients)
-    costs[stageOf[g.getDefiningOp()]].stateBytes += bytesOf(g);
+    costs[stageOfOp(g.getDefiningOp())].stateBytes += bytesOf(g);
+  // Transients: per-micro-batch values not saved for the backward, live
+  // from their op to their last use in the micro-batch's program order (a
+  // gradient, which joins its sum over the micro-batches at once, while its
+  // op runs); a stage's peak is the most of them live while one of its ops
+  // runs.
+  {
+    std::vector<Operation *> order;
+    llvm::DenseMap<Operation *, size_t> position;
+    for (Operation &op : body)
+      if (data.contains(&op)) {
+        position[&op] = order.size();
+        order.push_back(&op);
+      }
+    std::vector<double> freed(order.size() + 1, 0);
+    double live = 0;
+    for (size_t i = 0; i < order.size(); ++i) {
+      Operation *op = order[i];
+      for (Value r : op->getResults()) {
+        bool saved = false;
+        size_t last = i;
+        for (Operation *user : r.getUsers()) {
+          auto it = position.find(user);
+          if (it == position.end())
+            continue;
+          saved |= forward.contains(op) && !forward.contains(user);
+          last = std::max(last, it->second);
+        }
+        if (saved)
+          continue;
+        live += bytesOf(r);
+        freed[last] += bytesOf(r);
+      }
+      double &peak = costs[stageOf[op]].transientBytes;
+      peak = std::max(peak, live);
+      live -= freed[i];
+    }
+  }
   // What crosses the cuts between stages: a value sent from stage a to d
   // crosses the cuts a .. d-1 (forward) or d .. a-1 (backward); the cut
-  // after stage c is stage c's.
+  // after stage c is stage c's. (Measured per layer, where V is 1.)
   for (Operation &op : body) {
+    if (V > 1)
+      break;
     if (!data.contains(&op))
       continue;
     for (Value r : op.getResults()) {
@@ -894,9 +946,21 @@ FailureOr<PipelineReport> Pipeliner::run() {
     error = "stages and micro-batches must be at least 1";
     return failure();
   }
-  if (options.schedule != "gpipe" && options.schedule != "1f1b") {
+  if (options.schedule != "gpipe" && options.schedule != "1f1b" &&
+      options.schedule != "interleaved") {
     error = "unknown pipeline schedule '" + options.schedule +
-            "'; use gpipe or 1f1b";
+            "'; use gpipe, 1f1b or interleaved";
+    return failure();
+  }
+  if (V < 1) {
+    error = "the interleaved schedule needs at least 1 virtual stage";
+    return failure();
+  }
+  if (V > 1 && M % P != 0) {
+    error = "the interleaved schedule runs the micro-batches in groups of "
+            "the stage count: " +
+            std::to_string(M) + " micro-batches are not a multiple of " +
+            std::to_string(P) + " stages";
     return failure();
   }
   if (!llvm::hasSingleElement(func.getBody())) {
@@ -906,26 +970,28 @@ FailureOr<PipelineReport> Pipeliner::run() {
   report.stages.resize(P);
   report.schedule = options.schedule;
   report.microBatches = M;
-  report.bubbleFraction = static_cast<double>(P - 1) / (M + P - 1);
+  report.virtualStages = V;
+  report.bubbleFraction = static_cast<double>(P - 1) / (V * M + P - 1);
   if (failed(classify()) || failed(assignStages()) || failed(placeState()))
     return failure();
   if (options.opSeconds) {
-    // A stage sends each value crossing from it once per micro-batch.
+    // A chunk sends each value crossing from it once per micro-batch.
     std::vector<search::LayerCost> costs = stageCosts();
     std::vector<double> micro, step;
-    for (auto [s, cost] : llvm::enumerate(costs)) {
+    for (auto [c, cost] : llvm::enumerate(costs)) {
       double sends = 0;
       for (auto &[v, to] : crossTo)
-        if (stageOf[v.getDefiningOp()] == static_cast<int64_t>(s) &&
+        if (stageOf[v.getDefiningOp()] == static_cast<int64_t>(c) &&
             options.sendSeconds)
           sends +=
               static_cast<double>(to.size()) * options.sendSeconds(bytesOf(v));
-      report.stages[s].microBatchSeconds = cost.microBatchSeconds + sends;
-      report.stages[s].stepSeconds = cost.stepSeconds;
-      micro.push_back(report.stages[s].microBatchSeconds);
+      PipelineReport::Stage &stage = report.stages[c % P];
+      stage.microBatchSeconds += cost.microBatchSeconds + sends;
+      stage.stepSeconds += cost.stepSeconds;
+      micro.push_back(cost.microBatchSeconds + sends);
       step.push_back(cost.stepSeconds);
     }
-    report.seconds = search::pipelineSeconds(micro, step, M);
+    report.seconds = search::pipelineSeconds(micro, step, M, V);
   }
   OpBuilder builder(func);
   bool built = true;

@@ -13,10 +13,12 @@
 //    reduction collectives (so these run once per step, as without
 //    micro-batches) and are scaled by 1/M; the loss is the micro-batch
 //    losses' mean;
-//  - orders each stage's work by the schedule: GPipe (every forward, then
-//    every backward) or 1F1B (stage s of P runs P-1-s forwards, then
-//    alternates one forward and one backward, then the remaining
-//    backwards), then the reductions and updates;
+//  - orders each stage's work by the schedule (search::scheduleOrder):
+//    GPipe (every forward, then every backward), 1F1B (stage s of P runs
+//    P-1-s forwards, then alternates one forward and one backward, then
+//    the remaining backwards) or interleaved 1F1B (the layers cut into
+//    P * V chunks, chunk c on stage c mod P: each stage runs V chunks of
+//    every micro-batch), then the reductions and updates;
 //  - cuts the step into one function per stage, `@main_stage<s>`, with
 //    `loom.send` / `loom.recv` where a value crosses stages; the loss goes
 //    from the last stage to every other.
@@ -47,8 +49,12 @@ namespace loom::sharding {
 struct PipelineOptions {
   int64_t stages = 1;
   int64_t microBatches = 1;
-  /// "gpipe" or "1f1b".
+  /// "gpipe", "1f1b" or "interleaved".
   std::string schedule = "1f1b";
+  /// Model chunks per stage under "interleaved" (at least 2 there; 1 for
+  /// the others). User stages (nodeStages) and the stage search's split
+  /// (layerStages) then number chunks, 0 to stages * virtualStages - 1.
+  int64_t virtualStages = 1;
   /// The pipeline axis's name in the plan's mesh.
   std::string axis = "pp";
   /// Stages the user set, per ONNX node name (taken from `loom.stage`
@@ -68,6 +74,9 @@ struct PipelineReport {
   struct Stage {
     /// The first and last ONNX layer of its forward ops.
     std::string firstLayer, lastLayer;
+    /// Under "interleaved", per chunk of the stage: its first and last
+    /// ONNX layer.
+    std::vector<std::pair<std::string, std::string>> chunks;
     /// Ops of its function (one micro-batch's forward ops counted once).
     int forwardOps = 0;
     int sends = 0;
@@ -79,24 +88,20 @@ struct PipelineReport {
   std::vector<Stage> stages;
   std::string schedule;
   int64_t microBatches = 1;
-  /// (P - 1) / (M + P - 1): the idle fraction of GPipe and 1F1B when the
-  /// stages take equal time.
+  int64_t virtualStages = 1;
+  /// (P - 1) / (V M + P - 1): the idle fraction of the schedule when the
+  /// stages (chunks) take equal time.
   double bubbleFraction = 0;
   /// With options.opSeconds: the predicted step, search::pipelineSeconds
   /// of the stages' times.
   double seconds = 0;
 };
 
-/// The schedule's order of (micro-batch, backward?) for stage `stage`.
-std::vector<std::pair<int64_t, bool>> scheduleOrder(llvm::StringRef schedule,
-                                                    int64_t stages,
-                                                    int64_t microBatches,
-                                                    int64_t stage);
-
 /// Replaces the partitioned training step `func` (`@main`) by its stage
 /// functions. Fails with `error` naming the op or parameter when the step
 /// cannot be pipelined (a parameter used by two stages, fewer layers than
-/// stages, a user stage earlier than its input's).
+/// stages or chunks, a user stage earlier than its input's, an interleaved
+/// schedule whose micro-batches are not a multiple of the stages).
 mlir::FailureOr<PipelineReport> pipelineStep(mlir::func::FuncOp func,
                                              const PipelineOptions &options,
                                              std::string &error);

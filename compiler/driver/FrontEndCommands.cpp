@@ -213,10 +213,18 @@ cl::opt<int64_t> memoryLimitFlag(
 cl::opt<std::string> pipelineScheduleFlag(
     "schedule",
     cl::desc("The pipeline schedule of the micro-batches (with pp=P in "
-             "--mesh): gpipe (every forward, then every backward) or 1f1b "
-             "(one forward, one backward in turn after a warm-up)"),
-    cl::value_desc("gpipe|1f1b"), cl::init("1f1b"), cl::sub(compileCmd),
-    cl::sub(simulateCmd), cl::cat(parallelCategory()));
+             "--mesh): gpipe (every forward, then every backward), 1f1b "
+             "(one forward, one backward in turn after a warm-up) or "
+             "interleaved (1F1B over --virtual-stages chunks of layers per "
+             "stage; the micro-batches a multiple of P)"),
+    cl::value_desc("gpipe|1f1b|interleaved"), cl::init("1f1b"),
+    cl::sub(compileCmd), cl::sub(simulateCmd), cl::cat(parallelCategory()));
+cl::opt<int64_t> virtualStagesFlag(
+    "virtual-stages",
+    cl::desc("--schedule interleaved: chunks of layers per pipeline stage "
+             "(chunk c runs on stage c mod P; default 2)"),
+    cl::value_desc("V"), cl::init(2), cl::sub(compileCmd), cl::sub(simulateCmd),
+    cl::cat(parallelCategory()));
 cl::opt<std::string> stagesFlag(
     "stages",
     cl::desc("--mode auto: `auto` searches the pipeline too: the number of "
@@ -533,9 +541,24 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
     if (!mesh)
       return reportError("--mesh: " + error);
   }
-  if (pipelineScheduleFlag != "gpipe" && pipelineScheduleFlag != "1f1b")
-    return reportError("--schedule must be gpipe or 1f1b, got '" +
+  if (pipelineScheduleFlag != "gpipe" && pipelineScheduleFlag != "1f1b" &&
+      pipelineScheduleFlag != "interleaved")
+    return reportError("--schedule must be gpipe, 1f1b or interleaved, got '" +
                        pipelineScheduleFlag + "'");
+  if (pipelineScheduleFlag == "interleaved") {
+    if (virtualStagesFlag < 1)
+      return reportError("--virtual-stages must be at least 1, got " +
+                         std::to_string(virtualStagesFlag));
+    if (pipeline.microBatches % pipeline.stages != 0)
+      return reportError(
+          "--schedule interleaved runs the micro-batches in groups of the "
+          "pipeline's stages: --micro-batches " +
+          std::to_string(pipeline.microBatches) +
+          " is not a multiple of pp=" + std::to_string(pipeline.stages));
+    pipeline.virtualStages = virtualStagesFlag;
+  } else if (virtualStagesFlag.getNumOccurrences()) {
+    return reportError("--virtual-stages needs --schedule interleaved");
+  }
   func::FuncOp func;
   for (auto f : module.getOps<func::FuncOp>())
     if (f.getSymName() == "main")
@@ -611,8 +634,8 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
       double p = static_cast<double>(pipeline.stages);
       search.stateShare = 1.0 / p;
       search.savedShare =
-          static_cast<double>(search::inFlight(
-              pipeline.schedule, pipeline.stages, pipeline.microBatches, 0)) /
+          search::inFlight(pipeline.schedule, pipeline.stages,
+                           pipeline.microBatches, 0, pipeline.virtualStages) /
           p;
     }
     return search;
@@ -811,6 +834,7 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
     splitOptions.stages = pipeline.stages;
     splitOptions.microBatches = pipeline.microBatches;
     splitOptions.schedule = pipeline.schedule;
+    splitOptions.virtualStages = pipeline.virtualStages;
     splitOptions.memoryLimit = static_cast<double>(
         searchLimit > 0 ? searchLimit : profile.memoryCapacity);
     splitOptions.sendSeconds = pipeline.sendSeconds;
@@ -824,7 +848,9 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
       return reportError(
           modelPath + ": the model has " + std::to_string(layers->size()) +
           " layers (ONNX node names' first path components), too few for " +
-          std::to_string(pipeline.stages) + " pipeline stages");
+          std::to_string(pipeline.stages * pipeline.virtualStages) +
+          (pipeline.virtualStages > 1 ? " pipeline chunks"
+                                      : " pipeline stages"));
     double memory = 0;
     for (double m : split->memoryBytes)
       memory = std::max(memory, m);
@@ -835,7 +861,11 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
       return kEvaluated;
     }
     outs() << "loom: pipeline stages by the cost model: "
-           << split->starts.size() << " stages of";
+           << split->starts.size()
+           << (pipeline.virtualStages > 1
+                   ? " chunks (" + std::to_string(pipeline.virtualStages) +
+                         " per stage) of"
+                   : " stages of");
     for (size_t s = 0; s < split->starts.size(); ++s) {
       size_t end = split->end(s, layers->size());
       for (size_t i = split->starts[s]; i < end; ++i)
@@ -1026,7 +1056,8 @@ int chooseStages(const cost::HardwareProfile &cluster) {
       }
     }
     for (int64_t m : ms)
-      if (batch % m == 0) {
+      if (batch % m == 0 &&
+          (pipelineScheduleFlag != "interleaved" || m % p == 0)) {
         StageCandidate c;
         c.stages = p;
         c.microBatches = m;
@@ -1256,9 +1287,13 @@ int runCompile() {
         " devices (" + meshFlag + ") with " + std::to_string(collectives) +
         " collectives";
   if (plan->stages_size() > 1)
-    devices += " in " + std::to_string(plan->stages_size()) + " stages (" +
-               pipelineScheduleFlag + ", " + std::to_string(microBatchesFlag) +
-               " micro-batches)";
+    devices +=
+        " in " + std::to_string(plan->stages_size()) + " stages (" +
+        pipelineScheduleFlag +
+        (pipelineScheduleFlag == "interleaved"
+             ? " with " + std::to_string(virtualStagesFlag) + " virtual stages"
+             : std::string()) +
+        ", " + std::to_string(microBatchesFlag) + " micro-batches)";
   int instructions = 0;
   for (const plan::Stage &stage : plan->stages())
     instructions += stage.program().instructions_size();

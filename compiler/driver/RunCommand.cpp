@@ -476,14 +476,19 @@ void printReports(const std::vector<RankReport> &reports,
   }
   int64_t p = exec.numStages();
   int64_t m = std::max<int64_t>(shared.schedule.micro_batches(), 1);
-  double ideal = static_cast<double>(p - 1) / static_cast<double>(m + p - 1);
+  int64_t v = std::max<int64_t>(shared.schedule.virtual_stages(), 1);
+  double ideal =
+      static_cast<double>(p - 1) / static_cast<double>(v * m + p - 1);
   std::string measured = total == 1   ? "its only step"
                          : total == 2 ? "step 2"
                                       : "steps 2 to " + std::to_string(total);
   outs() << "loom: pipeline of " << p << " stages, "
          << scheduleName(shared.schedule.kind()) << ", " << m
          << (m == 1 ? " micro-batch" : " micro-batches")
-         << ": ideal bubble (p - 1) / (m + p - 1) = "
+         << (v > 1 ? ", " + std::to_string(v) + " virtual stages"
+                   : std::string())
+         << (v > 1 ? ": ideal bubble (p - 1) / (v m + p - 1) = "
+                   : ": ideal bubble (p - 1) / (m + p - 1) = ")
          << format("%.1f%%", 100 * ideal) << "; measured over " << measured
          << "\n";
   for (size_t r = 0; r < reports.size(); ++r) {

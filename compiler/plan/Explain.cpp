@@ -133,14 +133,21 @@ void ExplanationBuilder::recordPipeline(
     out->set_sends(stage.sends);
     out->set_micro_batch_seconds(stage.microBatchSeconds);
     out->set_step_seconds(stage.stepSeconds);
+    for (const auto &[first, last] : stage.chunks)
+      out->add_chunks(first == last ? first : first + " to " + last);
   }
   explanation.set_schedule(pipeline.schedule);
+  if (pipeline.virtualStages > 1)
+    explanation.set_virtual_stages(
+        static_cast<int32_t>(pipeline.virtualStages));
   explanation.set_micro_batches(static_cast<int32_t>(m));
   explanation.set_bubble_fraction(pipeline.bubbleFraction);
   // The stages' own times when the pipeline was costed; else the program
   // (one micro-batch, every stage) as if the stages were equal.
   double before = explanation.step_seconds();
-  double scale = static_cast<double>(m + p - 1) / static_cast<double>(p);
+  double v = std::max<double>(static_cast<double>(pipeline.virtualStages), 1);
+  double scale = (v * static_cast<double>(m) + static_cast<double>(p) - 1) /
+                 (v * static_cast<double>(p));
   if (pipeline.seconds > 0 && before > 0)
     scale = pipeline.seconds / before;
   explanation.set_step_seconds(before * scale);
@@ -279,20 +286,25 @@ void printExplanation(const plan::Plan &plan, const std::string &title,
        << " per device\n";
   }
   if (e.stages_size() > 0) {
+    const double v = std::max(e.virtual_stages(), 1);
     os << "pipeline: " << e.stages_size() << " stages, " << e.schedule()
-       << " schedule over " << e.micro_batches()
+       << " schedule";
+    if (v > 1)
+      os << " (" << e.virtual_stages() << " chunks per stage)";
+    os << " over " << e.micro_batches()
        << " micro-batches; idle (bubble) fraction "
-       << llvm::format("%.1f%%", 100 * e.bubble_fraction())
-       << " for equal stages";
+       << llvm::format("%.1f%%", 100 * e.bubble_fraction()) << " for equal "
+       << (v > 1 ? "chunks" : "stages");
     double slowest = 0, total = 0;
     for (const plan::Explanation::Stage &s : e.stages()) {
       slowest = std::max(slowest, s.micro_batch_seconds());
       total += s.micro_batch_seconds();
     }
     if (slowest > 0) {
-      // Every stage waits for the slowest once the pipe is full.
+      // Every stage waits for the slowest once the pipe is full; it fills
+      // through one chunk per stage (search::pipelineSeconds).
       double m = e.micro_batches(), busy = total / e.stages_size();
-      double step = total + (m - 1) * slowest;
+      double step = total / v + (m - 1 / v) * slowest;
       os << ", " << llvm::format("%.1f%%", 100 * (1 - m * busy / step))
          << " for these";
     }
@@ -301,9 +313,16 @@ void printExplanation(const plan::Plan &plan, const std::string &title,
       const plan::Program *program = s.index() < plan.stages_size()
                                          ? &plan.stages(s.index()).program()
                                          : nullptr;
-      os << "  stage " << s.index() << ": layers " << s.first_layer();
-      if (s.last_layer() != s.first_layer())
-        os << " to " << s.last_layer();
+      os << "  stage " << s.index() << ": layers ";
+      if (s.chunks_size() > 0) {
+        for (int c = 0; c < s.chunks_size(); ++c)
+          os << (c ? ", " : "") << "chunk " << c * e.stages_size() + s.index()
+             << " " << s.chunks(c);
+      } else {
+        os << s.first_layer();
+        if (s.last_layer() != s.first_layer())
+          os << " to " << s.last_layer();
+      }
       if (program)
         os << ", " << program->instructions_size() << " instructions, "
            << sharding::formatBytes(static_cast<double>(program->state_bytes()))

@@ -295,13 +295,15 @@ std::optional<plan::Plan> Emitter::run(ModuleOp module) {
   if (auto source =
           module->getAttrOfType<StringAttr>(LoomDialect::kSourceAttrName))
     plan.set_source(source.str());
-  int64_t stages = 1, microBatches = 1;
+  int64_t stages = 1, microBatches = 1, virtualStages = 1;
   std::string scheduleName, pipelineAxis;
   if (auto pipeline = funcs.front()->getAttrOfType<DictionaryAttr>(
           LoomDialect::kPipelineAttrName)) {
     stages = pipeline.getAs<IntegerAttr>("stages").getInt();
     microBatches = pipeline.getAs<IntegerAttr>("micro_batches").getInt();
     scheduleName = pipeline.getAs<StringAttr>("schedule").str();
+    if (auto chunks = pipeline.getAs<IntegerAttr>("virtual_stages"))
+      virtualStages = chunks.getInt();
     auto axis = pipeline.getAs<StringAttr>("axis");
     pipelineAxis = axis ? axis.str() : "pp";
     for (auto [i, f] : llvm::enumerate(funcs))
@@ -319,8 +321,12 @@ std::optional<plan::Plan> Emitter::run(ModuleOp module) {
   plan::Schedule *schedule = plan.mutable_schedule();
   schedule->set_kind(stages == 1 && microBatches == 1 ? plan::Schedule::SINGLE
                      : scheduleName == "gpipe"        ? plan::Schedule::GPIPE
-                                               : plan::Schedule::ONE_F_ONE_B);
+                     : scheduleName == "interleaved"
+                         ? plan::Schedule::INTERLEAVED
+                         : plan::Schedule::ONE_F_ONE_B);
   schedule->set_micro_batches(static_cast<int32_t>(microBatches));
+  if (scheduleName == "interleaved")
+    schedule->set_virtual_stages(static_cast<int32_t>(virtualStages));
   // The mesh: the stages' submesh, after the pipeline axis.
   int64_t devices = 1;
   if (auto mesh =

@@ -33,13 +33,17 @@ bool atMost(double a, double b) { return !lessThan(b, a); }
 /// keeps in flight.
 class StageTable {
 public:
+  /// Under "interleaved", the stages are the P * V chunks and the
+  /// objective's micro-batches M * V (see the header).
   StageTable(const std::vector<LayerCost> &layers,
              const StageSplitOptions &options)
-      : numLayers(layers.size()), numStages(options.stages),
-        microBatches(options.microBatches),
+      : numLayers(layers.size()),
+        numStages(options.stages * chunksPerDevice(options)),
+        microBatches(options.microBatches * chunksPerDevice(options)),
         time((numLayers + 1) * (numLayers + 1), 0),
         state((numLayers + 1) * (numLayers + 1), 0),
-        saved((numLayers + 1) * (numLayers + 1), 0) {
+        saved((numLayers + 1) * (numLayers + 1), 0),
+        transient((numLayers + 1) * (numLayers + 1), 0) {
     auto send = [&](double bytes) {
       return bytes > 0 && options.sendSeconds ? options.sendSeconds(bytes) : 0;
     };
@@ -52,24 +56,39 @@ public:
       backwardSend[cut] = send(layers[cut - 1].backwardBytes);
     }
     for (size_t j = 0; j < numLayers; ++j) {
-      double micro = 0, stateSum = 0, savedSum = 0;
+      double micro = 0, stateSum = 0, savedSum = 0, largest = 0;
       for (size_t i = j + 1; i <= numLayers; ++i) {
         micro += layers[i - 1].microBatchSeconds;
         stateSum += layers[i - 1].stateBytes;
         savedSum += layers[i - 1].savedBytes;
+        largest = std::max(largest, layers[i - 1].transientBytes);
         time[index(j, i)] = micro + forwardSend[i] + backwardSend[j];
         state[index(j, i)] = stateSum;
         saved[index(j, i)] = savedSum;
+        transient[index(j, i)] = largest;
       }
     }
-    for (int64_t s = 0; s < numStages; ++s)
-      inFlightCounts.push_back(static_cast<double>(
-          inFlight(options.schedule, numStages, microBatches, s)));
+    const int64_t V = chunksPerDevice(options), P = options.stages;
+    for (int64_t c = 0; c < numStages; ++c)
+      inFlightCounts.push_back(static_cast<double>(chunkInFlight(
+          options.schedule, P, options.microBatches, c % P, c / P, V)));
+  }
+
+  static int64_t chunksPerDevice(const StageSplitOptions &options) {
+    return options.schedule == "interleaved"
+               ? std::max<int64_t>(options.virtualStages, 1)
+               : 1;
   }
 
   double seconds(size_t j, size_t i) const { return time[index(j, i)]; }
+  double stateBytes(size_t j, size_t i) const { return state[index(j, i)]; }
+  double savedBytes(size_t j, size_t i) const { return saved[index(j, i)]; }
+  double transientBytes(size_t j, size_t i) const {
+    return transient[index(j, i)];
+  }
   double bytes(size_t j, size_t i, int64_t stage) const {
-    return state[index(j, i)] + inFlightCounts[stage] * saved[index(j, i)];
+    return state[index(j, i)] + inFlightCounts[stage] * saved[index(j, i)] +
+           transient[index(j, i)];
   }
 
   /// Sum of t_s plus (M - 1) max_s t_s of the split `starts`.
@@ -109,7 +128,7 @@ public:
 private:
   size_t index(size_t j, size_t i) const { return j * (numLayers + 1) + i; }
 
-  std::vector<double> time, state, saved;
+  std::vector<double> time, state, saved, transient;
   std::vector<double> inFlightCounts;
 };
 
@@ -235,34 +254,128 @@ std::optional<std::vector<size_t>> fastestSplit(const StageTable &table,
 } // namespace
 
 double pipelineSeconds(const std::vector<double> &micro,
-                       const std::vector<double> &step, int64_t microBatches) {
-  double sum = 0, slowest = 0, slowestStep = 0;
-  for (size_t s = 0; s < micro.size(); ++s) {
-    sum += micro[s];
-    slowest = s == 0 ? micro[s] : std::max(slowest, micro[s]);
+                       const std::vector<double> &step, int64_t microBatches,
+                       int64_t virtualStages) {
+  const size_t V = static_cast<size_t>(std::max<int64_t>(virtualStages, 1));
+  const size_t P = std::max<size_t>(micro.size() / V, 1);
+  // Per device: its chunks' times and its once-per-step work.
+  std::vector<double> device(P, 0), deviceStep(P, 0);
+  double sum = 0;
+  for (size_t c = 0; c < micro.size(); ++c) {
+    sum += micro[c];
+    device[c % P] += micro[c];
   }
-  for (size_t s = 0; s < step.size(); ++s)
-    slowestStep = s == 0 ? step[s] : std::max(slowestStep, step[s]);
-  return sum + static_cast<double>(microBatches - 1) * slowest + slowestStep;
+  for (size_t i = 0; i < step.size(); ++i)
+    deviceStep[i % P] += step[i];
+  double slowest = micro.empty() ? 0 : device[0];
+  double slowestStep = step.empty() ? 0 : deviceStep[0];
+  for (size_t d = 1; d < P; ++d) {
+    slowest = std::max(slowest, device[d]);
+    slowestStep = std::max(slowestStep, deviceStep[d]);
+  }
+  const double v = static_cast<double>(V);
+  return sum / v + (static_cast<double>(microBatches) - 1 / v) * slowest +
+         slowestStep;
 }
 
-int64_t inFlight(const std::string &schedule, int64_t stages,
-                 int64_t microBatches, int64_t stage) {
-  if (schedule == "gpipe")
-    return microBatches;
-  return std::min(microBatches, stages - stage);
+std::vector<ScheduleUnit> scheduleOrder(const std::string &schedule,
+                                        int64_t stages, int64_t microBatches,
+                                        int64_t stage, int64_t virtualStages) {
+  const int64_t P = stages, M = microBatches;
+  std::vector<ScheduleUnit> order;
+  if (schedule == "gpipe") {
+    for (int64_t k = 0; k < M; ++k)
+      order.push_back({k, 0, false});
+    for (int64_t k = 0; k < M; ++k)
+      order.push_back({k, 0, true});
+    return order;
+  }
+  const int64_t V =
+      schedule == "interleaved" ? std::max<int64_t>(virtualStages, 1) : 1;
+  if (V > 1 && M % P != 0)
+    return order;
+  // Unit i of the forwards (or backwards): micro-batches go in groups of P
+  // through the device's chunks in turn, forwards from chunk 0, backwards
+  // from chunk V - 1. With V = 1 this is micro-batch i.
+  auto unit = [&](int64_t i, bool backward) {
+    int64_t chunk = (i / P) % V;
+    return ScheduleUnit{V == 1 ? i : (i / (P * V)) * P + i % P,
+                        backward ? V - 1 - chunk : chunk, backward};
+  };
+  // Warm up with the forwards the later devices need before the first
+  // backward comes back (one round through every later chunk), then one
+  // forward and one backward in turn.
+  const int64_t total = M * V;
+  const int64_t warmup = std::min(
+      total, V == 1 ? P - 1 - stage : 2 * (P - 1 - stage) + (V - 1) * P);
+  for (int64_t i = 0; i < warmup; ++i)
+    order.push_back(unit(i, false));
+  for (int64_t i = 0; i + warmup < total; ++i) {
+    order.push_back(unit(warmup + i, false));
+    order.push_back(unit(i, true));
+  }
+  for (int64_t i = total - warmup; i < total; ++i)
+    order.push_back(unit(i, true));
+  return order;
+}
+
+namespace {
+
+/// The most forward units device `stage` holds at once, in all and per
+/// chunk: a forward's results are held until its backward.
+std::pair<int64_t, std::vector<int64_t>>
+peakHeld(const std::string &schedule, int64_t stages, int64_t microBatches,
+         int64_t stage, int64_t virtualStages) {
+  int64_t V =
+      schedule == "interleaved" ? std::max<int64_t>(virtualStages, 1) : 1;
+  std::vector<int64_t> held(V, 0), peak(V, 0);
+  int64_t total = 0, peakTotal = 0;
+  for (const ScheduleUnit &u :
+       scheduleOrder(schedule, stages, microBatches, stage, V)) {
+    int64_t delta = u.backward ? -1 : 1;
+    held[u.chunk] += delta;
+    total += delta;
+    peak[u.chunk] = std::max(peak[u.chunk], held[u.chunk]);
+    peakTotal = std::max(peakTotal, total);
+  }
+  return {peakTotal, peak};
+}
+
+} // namespace
+
+double inFlight(const std::string &schedule, int64_t stages,
+                int64_t microBatches, int64_t stage, int64_t virtualStages) {
+  int64_t V =
+      schedule == "interleaved" ? std::max<int64_t>(virtualStages, 1) : 1;
+  return static_cast<double>(
+             peakHeld(schedule, stages, microBatches, stage, V).first) /
+         static_cast<double>(V);
+}
+
+int64_t chunkInFlight(const std::string &schedule, int64_t stages,
+                      int64_t microBatches, int64_t stage, int64_t chunk,
+                      int64_t virtualStages) {
+  std::vector<int64_t> peak =
+      peakHeld(schedule, stages, microBatches, stage, virtualStages).second;
+  return chunk >= 0 && static_cast<size_t>(chunk) < peak.size() ? peak[chunk]
+                                                                : 0;
 }
 
 std::optional<StageSplit> splitStages(const std::vector<LayerCost> &layers,
                                       const StageSplitOptions &options) {
+  const int64_t V = StageTable::chunksPerDevice(options);
   if (options.stages < 1 || options.microBatches < 1 ||
-      layers.size() < static_cast<size_t>(options.stages))
+      layers.size() < static_cast<size_t>(options.stages * V) ||
+      (V > 1 && options.microBatches % options.stages != 0))
     return std::nullopt;
   StageTable table(layers, options);
 
+  // A device holds V chunks: each gets 1/V of the limit.
   StageSplit split;
   std::optional<std::vector<size_t>> starts =
-      fastestSplit(table, options.memoryLimit > 0 ? options.memoryLimit : kInf);
+      fastestSplit(table, options.memoryLimit > 0
+                              ? options.memoryLimit / static_cast<double>(V)
+                              : kInf);
   if (!starts) {
     // Nothing fits: the least largest memory, then the fastest split that
     // reaches it.
@@ -284,10 +397,35 @@ std::optional<StageSplit> splitStages(const std::vector<LayerCost> &layers,
       step += layers[l].stepSeconds;
     split.microBatchSeconds.push_back(table.seconds(j, i));
     split.stepSeconds.push_back(step);
-    split.memoryBytes.push_back(table.bytes(j, i, static_cast<int64_t>(s)));
+    if (V == 1)
+      split.memoryBytes.push_back(table.bytes(j, i, static_cast<int64_t>(s)));
+  }
+  if (V > 1) {
+    // A device's memory: its chunks' state, the most saved results its
+    // order holds at once, and its chunks' largest transient.
+    const int64_t P = options.stages;
+    for (int64_t d = 0; d < P; ++d) {
+      auto range = [&](int64_t chunk) {
+        size_t c = static_cast<size_t>(chunk * P + d);
+        return std::make_pair(split.starts[c], table.end(split.starts, c));
+      };
+      double state = 0, transient = 0, held = 0, peak = 0;
+      for (int64_t v = 0; v < V; ++v) {
+        auto [j, i] = range(v);
+        state += table.stateBytes(j, i);
+        transient = std::max(transient, table.transientBytes(j, i));
+      }
+      for (const ScheduleUnit &u :
+           scheduleOrder(options.schedule, P, options.microBatches, d, V)) {
+        auto [j, i] = range(u.chunk);
+        held += (u.backward ? -1 : 1) * table.savedBytes(j, i);
+        peak = std::max(peak, held);
+      }
+      split.memoryBytes.push_back(state + peak + transient);
+    }
   }
   split.seconds = pipelineSeconds(split.microBatchSeconds, split.stepSeconds,
-                                  options.microBatches);
+                                  options.microBatches, V);
   return split;
 }
 

@@ -12,13 +12,28 @@
 //
 // (the first micro-batch passes every stage, the others follow at the
 // pace of the slowest; the updates of all stages run at once at the end).
-// Stage s holds its layers' state for the whole step and the saved results
-// of as many micro-batches as the schedule has in flight on it: all M
-// under GPipe, min(M, P - s) under 1F1B. The split minimizes
+// Stage s holds its layers' state for the whole step, the saved results
+// of as many micro-batches as the schedule has in flight on it (all M
+// under GPipe, min(M, P - s) under 1F1B), and its layers' largest
+// transient working set. The split minimizes
 // sum_s t_s + (M - 1) * max_s t_s exactly (Alpa's enumeration of the
 // slowest stage's time, each with a dynamic program for the least sum),
 // subject to every stage's memory within the limit; max_s u_s is reported,
 // not optimized.
+//
+// Interleaved 1F1B (Megatron-LM's schedule with V model chunks per device)
+// splits the layers into P * V contiguous chunks, chunk c on device c mod P.
+// With chunk c taking t_c per micro-batch and device d the sum T_d of its
+// chunks', a step takes
+//
+//     T = (1 / V) sum_c t_c + (M - 1 / V) max_d T_d + max_d u_d
+//
+// (the pipe fills and drains through one chunk per device instead of a
+// whole stage: for equal chunks, (M V + P - 1) t, a bubble of
+// (P - 1) / (M V + P - 1)); for V = 1 it is the formula above. The chunks
+// are split as P * V stages of a 1F1B pipeline over M * V micro-batches,
+// which is V times T for equal chunks, each chunk within 1/V of the memory
+// limit (a device holds V chunks): a heuristic, where V = 1 is exact.
 //
 // Plain C++17, no MLIR: the pass that measures the layers
 // (passes/Pipeline) and the driver that compares stage counts use it.
@@ -48,6 +63,11 @@ struct LayerCost {
   double stateBytes = 0;
   /// Kept from one micro-batch's forward for its backward.
   double savedBytes = 0;
+  /// The most bytes of values that live only while a micro-batch passes
+  /// the layer (forward results the backward does not keep, gradients,
+  /// recomputed results) live at once while its ops run. A stage adds its
+  /// layers' largest once: its units run one at a time.
+  double transientBytes = 0;
   /// Per micro-batch, if a stage ends after this layer: the bytes the
   /// forward sends across that cut, and the bytes the backward sends back
   /// across it (the gradients of the same values).
@@ -58,8 +78,11 @@ struct LayerCost {
 struct StageSplitOptions {
   int64_t stages = 1;
   int64_t microBatches = 1;
-  /// "gpipe" or "1f1b" (any other string counts as "1f1b").
+  /// "gpipe", "1f1b" or "interleaved" (any other string counts as
+  /// "1f1b").
   std::string schedule = "1f1b";
+  /// Model chunks per device under "interleaved" (else 1).
+  int64_t virtualStages = 1;
   /// Bytes per device; <= 0: unlimited.
   double memoryLimit = 0;
   /// Seconds one message of `bytes` takes from a stage to its neighbour;
@@ -69,12 +92,17 @@ struct StageSplitOptions {
 };
 
 struct StageSplit {
-  /// The index of each stage's first layer (starts[0] == 0, increasing).
+  /// The index of each stage's first layer (starts[0] == 0, increasing);
+  /// under "interleaved", of each chunk's (P * V of them).
   std::vector<size_t> starts;
-  /// Per stage: t_s (its layers' microBatchSeconds plus the sends it makes:
-  /// forward across its last cut, backward across its first), u_s, and the
-  /// bytes it holds at its peak (state + in-flight * saved).
-  std::vector<double> microBatchSeconds, stepSeconds, memoryBytes;
+  /// Per stage (per chunk under "interleaved"): t_s (its layers'
+  /// microBatchSeconds plus the sends it makes: forward across its last
+  /// cut, backward across its first) and u_s.
+  std::vector<double> microBatchSeconds, stepSeconds;
+  /// Per stage (per device), the bytes it holds at its peak (state +
+  /// in-flight * saved + the largest transient, summed over a device's
+  /// chunks).
+  std::vector<double> memoryBytes;
   /// T above.
   double seconds = 0;
   /// Whether every stage fits the memory limit. When no split does, the
@@ -88,14 +116,52 @@ struct StageSplit {
 };
 
 /// T above for stages taking `micro[s]` per micro-batch and `step[s]` per
-/// step.
+/// step; with `virtualStages` V > 1, `micro` is per chunk (chunk c on
+/// device c mod (micro.size() / V)) and `step` per device or per chunk
+/// (summed per device).
 double pipelineSeconds(const std::vector<double> &micro,
-                       const std::vector<double> &step, int64_t microBatches);
+                       const std::vector<double> &step, int64_t microBatches,
+                       int64_t virtualStages = 1);
 
-/// How many micro-batches' saved results stage `stage` of `stages` holds at
-/// once under `schedule`: M for gpipe, min(M, P - stage) for 1f1b.
-int64_t inFlight(const std::string &schedule, int64_t stages,
-                 int64_t microBatches, int64_t stage);
+/// One unit of a device's schedule: micro-batch `microBatch`'s forward or
+/// backward through the device's chunk `chunk` (0 to V - 1; chunk v of
+/// device d is the pipeline's chunk v * P + d).
+struct ScheduleUnit {
+  int64_t microBatch = 0;
+  int64_t chunk = 0;
+  bool backward = false;
+  bool operator==(const ScheduleUnit &o) const {
+    return microBatch == o.microBatch && chunk == o.chunk &&
+           backward == o.backward;
+  }
+};
+
+/// The order in which device `stage` of `stages` runs its units:
+///  - gpipe: every forward, then every backward;
+///  - 1f1b: P - 1 - stage forwards, then one forward and one backward in
+///    turn, then the remaining backwards;
+///  - interleaved (V chunks per device, M a multiple of P): the forwards
+///    in groups of P micro-batches through chunk 0, then chunk 1, ..., the
+///    backwards likewise from chunk V - 1 down; 2 (P - 1 - stage) +
+///    (V - 1) P forwards first, then one forward and one backward in turn.
+/// Empty for an interleaved schedule whose M is not a multiple of P.
+std::vector<ScheduleUnit> scheduleOrder(const std::string &schedule,
+                                        int64_t stages, int64_t microBatches,
+                                        int64_t stage,
+                                        int64_t virtualStages = 1);
+
+/// How many micro-batches' saved results device `stage` of `stages` holds
+/// at once under `schedule`: M for gpipe, min(M, P - stage) for 1f1b; for
+/// interleaved, the most forward units it holds at once over V (units of
+/// a whole device's saved results when its chunks are equal).
+double inFlight(const std::string &schedule, int64_t stages,
+                int64_t microBatches, int64_t stage, int64_t virtualStages = 1);
+
+/// The most micro-batches whose saved results the device's chunk `chunk`
+/// (0 to V - 1) holds at once under `schedule`.
+int64_t chunkInFlight(const std::string &schedule, int64_t stages,
+                      int64_t microBatches, int64_t stage, int64_t chunk,
+                      int64_t virtualStages = 1);
 
 /// The split of `layers` into options.stages stages described above;
 /// nullopt when there are fewer layers than stages (or no stages, or no

@@ -233,6 +233,18 @@ def fixed_configs(model):
              ["--optimizer", "momentum", "--recompute", "layers"] + mb(4)),
             ("pipeline pp=4 recompute layers gpipe m=4", "pp=4", None,
              ["--optimizer", "sgd", "--recompute", "layers", "--schedule", "gpipe"] + mb(4)),
+            # Interleaved 1F1B: the GPT's 5 layers in 4 chunks, chunks 0 and 2
+            # on stage 0, 1 and 3 on stage 1 (the micro-batches in groups of 2).
+            ("pipeline pp=2 interleaved v=2 m=4", "pp=2", None,
+             ["--optimizer", "sgd", "--schedule", "interleaved"] + mb(4)),
+            ("pipeline pp=2,dp=2,tp=2 megatron interleaved adamw m=2", "pp=2,dp=2,tp=2",
+             MEGATRON[model]("dp"), adamw + ["--schedule", "interleaved"] + mb(2)),
+            ("pipeline pp=2,dp=2 interleaved zero3 recompute layers m=4", "pp=2,dp=2", None,
+             ["--optimizer", "momentum", "--schedule", "interleaved", "--zero", "3",
+              "--recompute", "layers"] + mb(4)),
+            ("pipeline pp=2,dp=2 interleaved zero2 auto m=4", "pp=2,dp=2", None,
+             ["--optimizer", "sgd", "--schedule", "interleaved", "--zero", "2",
+              "--mode", "auto"] + mb(4)),
             # Stage boundaries, layouts, ZeRO and recompute by --mode auto; and
             # the pipeline shape too, under a memory limit one stage does not fit.
             ("pipeline pp=2,dp=2 auto m=4", "pp=2,dp=2", None,
@@ -279,6 +291,8 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--mpi", action="store_true", help="also one run under mpirun -np 4")
     parser.add_argument("--keep", help="keep the work directory here")
+    parser.add_argument("--only", help="only the fixed configurations whose name contains "
+                        "this (no random strategies, no --mode auto probes)")
     parser.add_argument("--backend", default="cpu", help="cpu or cuda (loom run --backend)")
     parser.add_argument("--bf16", action="store_true", help="train bf16 copies of the models")
     parser.add_argument("--precision", default="f32",
@@ -364,7 +378,10 @@ def main():
             return True
 
         for name, mesh, strategy, flags in fixed_configs(model):
-            check(name, mesh, strategy, flags)
+            if not args.only or args.only in name:
+                check(name, mesh, strategy, flags)
+        if args.only:
+            continue
 
         # --mode auto: with ample memory, then with limits that force the
         # search to split (a fraction of what the unconstrained plan needs,

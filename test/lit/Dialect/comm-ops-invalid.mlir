@@ -68,3 +68,23 @@ func.func @sharding_count(%x: tensor<4x4xf32>, %y: tensor<4x4xf32>) -> tensor<4x
   %a = loom.matmul %x, %y {loom.sharding = [[], []]} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   return %a : tensor<4x4xf32>
 }
+
+// -----
+
+// expected-error @+1 {{'loom.pipeline' must be a dictionary {stage, stages, micro_batches, schedule = "gpipe", "1f1b" or "interleaved", optional virtual_stages >= 1} on a function}}
+func.func @pipeline_schedule() attributes {loom.pipeline = {stage = 0 : i64, stages = 2 : i64, micro_batches = 2 : i64, schedule = "zigzag"}} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'loom.pipeline' must be a dictionary}}
+func.func @pipeline_virtual_stages() attributes {loom.pipeline = {stage = 0 : i64, stages = 2 : i64, micro_batches = 2 : i64, schedule = "interleaved", virtual_stages = 0 : i64}} {
+  return
+}
+
+// -----
+
+func.func @pipeline_interleaved() attributes {loom.pipeline = {stage = 1 : i64, stages = 2 : i64, micro_batches = 4 : i64, schedule = "interleaved", virtual_stages = 2 : i64}} {
+  return
+}

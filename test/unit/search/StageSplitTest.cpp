@@ -452,3 +452,92 @@ TEST(StageSplit, HundredLayersSplitQuickly) {
         std::printf("[ timing   ] L=100 %s: %.4f s\n", where.c_str(), seconds);
       }
 }
+
+// Interleaved: the layers go into P * V chunks (chunk c on device c mod P),
+// split as a 1F1B pipeline of P * V stages; the step is pipelineSeconds
+// with V, the memory per device the sum of its chunks'.
+TEST(StageSplit, InterleavedSplitsIntoChunks) {
+  std::vector<LayerCost> layers(8, layer(1.0, 1.0));
+  StageSplitOptions options;
+  options.stages = 2;
+  options.microBatches = 4;
+  options.schedule = "interleaved";
+  options.virtualStages = 2;
+  std::optional<StageSplit> got = splitStages(layers, options);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->starts, (std::vector<size_t>{0, 2, 4, 6}));
+  EXPECT_EQ(got->microBatchSeconds, (std::vector<double>(4, 2.0)));
+  // (M V + P - 1) chunks' time.
+  EXPECT_DOUBLE_EQ(got->seconds, (4 * 2 + 2 - 1) * 2.0);
+  // Device 0's order holds at most 5 units (2 bytes saved per chunk),
+  // device 1's 3.
+  EXPECT_EQ(got->memoryBytes, (std::vector<double>{10, 6}));
+  EXPECT_TRUE(got->fits);
+
+  // Each chunk gets 1/V of the limit: 10 bytes per device leave 5 per
+  // chunk, which chunk 0 (2 layers: 8 bytes) breaks; a one-layer chunk 0
+  // (4 bytes) fits.
+  options.memoryLimit = 10;
+  got = splitStages(layers, options);
+  ASSERT_TRUE(got);
+  EXPECT_TRUE(got->fits);
+  EXPECT_EQ(got->starts[1], 1u);
+
+  // M must be a multiple of P, and every chunk needs a layer.
+  options.memoryLimit = 0;
+  options.microBatches = 3;
+  EXPECT_FALSE(splitStages(layers, options));
+  options.microBatches = 4;
+  options.virtualStages = 5;
+  EXPECT_FALSE(splitStages(layers, options));
+  // Under another schedule virtualStages is ignored.
+  options.schedule = "1f1b";
+  got = splitStages(layers, options);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->starts.size(), 2u);
+}
+
+// pipelineSeconds with V: the fill through one chunk per device, then the
+// slowest device's chunks for the rest.
+TEST(StageSplit, InterleavedPipelineSeconds) {
+  // Chunks 0..3: devices 0, 1, 0, 1 take 1 + 3 = 4 and 2 + 2 = 4.
+  EXPECT_DOUBLE_EQ(pipelineSeconds({1, 2, 3, 2}, {0.5, 1}, 4, 2),
+                   8.0 / 2 + (4 - 0.5) * 4 + 1);
+  // Per-chunk step times add up per device.
+  EXPECT_DOUBLE_EQ(pipelineSeconds({1, 1, 1, 1}, {1, 0, 1, 0.5}, 2, 2),
+                   4.0 / 2 + 1.5 * 2 + 2);
+  // V = 1 is the formula of GPipe and 1F1B.
+  EXPECT_DOUBLE_EQ(pipelineSeconds({1, 2, 3}, {0.5, 0.25, 1}, 4, 1),
+                   pipelineSeconds({1, 2, 3}, {0.5, 0.25, 1}, 4));
+}
+
+// A stage adds its layers' largest transient once (its units run one at a
+// time), on top of its state and in-flight saved results: a big transient
+// moves the cut under a limit.
+TEST(StageSplit, TransientsCountOncePerStage) {
+  std::vector<LayerCost> layers(4, layer(1, 1));
+  layers[1].transientBytes = 6;
+  layers[2].transientBytes = 2;
+  StageSplitOptions options;
+  options.stages = 2;
+  options.microBatches = 2;
+  options.schedule = "gpipe";
+  std::optional<StageSplit> got = splitStages(layers, options);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->starts, (std::vector<size_t>{0, 2}));
+  // Stage 0: 2 micro-batches * 2 bytes + max(0, 6); stage 1: 4 + 2.
+  EXPECT_EQ(got->memoryBytes, (std::vector<double>{10, 6}));
+  // Within 9 bytes: {0, 1} leaves stage 1 with 6 + 6 = 12, {0, 3} stage 0
+  // with 6 + 6 = 12, and {0, 2} stage 0 with 10. Nothing fits, and the
+  // leanest, {0, 2}, is returned.
+  options.memoryLimit = 9;
+  got = splitStages(layers, options);
+  ASSERT_TRUE(got);
+  EXPECT_FALSE(got->fits);
+  EXPECT_EQ(got->memoryBytes, (std::vector<double>{10, 6}));
+  // Within 10 bytes the balanced split fits.
+  options.memoryLimit = 10;
+  got = splitStages(layers, options);
+  ASSERT_TRUE(got);
+  EXPECT_TRUE(got->fits);
+}
