@@ -230,8 +230,10 @@ cl::opt<std::string> stagesFlag(
     cl::desc("--mode auto: `auto` searches the pipeline too: the number of "
              "stages P (dividing the first --mesh axis, which keeps 1/P of "
              "its size per stage), the micro-batch count (unless "
-             "--micro-batches is given) and the layers of each stage, for "
-             "the least predicted step within the memory limit"),
+             "--micro-batches is given), the schedule (1f1b or interleaved "
+             "with 2 virtual stages, unless --schedule is given) and the "
+             "layers of each stage, for the least predicted step within the "
+             "memory limit"),
     cl::value_desc("auto"), cl::sub(compileCmd), cl::sub(simulateCmd),
     cl::cat(parallelCategory()));
 cl::opt<std::string> zeroFlag(
@@ -477,6 +479,18 @@ std::optional<AutoChoice> earlierChoice;
 struct StageCandidate {
   int64_t stages = 1, microBatches = 1;
   std::string mesh;
+  /// --schedule and --virtual-stages.
+  std::string schedule = "1f1b";
+  int64_t virtualStages = 2;
+  /// How the summary names its schedule ("" for the one given).
+  std::string describe() const {
+    return schedule == "interleaved"
+               ? ", interleaved (" + std::to_string(virtualStages) +
+                     " virtual stages)"
+               : "";
+  }
+  /// Makes it the shape the next buildPlan compiles.
+  void select() const;
   /// The predicted step, and the largest stage's memory as the split
   /// counts it (state + saved results in flight).
   double seconds = 0, memoryBytes = 0;
@@ -490,6 +504,13 @@ StageCandidate *evaluating = nullptr;
 std::vector<StageCandidate> rankedShapes;
 /// partition()'s code for a candidate costed, not an error.
 constexpr int kEvaluated = -1;
+
+void StageCandidate::select() const {
+  meshFlag = mesh;
+  microBatchesFlag = microBatches;
+  pipelineScheduleFlag = schedule;
+  virtualStagesFlag = virtualStages;
+}
 
 /// Sharding (from --mode and --strategy) and partitioning of @main, with
 /// the explanation of the result.
@@ -1030,6 +1051,16 @@ int chooseStages(const cost::HardwareProfile &cluster) {
   const int64_t batch = batchFlag;
   const std::string original = meshFlag;
   const bool fixedM = microBatchesFlag.getNumOccurrences() > 0;
+  // The schedules tried: the one given, else 1F1B (which holds fewer
+  // micro-batches than GPipe at the same bubble) and interleaved 1F1B
+  // (a smaller bubble for more sends and memory).
+  std::vector<std::pair<std::string, int64_t>> schedules;
+  if (pipelineScheduleFlag.getNumOccurrences())
+    schedules.push_back({pipelineScheduleFlag, virtualStagesFlag});
+  else if (virtualStagesFlag.getNumOccurrences())
+    schedules.push_back({"interleaved", virtualStagesFlag});
+  else
+    schedules = {{"1f1b", 1}, {"interleaved", virtualStagesFlag}};
   std::vector<StageCandidate> candidates;
   for (int64_t p = 1; p <= size; ++p) {
     if (size % p != 0)
@@ -1056,19 +1087,22 @@ int chooseStages(const cost::HardwareProfile &cluster) {
       }
     }
     for (int64_t m : ms)
-      if (batch % m == 0 &&
-          (pipelineScheduleFlag != "interleaved" || m % p == 0)) {
+      for (const auto &[schedule, chunks] : schedules) {
+        if (batch % m != 0 ||
+            (schedule == "interleaved" && (p == 1 || m % p != 0)))
+          continue;
         StageCandidate c;
         c.stages = p;
         c.microBatches = m;
         c.mesh = mesh;
+        c.schedule = schedule;
+        c.virtualStages = chunks;
         candidates.push_back(c);
       }
   }
   const StageCandidate *best = nullptr;
   for (StageCandidate &c : candidates) {
-    meshFlag = c.mesh;
-    microBatchesFlag = c.microBatches;
+    c.select();
     batchFlag = batch / c.microBatches;
     earlierChoice.reset();
     evaluating = &c;
@@ -1078,7 +1112,8 @@ int chooseStages(const cost::HardwareProfile &cluster) {
     if (code != kEvaluated)
       c.why = code ? "no plan: the error above" : "not costed";
     outs() << "loom: --stages auto: " << c.mesh << ", " << c.microBatches
-           << " micro-batch" << (c.microBatches == 1 ? "" : "es") << ": ";
+           << " micro-batch" << (c.microBatches == 1 ? "" : "es")
+           << c.describe() << ": ";
     if (!c.why.empty()) {
       outs() << "not possible (" << c.why << ")\n";
       continue;
@@ -1106,13 +1141,12 @@ int chooseStages(const cost::HardwareProfile &cluster) {
                    });
   outs() << "loom: --stages auto chose " << best->mesh << " with "
          << best->microBatches << " micro-batch"
-         << (best->microBatches == 1 ? "" : "es")
+         << (best->microBatches == 1 ? "" : "es") << best->describe()
          << (best->fits ? ""
                         : "; none fits the memory limit by the split's "
                           "count: the fastest")
          << "\n";
-  meshFlag = best->mesh;
-  microBatchesFlag = best->microBatches;
+  best->select();
   batchFlag = batch;
   earlierChoice.reset();
   return 0;
@@ -1167,10 +1201,10 @@ int runCompile() {
              << " per device, over the limit of "
              << sharding::formatBytes(static_cast<double>(limit))
              << "; --stages auto takes the next shape, " << next.mesh
-             << " with " << next.microBatches << " micro-batches\n";
+             << " with " << next.microBatches << " micro-batches"
+             << next.describe() << "\n";
       batchFlag = batchFlag * microBatchesFlag / next.microBatches;
-      meshFlag = next.mesh;
-      microBatchesFlag = next.microBatches;
+      next.select();
       earlierChoice.reset();
       searchLimit = memoryLimitFlag;
       attempt = -1;
