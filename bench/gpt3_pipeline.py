@@ -9,10 +9,11 @@ by Loom's own cost model with `loom simulate` (no weights are read):
   - Megatron: --mesh pp=8,dp=16,tp=8 --micro-batches 96, the Megatron
     layouts from models/gpt_megatron.json, --recompute layers; and the
     same with ZeRO-1 (optimizer state split over d), which Megatron's
-    distributed optimizer later added;
+    distributed optimizer later added, and with the paper's interleaved
+    schedule (2 model chunks per stage);
   - Loom: --mesh dp=128,tp=8 --mode auto --stages auto: the number of
-    stages (dividing 128), the micro-batch count and the stage boundaries
-    are searched, each stage's layouts, ZeRO level and recompute by the
+    stages (dividing 128), the micro-batch count, the schedule (1F1B or
+    interleaved) and the stage boundaries are searched, each stage's layouts, ZeRO level and recompute by the
     intra-op search.
 
 Training is f32 with AdamW (16 bytes of state per parameter) on the
@@ -67,13 +68,17 @@ def simulate(loom, model, args, precision):
     step = re.search(r"^predicted step ([0-9.]+ [mu]?s) per device", text, re.M)
     memory = re.search(r"^memory per device ([0-9.]+ [KMGT]iB)", text, re.M)
     mesh = re.search(r"on mesh \[(.*?)\]", text)
-    pipeline = re.search(r"^pipeline: (\d+) stages, (\S+) schedule over (\d+) micro-batches", text, re.M)
+    pipeline = re.search(r"^pipeline: (\d+) stages, (\S+) schedule(?: \((\d+) chunks per stage\))? "
+                         r"over (\d+) micro-batches", text, re.M)
     chose = re.findall(r"^loom: (the plan of .*|--stages auto chose .*)$", text, re.M)
     result["chose"] = chose
     result.update(step=seconds(step.group(1)), memory=gib(memory.group(1)),
                   mesh=mesh.group(1).replace(" ", ""),
                   stages=int(pipeline.group(1)) if pipeline else 1,
-                  micro=int(pipeline.group(3)) if pipeline else 1)
+                  schedule=(pipeline.group(2) + ("x%s" % pipeline.group(3)
+                                                 if pipeline.group(3) else ""))
+                  if pipeline else "-",
+                  micro=int(pipeline.group(4)) if pipeline else 1)
     zero = re.search(r"^optimizer sharding: ZeRO-(\d)", text, re.M)
     result["zero"] = int(zero.group(1)) if zero else 0
     return result
@@ -94,6 +99,8 @@ def main():
         cases = [
             ("Megatron t=8 p=8 d=16", simulate(args.loom, model, megatron, p)),
             ("Megatron t=8 p=8 d=16 + ZeRO-1", simulate(args.loom, model, megatron + ["--zero", "1"], p)),
+            ("Megatron t=8 p=8 d=16 interleaved",
+             simulate(args.loom, model, megatron + ["--schedule", "interleaved"], p)),
             ("Loom --mode auto --stages auto",
              simulate(args.loom, model, ["--mesh", "dp=128,tp=8", "--mode", "auto",
                                          "--stages", "auto"], p)),
@@ -101,15 +108,16 @@ def main():
     print("GPT-3 175B shapes (96 layers, d=12288, seq 2048), batch 1536, AdamW, compute %s, "
           "1024 x H100-80GB (limit %.1f GiB per device)" % (
               "f32" if p == "f32" else "bf16 over f32 master weights", LIMIT_GIB))
-    print("%-34s %-18s %6s %6s %4s %12s %14s %5s %8s" % (
-        "configuration", "mesh", "stages", "micro", "zero", "step (pred.)",
+    print("%-34s %-18s %6s %-15s %6s %4s %12s %14s %5s %8s" % (
+        "configuration", "mesh", "stages", "schedule", "micro", "zero", "step (pred.)",
         "memory/device", "fits", "wall s"))
     for name, r in cases:
         if not r["ok"]:
             print("%-34s failed: %s" % (name, r["text"].strip().splitlines()[-1][:160]))
             continue
-        print("%-34s %-18s %6d %6d %4d %10.2f s %10.1f GiB %5s %8.1f" % (
-            name, r["mesh"], r["stages"], r["micro"], r["zero"], r["step"], r["memory"],
+        print("%-34s %-18s %6d %-15s %6d %4d %10.2f s %10.1f GiB %5s %8.1f" % (
+            name, r["mesh"], r["stages"], r["schedule"], r["micro"], r["zero"], r["step"],
+            r["memory"],
             "yes" if r["memory"] <= LIMIT_GIB else "no", r["wall"]))
     loom = cases[-1][1]
     for line in loom.get("chose", []):
