@@ -73,8 +73,9 @@ public:
             std::string &error, bool perLayer = false)
       : func(func), options(options), error(error), perLayer(perLayer),
         P(options.stages), M(options.microBatches),
-        V(!perLayer && options.schedule == "interleaved" ? options.virtualStages
-                                                         : 1),
+        V(perLayer ? 1
+                   : search::chunksPerStage(options.schedule,
+                                            options.virtualStages)),
         body(func.getBody().front()) {}
   FailureOr<PipelineReport> run();
   FailureOr<std::vector<search::LayerCost>> measure();
@@ -952,7 +953,7 @@ FailureOr<PipelineReport> Pipeliner::run() {
             "'; use gpipe, 1f1b or interleaved";
     return failure();
   }
-  if (V < 1) {
+  if (options.schedule == "interleaved" && options.virtualStages < 1) {
     error = "the interleaved schedule needs at least 1 virtual stage";
     return failure();
   }

@@ -75,9 +75,7 @@ public:
   }
 
   static int64_t chunksPerDevice(const StageSplitOptions &options) {
-    return options.schedule == "interleaved"
-               ? std::max<int64_t>(options.virtualStages, 1)
-               : 1;
+    return chunksPerStage(options.schedule, options.virtualStages);
   }
 
   double seconds(size_t j, size_t i) const { return time[index(j, i)]; }
@@ -278,6 +276,10 @@ double pipelineSeconds(const std::vector<double> &micro,
          slowestStep;
 }
 
+int64_t chunksPerStage(const std::string &schedule, int64_t virtualStages) {
+  return schedule == "interleaved" ? std::max<int64_t>(virtualStages, 1) : 1;
+}
+
 std::vector<ScheduleUnit> scheduleOrder(const std::string &schedule,
                                         int64_t stages, int64_t microBatches,
                                         int64_t stage, int64_t virtualStages) {
@@ -290,8 +292,7 @@ std::vector<ScheduleUnit> scheduleOrder(const std::string &schedule,
       order.push_back({k, 0, true});
     return order;
   }
-  const int64_t V =
-      schedule == "interleaved" ? std::max<int64_t>(virtualStages, 1) : 1;
+  const int64_t V = chunksPerStage(schedule, virtualStages);
   if (V > 1 && M % P != 0)
     return order;
   // Unit i of the forwards (or backwards): micro-batches go in groups of P
@@ -326,8 +327,7 @@ namespace {
 std::pair<int64_t, std::vector<int64_t>>
 peakHeld(const std::string &schedule, int64_t stages, int64_t microBatches,
          int64_t stage, int64_t virtualStages) {
-  int64_t V =
-      schedule == "interleaved" ? std::max<int64_t>(virtualStages, 1) : 1;
+  int64_t V = chunksPerStage(schedule, virtualStages);
   std::vector<int64_t> held(V, 0), peak(V, 0);
   int64_t total = 0, peakTotal = 0;
   for (const ScheduleUnit &u :
@@ -345,8 +345,7 @@ peakHeld(const std::string &schedule, int64_t stages, int64_t microBatches,
 
 double inFlight(const std::string &schedule, int64_t stages,
                 int64_t microBatches, int64_t stage, int64_t virtualStages) {
-  int64_t V =
-      schedule == "interleaved" ? std::max<int64_t>(virtualStages, 1) : 1;
+  int64_t V = chunksPerStage(schedule, virtualStages);
   return static_cast<double>(
              peakHeld(schedule, stages, microBatches, stage, V).first) /
          static_cast<double>(V);

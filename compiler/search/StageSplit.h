@@ -123,6 +123,10 @@ double pipelineSeconds(const std::vector<double> &micro,
                        const std::vector<double> &step, int64_t microBatches,
                        int64_t virtualStages = 1);
 
+/// Model chunks per device under `schedule`: `virtualStages` (at least 1)
+/// for "interleaved", else 1.
+int64_t chunksPerStage(const std::string &schedule, int64_t virtualStages);
+
 /// One unit of a device's schedule: micro-batch `microBatch`'s forward or
 /// backward through the device's chunk `chunk` (0 to V - 1; chunk v of
 /// device d is the pipeline's chunk v * P + d).
