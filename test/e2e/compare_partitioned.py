@@ -13,8 +13,9 @@ and the model is trained for --steps steps on it:
 Configurations: data parallel on 2, 4 and 8 ranks; optimizer sharding (ZeRO 1, 2 and 3,
 with SGD, momentum and AdamW, alone and with tensor parallelism); recompute (of every
 layer, with tensor parallelism and with ZeRO-3; of attention, from a strategy file);
-pipeline stages (pp=2 and 4, GPipe and 1F1B, over 2 to 8 micro-batches, with dp, tp,
-ZeRO 1-3 and recompute) and micro-batches on a mesh (gradient accumulation); Megatron tensor parallelism (column
+pipeline stages (pp=2 and 4, GPipe, 1F1B and interleaved 1F1B, over 2 to 8 micro-batches,
+with dp, tp, ZeRO 1-3 and recompute; interleaving on 4 stages runs on a 6-block GPT exported
+here, "gpt6", whose 9 layers fill the 8 chunks) and micro-batches on a mesh (gradient accumulation); Megatron tensor parallelism (column
 then row split of each MLP and attention pair; for the CNN, output- then input-channel
 split of a residual block's convolutions) on 2 and 4; mixed dp x tp meshes of 4 and 8;
 --random random strategies per model: a random mesh of 2 to 8 devices and random
@@ -59,6 +60,15 @@ MODELS = {
     "mlp": ("mlp.onnx", ["x"]),
     "gpt": ("gpt.onnx", ["input_ids"]),
     "cnn": ("cnn.onnx", ["x"]),
+    # Exported here (models/export.py): 6 blocks, so that its 9 layers fill the
+    # 8 chunks of interleaved 1F1B on 4 stages.
+    "gpt6": ("gpt6.onnx", ["input_ids"]),
+}
+
+# Models exported into the work directory: export.py / train_reference.py flags.
+GENERATED = {
+    "gpt6": ["--model", "gpt", "--layers", "6", "--d-model", "32", "--heads", "2",
+             "--vocab", "64", "--seq", "16"],
 }
 
 MEGATRON = {
@@ -67,6 +77,7 @@ MEGATRON = {
         {"node": "/fc1/Gemm", "op": "matmul", "strategy": [[dp, 1], ["tp", 1]]},
         {"node": "/fc2/Gemm", "op": "matmul", "strategy": [[dp, "tp"], [1, "tp"]]},
     ],
+    "gpt6": lambda dp: MEGATRON["gpt"](dp),
     "gpt": lambda dp: [
         {"pattern": "/blocks.*/attn/[qkv]/MatMul", "strategy": [[dp, 1, 1], [1, "tp"]]},
         {"pattern": "/blocks.*/attn/proj/MatMul", "strategy": [[dp, 1, "tp"], ["tp", 1]]},
@@ -101,6 +112,13 @@ class Runner:
     def model_path(self, model):
         onnx_file, _ = MODELS[model]
         path = os.path.join(self.args.source, "models", onnx_file)
+        if model in GENERATED:
+            path = os.path.join(self.work, onnx_file)
+            if not os.path.exists(path):
+                subprocess.run([sys.executable, os.path.join(self.args.source, "models",
+                                                             "export.py")]
+                               + GENERATED[model] + ["-o", path], check=True,
+                               capture_output=True)
         if not self.args.bf16:
             return path
         converted = os.path.join(self.work, "bf16-" + onnx_file)
@@ -165,6 +183,25 @@ def compare(single, other, rtol):
 
 
 def fixed_configs(model):
+    if model == "gpt6":
+        # Interleaved 1F1B on 4 stages (8 chunks of the 9 layers), with dp, with
+        # Megatron tp, with ZeRO and recompute.
+        def mb(m):
+            return ["--micro-batches", str(m), "--schedule", "interleaved"]
+        return [
+            ("pipeline pp=4 interleaved v=2 m=4", "pp=4", None, ["--optimizer", "sgd"] + mb(4)),
+            ("pipeline pp=4 interleaved v=2 m=8 momentum", "pp=4", None,
+             ["--optimizer", "momentum"] + mb(8)),
+            ("pipeline pp=4,dp=2 interleaved v=2 m=4 momentum", "pp=4,dp=2", None,
+             ["--optimizer", "momentum"] + mb(4)),
+            ("pipeline pp=4,tp=2 megatron interleaved adamw m=4", "pp=4,tp=2",
+             MEGATRON[model](1), ["--optimizer", "adamw", "--eps", "1e-3"] + mb(4)),
+            ("pipeline pp=4,dp=2 interleaved zero3 recompute layers m=4", "pp=4,dp=2", None,
+             ["--optimizer", "sgd", "--zero", "3", "--recompute", "layers"] + mb(4)),
+            ("pipeline pp=4,dp=2 interleaved zero1 adamw auto m=4", "pp=4,dp=2", None,
+             ["--optimizer", "adamw", "--eps", "1e-3", "--zero", "1", "--mode", "auto"]
+             + mb(4)),
+        ]
     configs = []
     for n in (2, 4, 8):
         configs.append((f"data dp={n}", f"dp={n}", None, ["--optimizer", "sgd"]))
@@ -283,7 +320,7 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--loom", required=True)
     parser.add_argument("--source", required=True, help="the Loom source tree")
-    parser.add_argument("--models", default="mlp,gpt,cnn")
+    parser.add_argument("--models", default="mlp,gpt,cnn,gpt6")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--rtol", type=float, default=1e-5)
@@ -316,8 +353,9 @@ def main():
         root = os.path.join(work, model)
         os.makedirs(root, exist_ok=True)
         # One batch (two labels ignored, so the mean's count is exercised).
+        model_flags = GENERATED.get(model, ["--model", model])
         subprocess.run([sys.executable, os.path.join(args.source, "models", "train_reference.py"),
-                        "--model", model, "--optimizer", "sgd", "--lr", "0.1",
+                        *model_flags, "--optimizer", "sgd", "--lr", "0.1",
                         "--batch", str(args.batch), "--steps", "1", "--ignored", "2",
                         "--out", os.path.join(root, "data")],
                        check=True, capture_output=True)
@@ -380,7 +418,7 @@ def main():
         for name, mesh, strategy, flags in fixed_configs(model):
             if not args.only or args.only in name:
                 check(name, mesh, strategy, flags)
-        if args.only:
+        if args.only or model in GENERATED:
             continue
 
         # --mode auto: with ample memory, then with limits that force the
