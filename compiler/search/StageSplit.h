@@ -35,6 +35,13 @@
 // which is V times T for equal chunks, each chunk within 1/V of the memory
 // limit (a device holds V chunks): a heuristic, where V = 1 is exact.
 //
+// Stages on submeshes of different sizes (Alpa's inter-op pass over layers
+// and submeshes): given, for several submesh shapes, every layer's costs on
+// a stage of that shape, splitOnSubmeshes chooses the stages' layers and
+// each stage's shape together, the shapes' devices adding up to the
+// cluster's, minimizing the same GPipe/1F1B T. A stage's in-flight count
+// is as above, from its position counted from the last stage.
+//
 // Plain C++17, no MLIR: the pass that measures the layers
 // (passes/Pipeline) and the driver that compares stage counts use it.
 //
@@ -172,6 +179,54 @@ int64_t chunkInFlight(const std::string &schedule, int64_t stages,
 /// micro-batches). At equal cost the result is the same on every run.
 std::optional<StageSplit> splitStages(const std::vector<LayerCost> &layers,
                                       const StageSplitOptions &options);
+
+/// One submesh shape a stage may run on: its devices, and the per-device
+/// costs of every layer on a stage of this shape (the same layers, in the
+/// same order, for every shape).
+struct SubmeshShape {
+  std::string name;
+  int64_t devices = 1;
+  std::vector<LayerCost> layers;
+};
+
+struct SubmeshSplitOptions {
+  /// The cluster's devices: the stages' shapes use exactly these.
+  int64_t devices = 1;
+  int64_t microBatches = 1;
+  /// "gpipe" or "1f1b" (any other string counts as "1f1b").
+  std::string schedule = "1f1b";
+  /// Bytes per device; <= 0: unlimited.
+  double memoryLimit = 0;
+  /// As in StageSplitOptions. A stage's sends are costed on its own shape
+  /// (the bytes its layout holds per device across the cut).
+  std::function<double(double bytes)> sendSeconds;
+};
+
+struct SubmeshSplit {
+  /// The index of each stage's first layer, and each stage's shape (an
+  /// index into the shapes given).
+  std::vector<size_t> starts, shapes;
+  /// Per stage: t_s, u_s and its memory per device, on its shape.
+  std::vector<double> microBatchSeconds, stepSeconds, memoryBytes;
+  /// T of the split.
+  double seconds = 0;
+
+  size_t end(size_t s, size_t layerCount) const {
+    return s + 1 < starts.size() ? starts[s + 1] : layerCount;
+  }
+};
+
+/// The split of the layers into contiguous stages, each on one of `shapes`
+/// with the shapes' devices summing to options.devices, that minimizes
+/// sum_s t_s + (M - 1) max_s t_s (exactly: the enumeration of the slowest
+/// stage's time, each with a dynamic program over layers, devices left and
+/// stages left) with every stage within the memory limit. nullopt when no
+/// such split exists (the shapes' layers differ, no sum of shapes makes the
+/// devices, or nothing fits). At equal cost the result is the same on every
+/// run.
+std::optional<SubmeshSplit>
+splitOnSubmeshes(const std::vector<SubmeshShape> &shapes,
+                 const SubmeshSplitOptions &options);
 
 } // namespace loom::search
 
