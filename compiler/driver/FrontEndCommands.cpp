@@ -497,6 +497,12 @@ struct StageCandidate {
   bool fits = false;
   /// Why it could not be costed, if it could not.
   std::string why;
+  /// The layers' costs on one stage's submesh, the limit and the sends
+  /// (of these layers' bytes) the split used: for the split over
+  /// submeshes of different sizes.
+  std::vector<search::LayerCost> layers;
+  double memoryLimit = 0;
+  std::function<double(double)> sendSeconds;
 };
 StageCandidate *evaluating = nullptr;
 /// The shapes `--stages auto` costed, best first: the next is compiled when
@@ -879,6 +885,19 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
       evaluating->seconds = split->seconds;
       evaluating->memoryBytes = memory;
       evaluating->fits = split->fits;
+      // The sends' seconds by value: pipeline.sendSeconds refers to this
+      // build's profile.
+      auto sends = std::make_shared<std::map<double, double>>();
+      for (const search::LayerCost &layer : *layers)
+        for (double bytes : {layer.forwardBytes, layer.backwardBytes})
+          if (bytes > 0 && pipeline.sendSeconds)
+            (*sends)[bytes] = pipeline.sendSeconds(bytes);
+      evaluating->sendSeconds = [sends](double bytes) {
+        auto it = sends->find(bytes);
+        return it == sends->end() ? 0.0 : it->second;
+      };
+      evaluating->layers = std::move(*layers);
+      evaluating->memoryLimit = splitOptions.memoryLimit;
       return kEvaluated;
     }
     outs() << "loom: pipeline stages by the cost model: "
@@ -1024,6 +1043,71 @@ std::optional<plan::Plan> buildPlan(const cost::HardwareProfile &cluster,
   return plan;
 }
 
+/// Alpa's choice of submeshes, as far as Loom goes today: per micro-batch
+/// count, the 1F1B (or GPipe) shapes costed are the submesh sizes stages
+/// may take, and search::splitOnSubmeshes splits the layers over stages of
+/// mixed sizes. Every stage of a plan still runs on the same submesh, so
+/// this reports what mixing would predict against the equal stages, and
+/// compiles nothing.
+void reportMixedSubmeshes(const std::vector<StageCandidate> &candidates,
+                          int64_t devices) {
+  std::map<std::pair<std::string, int64_t>, std::vector<const StageCandidate *>>
+      groups;
+  for (const StageCandidate &c : candidates)
+    if (c.why.empty() && c.schedule != "interleaved" && !c.layers.empty())
+      groups[{c.schedule, c.microBatches}].push_back(&c);
+  for (const auto &[key, group] : groups) {
+    if (group.size() < 2)
+      continue;
+    std::vector<search::SubmeshShape> shapes;
+    const StageCandidate *uniform = nullptr;
+    for (const StageCandidate *c : group) {
+      StringRef submesh = c->mesh;
+      if (c->stages > 1)
+        submesh = submesh.split(',').second;
+      shapes.push_back({submesh.str(), devices / c->stages, c->layers});
+      if (c->fits && (!uniform || c->seconds < uniform->seconds))
+        uniform = c;
+    }
+    search::SubmeshSplitOptions options;
+    options.devices = devices;
+    options.microBatches = key.second;
+    options.schedule = key.first;
+    options.memoryLimit = group.front()->memoryLimit;
+    options.sendSeconds = group.front()->sendSeconds;
+    std::optional<search::SubmeshSplit> mixed =
+        search::splitOnSubmeshes(shapes, options);
+    if (!mixed)
+      continue;
+    bool equal =
+        std::all_of(mixed->shapes.begin(), mixed->shapes.end(),
+                    [&](size_t k) { return k == mixed->shapes.front(); });
+    outs() << "loom: --stages auto: submeshes of different sizes, "
+           << key.second << " micro-batch" << (key.second == 1 ? "" : "es")
+           << ": ";
+    if (equal) {
+      outs() << "the best split has equal stages\n";
+      continue;
+    }
+    const std::vector<search::LayerCost> &layers = shapes.front().layers;
+    outs() << "predicted step " << explain::formatSeconds(mixed->seconds)
+           << " with " << mixed->starts.size() << " stages (";
+    for (size_t s = 0; s < mixed->starts.size(); ++s) {
+      size_t end = mixed->end(s, layers.size());
+      outs() << (s ? "; " : "") << layers[mixed->starts[s]].name
+             << (end - mixed->starts[s] > 1 ? " to " + layers[end - 1].name
+                                            : std::string())
+             << " on " << shapes[mixed->shapes[s]].name;
+    }
+    outs() << ")";
+    if (uniform)
+      outs() << ", against " << explain::formatSeconds(uniform->seconds)
+             << " on equal stages (" << uniform->mesh << ")";
+    outs() << "; not compiled: every stage of a plan runs on the same "
+              "submesh\n";
+  }
+}
+
 /// `--stages auto`: costs every pipeline shape of the mesh (P stages
 /// dividing its first axis, M micro-batches) and sets --mesh,
 /// --micro-batches and --batch to the fastest that fits; an exit code
@@ -1130,6 +1214,16 @@ int chooseStages(const cost::HardwareProfile &cluster) {
                        ": --stages auto found no pipeline shape "
                        "of --mesh " +
                        original + " that can be costed");
+  int64_t devices = 1;
+  SmallVector<StringRef> parts;
+  StringRef(original).split(parts, ',');
+  for (StringRef part : parts) {
+    StringRef name, count;
+    int64_t n = 1;
+    if (splitAssignment(part, name, count) && !count.getAsInteger(10, n))
+      devices *= n;
+  }
+  reportMixedSubmeshes(candidates, devices);
   for (const StageCandidate &c : candidates)
     if (c.why.empty())
       rankedShapes.push_back(c);
