@@ -44,7 +44,10 @@ public:
         time((numLayers + 1) * (numLayers + 1), 0),
         state((numLayers + 1) * (numLayers + 1), 0),
         saved((numLayers + 1) * (numLayers + 1), 0),
-        transient((numLayers + 1) * (numLayers + 1), 0) {
+        transient((numLayers + 1) * (numLayers + 1), 0),
+        prefixSeconds(numLayers + 1, 0) {
+    for (size_t l = 0; l < numLayers; ++l)
+      prefixSeconds[l + 1] = prefixSeconds[l] + layers[l].microBatchSeconds;
     auto send = [&](double bytes) {
       return bytes > 0 && options.sendSeconds ? options.sendSeconds(bytes) : 0;
     };
@@ -80,6 +83,11 @@ public:
   }
 
   double seconds(size_t j, size_t i) const { return time[index(j, i)]; }
+  /// The layers' own seconds, without the sends: at most seconds(j, i),
+  /// and growing with i.
+  double layerSeconds(size_t j, size_t i) const {
+    return prefixSeconds[i] - prefixSeconds[j];
+  }
   double stateBytes(size_t j, size_t i) const { return state[index(j, i)]; }
   double savedBytes(size_t j, size_t i) const { return saved[index(j, i)]; }
   double transientBytes(size_t j, size_t i) const {
@@ -128,6 +136,7 @@ private:
   size_t index(size_t j, size_t i) const { return j * (numLayers + 1) + i; }
 
   std::vector<double> time, state, saved, transient;
+  std::vector<double> prefixSeconds;
   std::vector<double> inFlightCounts;
 };
 
@@ -483,12 +492,19 @@ std::optional<SubmeshChoice> solveSubmeshes(const SubmeshProblem &p, double cap,
           const size_t u = p.units[k];
           if (u > d)
             continue;
+          const StageTable &table = p.tables[k];
           for (size_t j = i + 1; j + (r - 1) <= L; ++j) {
+            // Longer stages only take longer and hold more. (The prefix
+            // difference is rounded against the whole chain: a wider
+            // margin.)
+            if (table.layerSeconds(i, j) > cap * (1 + 1e-9) ||
+                !atMost(p.bytes(k, i, j, r), p.memoryLimit))
+              break;
             double before = best[at(r - 1, j, d - u)];
             if (std::isinf(before))
               continue;
-            double t = p.tables[k].seconds(i, j);
-            if (!atMost(t, cap) || !atMost(p.bytes(k, i, j, r), p.memoryLimit))
+            double t = table.seconds(i, j);
+            if (!atMost(t, cap))
               continue;
             double value = combine(before, t);
             if (lessThan(value, cell)) {

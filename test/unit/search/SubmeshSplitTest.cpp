@@ -15,7 +15,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <random>
@@ -313,4 +315,52 @@ TEST(SubmeshSplit, InvalidProblemsHaveNoSplit) {
   // 8 devices of 2 need 4 stages, more than the 2 layers.
   options.devices = 8;
   EXPECT_FALSE(splitOnSubmeshes({two}, options));
+}
+
+// GPT-3's scale: 98 layers, stages of 32, 64 or 128 of 1024 devices, 96
+// micro-batches, under a memory limit. The mix is never worse than the best
+// uniform pipeline of any one shape (each is one of the splits it weighs),
+// and its numbers are its own. Prints the time the split took.
+TEST(SubmeshSplit, GptScaleIsNoWorseThanUniform) {
+  std::mt19937 rng(5);
+  std::vector<SubmeshShape> shapes =
+      randomShapes(rng, 98, {32, 64, 128}, /*integral=*/false);
+  SubmeshSplitOptions options;
+  options.devices = 1024;
+  options.microBatches = 96;
+  options.sendSeconds = [](double bytes) { return 0.01 + bytes / 1e4; };
+  double total = 0;
+  for (const LayerCost &c : shapes[0].layers)
+    total += c.stateBytes + 32 * c.savedBytes;
+  options.memoryLimit = 2 * total / 32;
+  auto start = std::chrono::steady_clock::now();
+  std::optional<SubmeshSplit> got = splitOnSubmeshes(shapes, options);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  ASSERT_TRUE(got);
+  Evaluated mine = evaluate(shapes, got->starts, got->shapes, options);
+  EXPECT_NEAR(got->seconds, mine.seconds, 1e-9 * mine.seconds);
+  EXPECT_LE(mine.largestMemory, options.memoryLimit * (1 + 1e-12));
+  int uniformFits = 0;
+  for (const SubmeshShape &shape : shapes) {
+    StageSplitOptions uniform;
+    uniform.stages = options.devices / shape.devices;
+    uniform.microBatches = options.microBatches;
+    uniform.memoryLimit = options.memoryLimit;
+    uniform.sendSeconds = options.sendSeconds;
+    std::optional<StageSplit> split = splitStages(shape.layers, uniform);
+    ASSERT_TRUE(split);
+    if (!split->fits)
+      continue;
+    ++uniformFits;
+    double objective =
+        split->seconds -
+        *std::max_element(split->stepSeconds.begin(), split->stepSeconds.end());
+    EXPECT_LE(mine.objective, objective * (1 + 1e-9)) << shape.name;
+  }
+  EXPECT_GT(uniformFits, 0);
+  std::printf("[ timing   ] 98 layers, 3 shapes, 1024 devices, M=96: %.3f s, "
+              "%zu stages\n",
+              seconds, got->starts.size());
 }
