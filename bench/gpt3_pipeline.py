@@ -70,7 +70,8 @@ def simulate(loom, model, args, precision):
     mesh = re.search(r"on mesh \[(.*?)\]", text)
     pipeline = re.search(r"^pipeline: (\d+) stages, (\S+) schedule(?: \((\d+) chunks per stage\))? "
                          r"over (\d+) micro-batches", text, re.M)
-    chose = re.findall(r"^loom: (the plan of .*|--stages auto chose .*)$", text, re.M)
+    chose = re.findall(r"^loom: (the plan of .*|--stages auto chose .*|"
+                       r"--stages auto: submeshes of different sizes.*)$", text, re.M)
     result["chose"] = chose
     result.update(step=seconds(step.group(1)), memory=gib(memory.group(1)),
                   mesh=mesh.group(1).replace(" ", ""),
