@@ -501,6 +501,7 @@ struct StageCandidate {
   /// (of these layers' bytes) the split used: for the split over
   /// submeshes of different sizes.
   std::vector<search::LayerCost> layers;
+  int64_t stageDevices = 0;
   double memoryLimit = 0;
   std::function<double(double)> sendSeconds;
 };
@@ -897,6 +898,7 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
         return it == sends->end() ? 0.0 : it->second;
       };
       evaluating->layers = std::move(*layers);
+      evaluating->stageDevices = stageSize;
       evaluating->memoryLimit = splitOptions.memoryLimit;
       return kEvaluated;
     }
@@ -1049,8 +1051,7 @@ std::optional<plan::Plan> buildPlan(const cost::HardwareProfile &cluster,
 /// mixed sizes. Every stage of a plan still runs on the same submesh, so
 /// this reports what mixing would predict against the equal stages, and
 /// compiles nothing.
-void reportMixedSubmeshes(const std::vector<StageCandidate> &candidates,
-                          int64_t devices) {
+void reportMixedSubmeshes(const std::vector<StageCandidate> &candidates) {
   std::map<std::pair<std::string, int64_t>, std::vector<const StageCandidate *>>
       groups;
   for (const StageCandidate &c : candidates)
@@ -1065,12 +1066,12 @@ void reportMixedSubmeshes(const std::vector<StageCandidate> &candidates,
       StringRef submesh = c->mesh;
       if (c->stages > 1)
         submesh = submesh.split(',').second;
-      shapes.push_back({submesh.str(), devices / c->stages, c->layers});
+      shapes.push_back({submesh.str(), c->stageDevices, c->layers});
       if (c->fits && (!uniform || c->seconds < uniform->seconds))
         uniform = c;
     }
     search::SubmeshSplitOptions options;
-    options.devices = devices;
+    options.devices = group.front()->stageDevices * group.front()->stages;
     options.microBatches = key.second;
     options.schedule = key.first;
     options.memoryLimit = group.front()->memoryLimit;
@@ -1214,16 +1215,7 @@ int chooseStages(const cost::HardwareProfile &cluster) {
                        ": --stages auto found no pipeline shape "
                        "of --mesh " +
                        original + " that can be costed");
-  int64_t devices = 1;
-  SmallVector<StringRef> parts;
-  StringRef(original).split(parts, ',');
-  for (StringRef part : parts) {
-    StringRef name, count;
-    int64_t n = 1;
-    if (splitAssignment(part, name, count) && !count.getAsInteger(10, n))
-      devices *= n;
-  }
-  reportMixedSubmeshes(candidates, devices);
+  reportMixedSubmeshes(candidates);
   for (const StageCandidate &c : candidates)
     if (c.why.empty())
       rankedShapes.push_back(c);

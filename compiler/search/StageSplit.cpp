@@ -113,19 +113,13 @@ public:
     return stage + 1 < starts.size() ? starts[stage + 1] : numLayers;
   }
 
-  /// The distinct values of t over all ranges, ascending; values within the
-  /// slack of a smaller one are merged into it.
-  std::vector<double> distinctTimes() const {
+  /// t of every range, in no order.
+  std::vector<double> allTimes() const {
     std::vector<double> all;
     for (size_t j = 0; j < numLayers; ++j)
       for (size_t i = j + 1; i <= numLayers; ++i)
         all.push_back(seconds(j, i));
-    std::sort(all.begin(), all.end());
-    std::vector<double> caps;
-    for (double t : all)
-      if (caps.empty() || !atMost(t, caps.back()))
-        caps.push_back(t);
-    return caps;
+    return all;
   }
 
   const size_t numLayers;
@@ -194,6 +188,58 @@ std::optional<ChainResult> solveChain(const StageTable &table, Cost cost,
 double plus(double a, double b) { return a + b; }
 double larger(double a, double b) { return std::max(a, b); }
 
+using Combine = double (*)(double, double);
+
+/// Alpa's enumeration of the slowest stage's time, for any split program:
+/// `solve(cap, combine)` gives the split minimizing the fold of `combine`
+/// over its stages' times with each at most `cap` (nullopt: none does),
+/// with its value; `objective` a split's sum_s t_s + (M - 1) max_s t_s;
+/// `times` every time a stage can take. The least slowest stage bounds the
+/// caps from below; the least sum with no cap bounds every cap's sum from
+/// below, and its split is the answer unless a capped one beats it; the
+/// caps go up from there while they can still win. nullopt when no split
+/// is admissible.
+template <typename Solve, typename Objective>
+auto fastestUnderCaps(Solve solve, Objective objective,
+                      std::vector<double> times, double microBatches)
+    -> decltype(solve(kInf, plus)) {
+  auto slowest = solve(kInf, larger);
+  if (!slowest)
+    return std::nullopt;
+  auto best = solve(kInf, plus);
+  assert(best && "a split fits, so the least sum exists");
+  if (microBatches <= 1)
+    return best;
+  const double lowerBound = best->value;
+  double bestObjective = objective(*best);
+  bool bestIsUncapped = true;
+  // Ascending, each time within the slack of a smaller one merged into it.
+  std::sort(times.begin(), times.end());
+  std::vector<double> caps;
+  for (double t : times)
+    if (caps.empty() || !atMost(t, caps.back()))
+      caps.push_back(t);
+  for (double cap : caps) {
+    if (!atMost(slowest->value, cap))
+      continue;
+    if (!lessThan(lowerBound + (microBatches - 1) * cap, bestObjective))
+      break;
+    auto capped = solve(cap, plus);
+    if (!capped)
+      continue;
+    double value = objective(*capped);
+    // At equal objective the smaller cap, found first, stays; the uncapped
+    // split counts as found last.
+    if (lessThan(value, bestObjective) ||
+        (bestIsUncapped && atMost(value, bestObjective))) {
+      bestObjective = value;
+      best = std::move(capped);
+      bestIsUncapped = false;
+    }
+  }
+  return best;
+}
+
 /// The split minimizing sum_s t_s + (M - 1) max_s t_s with every stage's
 /// memory at most `memoryLimit` (+inf: unlimited); nullopt if none fits.
 std::optional<std::vector<size_t>> fastestSplit(const StageTable &table,
@@ -219,44 +265,15 @@ std::optional<std::vector<size_t>> fastestSplit(const StageTable &table,
     };
   };
 
-  // The least possible slowest stage: no smaller cap admits a split.
-  std::optional<ChainResult> slowest =
-      solveChain(table, cappedTime(kInf), larger);
-  if (!slowest)
+  std::optional<ChainResult> best = fastestUnderCaps(
+      [&](double cap, Combine combine) {
+        return solveChain(table, cappedTime(cap), combine);
+      },
+      [&](const ChainResult &r) { return table.objective(r.starts); },
+      table.allTimes(), static_cast<double>(table.microBatches));
+  if (!best)
     return std::nullopt;
-  // The least sum with no cap bounds every cap's sum from below, and its
-  // split is the answer unless a capped one beats it.
-  std::optional<ChainResult> uncapped =
-      solveChain(table, cappedTime(kInf), plus);
-  assert(uncapped && "a split fits, so the least sum exists");
-  const double lowerBound = uncapped->value;
-  const double m1 = static_cast<double>(table.microBatches - 1);
-  std::vector<size_t> bestStarts = uncapped->starts;
-  double bestObjective = table.objective(bestStarts);
-  bool bestIsUncapped = true;
-  if (table.microBatches <= 1)
-    return bestStarts;
-
-  for (double cap : table.distinctTimes()) {
-    if (!atMost(slowest->value, cap))
-      continue;
-    if (!lessThan(lowerBound + m1 * cap, bestObjective))
-      break;
-    std::optional<ChainResult> capped =
-        solveChain(table, cappedTime(cap), plus);
-    if (!capped)
-      continue;
-    double objective = table.objective(capped->starts);
-    // At equal objective the smaller cap, found first, stays; the uncapped
-    // split counts as found last.
-    if (lessThan(objective, bestObjective) ||
-        (bestIsUncapped && atMost(objective, bestObjective))) {
-      bestObjective = objective;
-      bestStarts = std::move(capped->starts);
-      bestIsUncapped = false;
-    }
-  }
-  return bestStarts;
+  return std::move(best->starts);
 }
 
 } // namespace
@@ -581,43 +598,18 @@ splitOnSubmeshes(const std::vector<SubmeshShape> &shapes,
     }
     return sum + (problem.microBatches - 1) * slowest;
   };
-  // As fastestSplit: the least possible slowest stage, the least sum as a
-  // bound, then every cap from the first up while it can still win.
-  std::optional<SubmeshChoice> slowest = solveSubmeshes(problem, kInf, larger);
-  if (!slowest)
-    return std::nullopt;
-  std::optional<SubmeshChoice> bestChoice = solveSubmeshes(problem, kInf, plus);
-  assert(bestChoice && "a split fits, so the least sum exists");
-  const double lowerBound = bestChoice->value;
-  double bestObjective = objective(*bestChoice);
-  bool bestIsUncapped = true;
-  if (options.microBatches > 1) {
-    std::vector<double> caps;
-    for (const StageTable &table : problem.tables) {
-      std::vector<double> times = table.distinctTimes();
-      caps.insert(caps.end(), times.begin(), times.end());
-    }
-    std::sort(caps.begin(), caps.end());
-    double previous = -kInf;
-    for (double cap : caps) {
-      if (!atMost(slowest->value, cap) || atMost(cap, previous))
-        continue;
-      previous = cap;
-      if (!lessThan(lowerBound + (problem.microBatches - 1) * cap,
-                    bestObjective))
-        break;
-      std::optional<SubmeshChoice> capped = solveSubmeshes(problem, cap, plus);
-      if (!capped)
-        continue;
-      double value = objective(*capped);
-      if (lessThan(value, bestObjective) ||
-          (bestIsUncapped && atMost(value, bestObjective))) {
-        bestObjective = value;
-        bestChoice = std::move(capped);
-        bestIsUncapped = false;
-      }
-    }
+  std::vector<double> times;
+  for (const StageTable &table : problem.tables) {
+    std::vector<double> all = table.allTimes();
+    times.insert(times.end(), all.begin(), all.end());
   }
+  std::optional<SubmeshChoice> bestChoice = fastestUnderCaps(
+      [&](double cap, Combine combine) {
+        return solveSubmeshes(problem, cap, combine);
+      },
+      objective, std::move(times), problem.microBatches);
+  if (!bestChoice)
+    return std::nullopt;
 
   SubmeshSplit split;
   split.starts = std::move(bestChoice->starts);

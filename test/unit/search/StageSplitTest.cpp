@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/search/StageSplit.h"
+#include "test/unit/search/SplitReference.h"
 
 #include <gtest/gtest.h>
 
@@ -21,50 +22,15 @@ using namespace loom::search;
 
 namespace {
 
-/// One split's numbers, recomputed here from the definitions in the header
-/// (independently of the library's tables).
-struct Reference {
-  std::vector<double> micro, step, memory;
-  double objective = 0, largestMemory = 0, seconds = 0;
-};
+using reference::Reference;
 
+/// One split's numbers, recomputed (SplitReference.h).
 Reference evaluate(const std::vector<LayerCost> &layers,
                    const std::vector<size_t> &starts,
                    const StageSplitOptions &options) {
-  const size_t L = layers.size(), P = starts.size();
-  const double M = static_cast<double>(options.microBatches);
-  auto send = [&](double bytes) {
-    return bytes > 0 && options.sendSeconds ? options.sendSeconds(bytes) : 0.0;
-  };
-  Reference r;
-  double slowest = 0, slowestStep = 0, sum = 0;
-  for (size_t s = 0; s < P; ++s) {
-    size_t j = starts[s], i = s + 1 < P ? starts[s + 1] : L;
-    double t = 0, u = 0, state = 0, saved = 0;
-    for (size_t l = j; l < i; ++l) {
-      t += layers[l].microBatchSeconds;
-      u += layers[l].stepSeconds;
-      state += layers[l].stateBytes;
-      saved += layers[l].savedBytes;
-    }
-    if (i < L)
-      t += send(layers[i - 1].forwardBytes);
-    if (j > 0)
-      t += send(layers[j - 1].backwardBytes);
-    double held = options.schedule == "gpipe"
-                      ? M
-                      : std::min(M, static_cast<double>(P - s));
-    r.micro.push_back(t);
-    r.step.push_back(u);
-    r.memory.push_back(state + held * saved);
-    sum += t;
-    slowest = std::max(slowest, t);
-    slowestStep = std::max(slowestStep, u);
-    r.largestMemory = std::max(r.largestMemory, r.memory.back());
-  }
-  r.objective = sum + (M - 1) * slowest;
-  r.seconds = r.objective + slowestStep;
-  return r;
+  return reference::evaluateSplit(
+      [&](size_t) -> const std::vector<LayerCost> & { return layers; }, starts,
+      options.microBatches, options.schedule, options.sendSeconds);
 }
 
 /// Every split of `numLayers` layers into `stages` non-empty stages.

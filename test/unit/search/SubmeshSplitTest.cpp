@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/search/StageSplit.h"
+#include "test/unit/search/SplitReference.h"
 
 #include <gtest/gtest.h>
 
@@ -26,53 +27,19 @@ using namespace loom::search;
 
 namespace {
 
-/// One split's objective, memories and T, recomputed from the header's
-/// definitions.
-struct Evaluated {
-  double objective = 0, seconds = 0, largestMemory = 0;
-  std::vector<double> micro, step, memory;
-};
+using Evaluated = reference::Reference;
 
+/// One split's numbers, stage s on shape assigned[s], recomputed
+/// (SplitReference.h).
 Evaluated evaluate(const std::vector<SubmeshShape> &shapes,
                    const std::vector<size_t> &starts,
                    const std::vector<size_t> &assigned,
                    const SubmeshSplitOptions &options) {
-  const size_t L = shapes[0].layers.size(), P = starts.size();
-  const double M = static_cast<double>(options.microBatches);
-  auto send = [&](double bytes) {
-    return bytes > 0 && options.sendSeconds ? options.sendSeconds(bytes) : 0.0;
-  };
-  Evaluated e;
-  double sum = 0, slowest = 0, slowestStep = 0;
-  for (size_t s = 0; s < P; ++s) {
-    const std::vector<LayerCost> &layers = shapes[assigned[s]].layers;
-    size_t j = starts[s], i = s + 1 < P ? starts[s + 1] : L;
-    double t = 0, u = 0, state = 0, saved = 0, transient = 0;
-    for (size_t l = j; l < i; ++l) {
-      t += layers[l].microBatchSeconds;
-      u += layers[l].stepSeconds;
-      state += layers[l].stateBytes;
-      saved += layers[l].savedBytes;
-      transient = std::max(transient, layers[l].transientBytes);
-    }
-    if (i < L)
-      t += send(layers[i - 1].forwardBytes);
-    if (j > 0)
-      t += send(layers[j - 1].backwardBytes);
-    double held = options.schedule == "gpipe"
-                      ? M
-                      : std::min(M, static_cast<double>(P - s));
-    e.micro.push_back(t);
-    e.step.push_back(u);
-    e.memory.push_back(state + held * saved + transient);
-    e.largestMemory = std::max(e.largestMemory, e.memory.back());
-    sum += t;
-    slowest = std::max(slowest, t);
-    slowestStep = std::max(slowestStep, u);
-  }
-  e.objective = sum + (M - 1) * slowest;
-  e.seconds = e.objective + slowestStep;
-  return e;
+  return reference::evaluateSplit(
+      [&](size_t s) -> const std::vector<LayerCost> & {
+        return shapes[assigned[s]].layers;
+      },
+      starts, options.microBatches, options.schedule, options.sendSeconds);
 }
 
 /// Calls `visit(starts, shapes)` for every split of the layers into stages
