@@ -351,8 +351,17 @@ struct Executor::Impl {
     Attrs attrs;
     std::vector<int32_t> operands, results;
     const plan::Instruction *inst;
-    /// Send and recv: the global rank of the peer, and the tag.
-    int64_t peer = -1, tag = -1;
+    /// Send and recv: the plan's tag, and per peer rank the block of this
+    /// rank's value it sends or receives (messageBlocks), relative to the
+    /// value's local buffer.
+    int64_t tag = -1;
+    struct Piece {
+      int64_t peer;
+      Shard block;
+      /// The block is the whole buffer.
+      bool whole;
+    };
+    std::vector<Piece> pieces;
   };
   std::vector<Step> steps;
   /// One per collective step, in step order; `statOf[i]` indexes it.
@@ -366,6 +375,13 @@ struct Executor::Impl {
   std::map<std::string, int32_t> outputIds, hyperIds;
 
   const layout::Mesh *meshPtr() const { return mesh ? &*mesh : nullptr; }
+  /// The mesh this rank's stage's layouts and collectives name.
+  const layout::Mesh *stageMesh() const {
+    return stages.meshOf(stage, meshPtr());
+  }
+  std::string describeLayout(int32_t id) const {
+    return stageMesh() ? layouts[id].toString(*stageMesh()) : "[]";
+  }
 
   /// Makes the kernels queued from now on wait for every collective in
   /// flight that `reads` may read or `writes` may write: read after write,
@@ -438,13 +454,16 @@ struct Executor::Impl {
   }
   /// This rank's shard of value `id`.
   Shard shard(int32_t id) const {
-    return shardOf(layouts[id], meshPtr(), globalShapes[id],
+    return shardOf(layouts[id], stageMesh(), globalShapes[id],
                    stages.shardRank(rank));
   }
   std::string validateMesh();
   std::string checkRankContext(const RankContext &ctx);
   std::string validateValue(const plan::Value &v, std::vector<bool> &defined);
   std::string checkPointToPoint(Step &step) const;
+  /// Finds the blocks a send or recv moves (messageBlocks) from its
+  /// partner instruction `partner` of the peer stage.
+  std::string planMessage(Step &step, int32_t partner) const;
   std::string checkStageAxisUnused(const Step &step) const;
   std::string checkLocalShapes() const;
   std::string validate();
@@ -531,10 +550,10 @@ std::string Executor::Impl::validateValue(const plan::Value &v,
   }
   std::string error;
   std::optional<layout::TensorLayout> layout =
-      layoutFromProto(v.layout(), meshPtr(), global, error);
+      layoutFromProto(v.layout(), stageMesh(), global, error);
   if (!layout)
     return where + ": " + error;
-  if (stages.numStages() > 1) {
+  if (stages.numStages() > 1 && !stages.ownMeshes()) {
     // No layout names the stage axis: a stage holds whole tensors on it.
     const std::string &stageAxis = mesh->axisName(0);
     bool named =
@@ -568,7 +587,7 @@ std::string Executor::Impl::validateValue(const plan::Value &v,
   if ((v.kind() == plan::Value::HYPERPARAMETER ||
        v.kind() == plan::Value::CONSTANT) &&
       !layout->isReplicated())
-    return where + " is laid out as " + layout->toString(*mesh) +
+    return where + " is laid out as " + layout->toString(*stageMesh()) +
            ", but constants and hyperparameters must be replicated";
   int64_t limit = persistent ? program->state_bytes() : program->arena_bytes();
   if (v.offset() < 0 || v.offset() > limit || bytes > limit - v.offset())
@@ -613,16 +632,17 @@ std::string Executor::Impl::validateValue(const plan::Value &v,
 std::string Executor::Impl::checkLocalShapes() const {
   for (const plan::Value &v : program->values()) {
     int32_t i = v.id();
+    const layout::Mesh *on = stageMesh();
     Shape expected =
-        mesh ? layouts[i].localShape(*mesh, globalShapes[i]) : globalShapes[i];
+        on ? layouts[i].localShape(*on, globalShapes[i]) : globalShapes[i];
     if (expected != views[i].shape)
       return "value #" + std::to_string(i) +
              (v.name().empty() ? "" : " ('" + v.name() + "')") +
              " has local shape " + formatShape(views[i].shape) +
              ", but its global shape " + formatShape(globalShapes[i]) +
-             (mesh ? " laid out as " + layouts[i].toString(*mesh) +
-                         " on mesh " + mesh->toString()
-                   : std::string(" in a plan without a mesh")) +
+             (on ? " laid out as " + layouts[i].toString(*on) + " on mesh " +
+                       on->toString()
+                 : std::string(" in a plan without a mesh")) +
              " gives " + formatShape(expected);
   }
   return "";
@@ -661,15 +681,55 @@ std::string Executor::Impl::checkPointToPoint(Step &step) const {
     return "tag " + std::to_string(tag) +
            " is outside [0, 2^62); the runtime keeps the tags from 2^62 for "
            "its own messages";
-  step.peer = stages.peer(rank, static_cast<int32_t>(peer));
   step.tag = tag;
+  return "";
+}
+
+std::string Executor::Impl::planMessage(Step &step, int32_t partner) const {
+  bool sending = step.kind == Step::Send;
+  int32_t peerStage = static_cast<int32_t>(step.attrs.getInt("peer_stage"));
+  int32_t own = sending ? step.operands[0] : step.results[0];
+  const plan::Program &theirs = plan.stages(peerStage).program();
+  const plan::Instruction &other = theirs.instructions(partner);
+  int32_t id = sending ? other.results(0) : other.operands(0);
+  // checkMessages compared the global types; the peer's layout is read
+  // against the peer stage's mesh.
+  const plan::Value &v = theirs.values(id);
+  std::string error;
+  std::optional<layout::TensorLayout> peerLayout =
+      layoutFromProto(v.layout(), stages.meshOf(peerStage, meshPtr()),
+                      globalShapes[own], error);
+  if (!peerLayout)
+    return "its partner, stage " + std::to_string(peerStage) +
+           "'s instruction #" + std::to_string(partner) + ", has value #" +
+           std::to_string(id) + ": " + error;
+  MessageEnd mine{stage, &layouts[own]}, peer{peerStage, &*peerLayout};
+  std::vector<MessageBlock> blocks;
+  if (std::string e =
+          messageBlocks(stages, meshPtr(), sending ? mine : peer,
+                        sending ? peer : mine, globalShapes[own], blocks);
+      !e.empty())
+    return e;
+  Shard local = shard(own);
+  for (const MessageBlock &b : blocks) {
+    if ((sending ? b.from : b.to) != rank)
+      continue;
+    // The block relative to this rank's buffer.
+    Shard block;
+    block.globalShape = local.localShape;
+    block.localShape = b.shape;
+    for (size_t d = 0; d < b.offsets.size(); ++d)
+      block.offsets.push_back(b.offsets[d] - local.offsets[d]);
+    bool whole = b.shape == local.localShape;
+    step.pieces.push_back({sending ? b.to : b.from, std::move(block), whole});
+  }
   return "";
 }
 
 /// In a pipelined plan, a collective's group stays within a stage: it
 /// never runs over the stage axis (mesh axis 0).
 std::string Executor::Impl::checkStageAxisUnused(const Step &step) const {
-  if (stages.numStages() == 1)
+  if (stages.numStages() == 1 || stages.ownMeshes())
     return "";
   std::vector<int64_t> axes = step.attrs.getInts("axes");
   if (step.attrs.has("axis"))
@@ -703,8 +763,8 @@ std::string Executor::Impl::validate() {
 
   // Instructions: known ops, valid ids, defined before use, shapes right.
   std::vector<layout::MeshAxis> meshAxes;
-  if (mesh)
-    meshAxes = mesh->axes();
+  if (stageMesh())
+    meshAxes = stageMesh()->axes();
   std::vector<int> lastUse(n, -1), definedAt(n, -1);
   for (int i = 0; i < program->instructions_size(); ++i) {
     const plan::Instruction &inst = program->instructions(i);
@@ -721,7 +781,7 @@ std::string Executor::Impl::validate() {
     if (kind == Step::Kernel && !kernel)
       return at + ": backend '" + backend->name() + "' does not support op '" +
              inst.op() + "'";
-    Step step{kind, kernel, toAttrs(inst), {}, {}, &inst};
+    Step step{kind, kernel, toAttrs(inst), {}, {}, &inst, -1, {}};
     std::vector<TypeRef> operandTypes, resultTypes;
     for (int32_t id : inst.operands()) {
       if (id < 0 || id >= n || !defined[id])
@@ -780,7 +840,7 @@ std::string Executor::Impl::validate() {
     if (!layouts[out.value()].isReplicated())
       return "output '" + out.name() + "' (value #" +
              std::to_string(out.value()) + ") is laid out as " +
-             layouts[out.value()].toString(*mesh) +
+             describeLayout(out.value()) +
              "; model outputs must be replicated on every rank";
     lastUse[out.value()] = program->instructions_size();
     outputIds[out.name()] = out.value();
@@ -825,7 +885,22 @@ std::string Executor::Impl::validate() {
                std::to_string(live[b].end) + "), instructions " +
                std::to_string(live[b].from) + " to " +
                std::to_string(live[b].to) + ") while both are live";
-  return stages.numStages() > 1 ? checkMessages(plan, stage) : "";
+  if (stages.numStages() == 1)
+    return "";
+  std::map<int32_t, int32_t> partners;
+  if (std::string e = checkMessages(plan, stage, partners); !e.empty())
+    return e;
+  for (int32_t i = 0; i < static_cast<int32_t>(steps.size()); ++i) {
+    Step &step = steps[i];
+    if (step.kind != Step::Send && step.kind != Step::Recv)
+      continue;
+    if (std::string e = planMessage(step, partners.at(i)); !e.empty())
+      return "instruction #" + std::to_string(i) + " (" + step.inst->op() +
+             (step.inst->location().empty() ? ""
+                                            : " at " + step.inst->location()) +
+             "): " + e;
+  }
+  return "";
 }
 
 /// Points every value at its memory and loads this rank's shard of every
@@ -928,8 +1003,11 @@ std::unique_ptr<Executor> Executor::create(plan::Plan plan, Backend &backend,
       impl.hostOps = std::make_unique<HostBufferOps>(impl.memory);
       ops = impl.hostOps.get();
     }
-    impl.collectives =
-        std::make_unique<CollectiveRunner>(*impl.mesh, *impl.comm, ops);
+    std::vector<int64_t> meshRanks;
+    if (impl.stages.ownMeshes())
+      meshRanks = impl.stages.ranks[impl.stage];
+    impl.collectives = std::make_unique<CollectiveRunner>(
+        *impl.stageMesh(), *impl.comm, ops, std::move(meshRanks));
   }
   impl.state = std::make_unique<AlignedBuffer>(backend, impl.memory,
                                                impl.program->state_bytes());
@@ -1044,28 +1122,74 @@ void Executor::setRandomInputs(uint64_t seed) {
 
 std::string Executor::Impl::send(const Step &step) {
   const TensorView &v = views[step.operands[0]];
-  int64_t bytes = static_cast<int64_t>(v.bytes());
-  if (direct())
-    return comm->send(step.peer, step.tag, v.data, bytes);
-  unsigned char *host = stagingFor(v.bytes());
-  if (bytes)
-    backend->copyToHost(host, v.data, v.bytes());
-  return comm->send(step.peer, step.tag, host, bytes);
+  if (step.pieces.size() == 1 && step.pieces[0].whole) {
+    int64_t bytes = static_cast<int64_t>(v.bytes());
+    int64_t peer = step.pieces[0].peer;
+    if (direct())
+      return comm->send(peer, step.tag, v.data, bytes);
+    unsigned char *host = stagingFor(v.bytes());
+    if (bytes)
+      backend->copyToHost(host, v.data, v.bytes());
+    return comm->send(peer, step.tag, host, bytes);
+  }
+  // Blocks of the buffer to several ranks (stages on different submeshes):
+  // each packed, then sent (sends are buffered).
+  std::string e;
+  onHost(v, true, false, [&](const TensorView &local) {
+    HostBuffer packed;
+    for (const Step::Piece &piece : step.pieces) {
+      packed.dtype = v.dtype;
+      packed.shape = piece.block.localShape;
+      packed.bytes.resize(numElements(packed.shape) * dtypeSize(v.dtype));
+      copyShardOut(local, piece.block, packed.view());
+      memory.charge(static_cast<int64_t>(packed.bytes.size()));
+      e = comm->send(piece.peer, step.tag, packed.bytes.data(),
+                     static_cast<int64_t>(packed.bytes.size()));
+      memory.release(static_cast<int64_t>(packed.bytes.size()));
+      if (!e.empty())
+        return;
+    }
+  });
+  return e;
 }
 
 std::string Executor::Impl::recv(const Step &step, TraceWriter *trace,
                                  double &waitSeconds, double &waitStart) {
   const TensorView &v = views[step.results[0]];
-  int64_t bytes = static_cast<int64_t>(v.bytes());
-  void *dst = direct() ? v.data : stagingFor(v.bytes());
   waitStart = trace ? trace->elapsedMicros() : 0;
   auto began = std::chrono::steady_clock::now();
-  std::string e = comm->recv(step.peer, step.tag, dst, bytes);
+  std::string e;
+  if (step.pieces.size() == 1 && step.pieces[0].whole) {
+    int64_t bytes = static_cast<int64_t>(v.bytes());
+    void *dst = direct() ? v.data : stagingFor(v.bytes());
+    e = comm->recv(step.pieces[0].peer, step.tag, dst, bytes);
+    waitSeconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began)
+            .count();
+    if (e.empty() && !direct() && bytes)
+      backend->copyToDevice(v.data, dst, v.bytes());
+    return e;
+  }
+  // Blocks from several ranks, each received whole and written into place.
+  onHost(v, false, true, [&](const TensorView &local) {
+    HostBuffer packed;
+    for (const Step::Piece &piece : step.pieces) {
+      packed.dtype = v.dtype;
+      packed.shape = piece.block.localShape;
+      packed.bytes.resize(numElements(packed.shape) * dtypeSize(v.dtype));
+      memory.charge(static_cast<int64_t>(packed.bytes.size()));
+      e = comm->recv(piece.peer, step.tag, packed.bytes.data(),
+                     static_cast<int64_t>(packed.bytes.size()));
+      if (e.empty())
+        copyShardIn(packed.view(), piece.block, local, /*accumulate=*/false);
+      memory.release(static_cast<int64_t>(packed.bytes.size()));
+      if (!e.empty())
+        return;
+    }
+  });
   waitSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began)
           .count();
-  if (e.empty() && !direct() && bytes)
-    backend->copyToDevice(v.data, dst, v.bytes());
   return e;
 }
 
@@ -1144,8 +1268,11 @@ bool Executor::run(std::string &error, TraceWriter *trace) {
     case Impl::Step::Recv: {
       category = "p2p";
       impl->orderAfterCollectives({}, {}, /*all=*/true);
+      std::string peers;
+      for (const Impl::Step::Piece &piece : step.pieces)
+        peers += (peers.empty() ? "" : ",") + std::to_string(piece.peer);
       TraceWriter::Args messageArgs{
-          {"peer", std::to_string(step.peer)},
+          {"peer", peers},
           {"tag", std::to_string(step.tag)},
           {"bytes",
            std::to_string(
@@ -1277,7 +1404,7 @@ bool Executor::Impl::gatherInStage(const StateInfo &s, HostBuffer &global,
   bool partial = !layout.partialAxes().empty();
   for (int64_t i = 0; i < n; ++i) {
     Shard theirs =
-        shardOf(layout, meshPtr(), global.shape, stages.shardRank(group[i]));
+        shardOf(layout, stageMesh(), global.shape, stages.shardRank(group[i]));
     if (!theirs.firstReplica)
       continue;
     TensorView block{local.dtype, local.shape, all.data() + i * bytes};

@@ -2,6 +2,8 @@
 
 #include "runtime/Pipeline.h"
 
+#include "runtime/PlanLayout.h"
+
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -90,7 +92,22 @@ std::string mapStages(const plan::Plan &plan, const layout::Mesh *mesh,
   map.ranks.assign(p, {});
   map.stageOf.assign(devices, -1);
   map.positionOf.assign(devices, -1);
-  if (p == 1 && plan.stages(0).ranks().empty()) {
+  map.meshes.clear();
+  int32_t withMesh = 0;
+  for (int32_t s = 0; s < p; ++s)
+    withMesh += plan.stages(s).mesh().axes_size() > 0;
+  if (withMesh != 0 && withMesh != p)
+    return std::to_string(withMesh) + " of the plan's " + std::to_string(p) +
+           " stages have a mesh of their own; stage meshes are given for "
+           "every stage or for none";
+  for (int32_t s = 0; s < withMesh; ++s) {
+    std::optional<layout::Mesh> own;
+    std::string error;
+    if (!meshFromProto(plan.stages(s).mesh(), own, error))
+      return "stage " + std::to_string(s) + "'s mesh: " + error;
+    map.meshes.push_back(std::move(*own));
+  }
+  if (p == 1 && withMesh == 0 && plan.stages(0).ranks().empty()) {
     for (int64_t r = 0; r < devices; ++r) {
       map.ranks[0].push_back(r);
       map.stageOf[r] = 0;
@@ -119,12 +136,23 @@ std::string mapStages(const plan::Plan &plan, const layout::Mesh *mesh,
     if (map.stageOf[r] < 0)
       return "rank " + std::to_string(r) + " of " + meshName +
              " is in no stage; every rank runs exactly one stage";
+  if (map.ownMeshes()) {
+    for (int32_t s = 0; s < p; ++s)
+      if (static_cast<int64_t>(map.ranks[s].size()) !=
+          map.meshes[s].numDevices())
+        return "stage " + std::to_string(s) + " lists " +
+               std::to_string(map.ranks[s].size()) + " ranks, but its mesh " +
+               map.meshes[s].toString() + " has " +
+               std::to_string(map.meshes[s].numDevices()) +
+               " devices; a stage lists one rank per device of its mesh";
+    return "";
+  }
   for (int32_t s = 1; s < p; ++s)
     if (map.ranks[s].size() != map.ranks[0].size())
       return "stage " + std::to_string(s) + " runs on " +
              std::to_string(map.ranks[s].size()) + " ranks but stage 0 on " +
              std::to_string(map.ranks[0].size()) +
-             "; every stage must run on as many ranks";
+             "; stages without meshes of their own run on as many ranks";
   if (p == 1)
     return "";
   if (!mesh || mesh->axisSize(0) != p)
@@ -133,7 +161,7 @@ std::string mapStages(const plan::Plan &plan, const layout::Mesh *mesh,
                        " has size " + std::to_string(mesh->axisSize(0))
                  : std::string("no mesh")) +
            "; a pipelined plan's mesh enumerates the stages on its first "
-           "axis";
+           "axis, unless every stage has a mesh of its own";
   for (int32_t s = 0; s < p; ++s)
     for (int64_t r : map.ranks[s]) {
       int64_t coordinate = mesh->coordinates(r)[0];
@@ -145,6 +173,83 @@ std::string mapStages(const plan::Plan &plan, const layout::Mesh *mesh,
                " runs on the ranks whose coordinate on it is " +
                std::to_string(s);
     }
+  return "";
+}
+
+std::string messageBlocks(const StageMap &map, const layout::Mesh *planMesh,
+                          const MessageEnd &from, const MessageEnd &to,
+                          const Shape &globalShape,
+                          std::vector<MessageBlock> &blocks) {
+  blocks.clear();
+  const std::vector<int64_t> &senders = map.ranks[from.stage];
+  const std::vector<int64_t> &receivers = map.ranks[to.stage];
+  const layout::Mesh *fromMesh = map.meshOf(from.stage, planMesh);
+  const layout::Mesh *toMesh = map.meshOf(to.stage, planMesh);
+  auto shardAt = [&](const MessageEnd &end, const layout::Mesh *mesh,
+                     int64_t rank) {
+    return shardOf(*end.layout, mesh, globalShape, map.shardRank(rank));
+  };
+  bool sameMesh =
+      (!fromMesh && !toMesh) ||
+      (fromMesh && toMesh && fromMesh->toString() == toMesh->toString());
+  if (!from.layout->partialAxes().empty() ||
+      !to.layout->partialAxes().empty()) {
+    // Each rank holds a summand: only the same summand on the same
+    // position will do.
+    if (!sameMesh || !(*from.layout == *to.layout) ||
+        senders.size() != receivers.size())
+      return std::string("a partial sum (laid out as ") +
+             (fromMesh ? from.layout->toString(*fromMesh) : "[]") +
+             " on stage " + std::to_string(from.stage) +
+             ") crosses only to a stage on the same mesh with the same "
+             "layout; reduce it before it is sent";
+    for (size_t q = 0; q < receivers.size(); ++q) {
+      Shard shard = shardAt(to, toMesh, receivers[q]);
+      blocks.push_back(
+          {senders[q], receivers[q], shard.offsets, shard.localShape});
+    }
+    return "";
+  }
+  // The distinct blocks the senders hold, each with its holders' positions.
+  struct Held {
+    std::vector<int64_t> offsets;
+    Shape shape;
+    std::vector<size_t> holders;
+  };
+  std::vector<Held> held;
+  std::map<std::vector<int64_t>, size_t> heldIndex;
+  std::vector<size_t> heldBy(senders.size());
+  for (size_t p = 0; p < senders.size(); ++p) {
+    Shard shard = shardAt(from, fromMesh, senders[p]);
+    auto [it, inserted] = heldIndex.emplace(shard.offsets, held.size());
+    if (inserted)
+      held.push_back({shard.offsets, shard.localShape, {}});
+    held[it->second].holders.push_back(p);
+    heldBy[p] = it->second;
+  }
+  for (size_t q = 0; q < receivers.size(); ++q) {
+    Shard mine = shardAt(to, toMesh, receivers[q]);
+    for (size_t h = 0; h < held.size(); ++h) {
+      const Held &block = held[h];
+      MessageBlock piece{0, receivers[q], {}, {}};
+      bool empty = false;
+      for (size_t d = 0; d < globalShape.size(); ++d) {
+        int64_t lo = std::max(mine.offsets[d], block.offsets[d]);
+        int64_t hi = std::min(mine.offsets[d] + mine.localShape[d],
+                              block.offsets[d] + block.shape[d]);
+        empty |= hi <= lo;
+        piece.offsets.push_back(lo);
+        piece.shape.push_back(std::max<int64_t>(hi - lo, 0));
+      }
+      if (empty)
+        continue;
+      size_t sender = q < senders.size() && heldBy[q] == h
+                          ? q
+                          : block.holders[q % block.holders.size()];
+      piece.from = senders[sender];
+      blocks.push_back(std::move(piece));
+    }
+  }
   return "";
 }
 
@@ -274,13 +379,15 @@ std::string collectPlanState(const plan::Plan &plan,
   return "";
 }
 
-std::string checkMessages(const plan::Plan &plan, int32_t stage) {
+std::string checkMessages(const plan::Plan &plan, int32_t stage,
+                          std::map<int32_t, int32_t> &partners) {
   // One message end: its instruction and the local type of its value.
   struct End {
     int32_t inst;
     std::optional<DType> dtype;
     std::optional<Shape> shape;
   };
+  // Both ends are one global tensor, each laid out on its own stage.
   using Key = std::tuple<std::string, int64_t, int64_t>; // op, peer, tag
   // The message ends of stage `s` with op `op`, peer stage `peer` and `tag`,
   // in program order.
@@ -296,8 +403,9 @@ std::string checkMessages(const plan::Plan &plan, int32_t stage) {
       End end{i, std::nullopt, std::nullopt};
       const auto &ids = op == "send" ? inst.operands() : inst.results();
       if (ids.size() == 1 && ids[0] >= 0 && ids[0] < program.values_size()) {
-        end.dtype = dtypeOf(program.values(ids[0]).type());
-        end.shape = shapeOf(program.values(ids[0]).type());
+        const plan::Value &v = program.values(ids[0]);
+        end.dtype = dtypeOf(v.type());
+        end.shape = shapeOf(globalTypeOf(v));
       }
       ends.push_back(std::move(end));
     }
@@ -335,6 +443,7 @@ std::string checkMessages(const plan::Plan &plan, int32_t stage) {
              (sending ? "" : "; a recv without its send would wait forever");
     for (size_t k = 0; k < mine.size(); ++k) {
       const End &a = mine[k], &b = theirs[k];
+      partners[a.inst] = b.inst;
       if (b.dtype && b.shape && a.dtype == b.dtype && a.shape == b.shape)
         continue;
       std::string other = b.dtype && b.shape ? describeType(*b.dtype, *b.shape)
@@ -343,7 +452,7 @@ std::string checkMessages(const plan::Plan &plan, int32_t stage) {
              describeType(*a.dtype, *a.shape) + ", but " + peerName +
              "'s instruction #" + std::to_string(b.inst) +
              (sending ? " receives " : " sends ") + other +
-             "; both ends of a message have one local type";
+             "; both ends of a message are one global tensor";
     }
   }
   return "";

@@ -93,11 +93,22 @@ void *BufferOps::allocate(size_t bytes) { return std::malloc(bytes); }
 void BufferOps::deallocate(void *ptr) { std::free(ptr); }
 
 CollectiveRunner::CollectiveRunner(layout::Mesh mesh, Communicator &comm,
-                                   BufferOps *ops)
-    : mesh_(std::move(mesh)), comm_(comm), ops_(ops ? ops : &hostOps_) {}
+                                   BufferOps *ops, std::vector<int64_t> ranks)
+    : mesh_(std::move(mesh)), comm_(comm), ranks_(std::move(ranks)),
+      ops_(ops ? ops : &hostOps_) {
+  if (ranks_.empty()) {
+    if (comm_.rank() >= 0 && comm_.rank() < mesh_.numDevices())
+      meshRank_ = comm_.rank();
+  } else if (static_cast<int64_t>(ranks_.size()) == mesh_.numDevices()) {
+    auto it = std::find(ranks_.begin(), ranks_.end(), comm_.rank());
+    if (it != ranks_.end())
+      meshRank_ = it - ranks_.begin();
+  }
+}
 
 CollectiveRunner::CollectiveRunner(CollectiveRunner &&other) noexcept
     : mesh_(std::move(other.mesh_)), comm_(other.comm_),
+      ranks_(std::move(other.ranks_)), meshRank_(other.meshRank_),
       ops_(other.ops_ == &other.hostOps_ ? &hostOps_ : other.ops_),
       groups_(std::move(other.groups_)) {
   for (int i = 0; i < 2; ++i) {
@@ -133,12 +144,15 @@ const RankGroup &CollectiveRunner::group(const std::vector<int> &axes) {
   bool valid = std::all_of(axes.begin(), axes.end(), [&](int a) {
     return a >= 0 && a < mesh_.numAxes();
   });
-  if (valid)
+  if (valid && meshRank_ >= 0)
     for (std::vector<int64_t> &g : layout::commGroups(mesh_, axes))
-      if (std::find(g.begin(), g.end(), comm_.rank()) != g.end()) {
+      if (std::find(g.begin(), g.end(), meshRank_) != g.end()) {
         mine = std::move(g);
         break;
       }
+  if (!ranks_.empty())
+    for (int64_t &r : mine)
+      r = ranks_[r];
   return groups_.emplace(axes, std::move(mine)).first->second;
 }
 
@@ -153,7 +167,7 @@ std::string CollectiveRunner::run(std::string_view op, const Attrs &attrs,
   if (in.rank() != out.rank())
     return name + ": input has rank " + std::to_string(in.rank()) +
            " but output has rank " + std::to_string(out.rank());
-  if (comm_.rank() < 0 || comm_.rank() >= mesh_.numDevices())
+  if (meshRank_ < 0)
     return name + ": rank " + std::to_string(comm_.rank()) +
            " is not on mesh " + mesh_.toString();
 

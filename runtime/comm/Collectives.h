@@ -62,9 +62,11 @@ public:
 class CollectiveRunner {
 public:
   /// `ops` (not owned; nullptr: host memory) moves the bytes of the
-  /// buffers run() receives.
+  /// buffers run() receives. `ranks` gives the communicator's rank of each
+  /// rank of `mesh` (a stage's submesh); empty: the communicator's ranks
+  /// are the mesh's.
   CollectiveRunner(layout::Mesh mesh, Communicator &comm,
-                   BufferOps *ops = nullptr);
+                   BufferOps *ops = nullptr, std::vector<int64_t> ranks = {});
   ~CollectiveRunner();
   CollectiveRunner(CollectiveRunner &&other) noexcept;
   CollectiveRunner(const CollectiveRunner &) = delete;
@@ -77,7 +79,8 @@ public:
 
   const layout::Mesh &mesh() const { return mesh_; }
   Communicator &communicator() { return comm_; }
-  /// This rank's group over `axes` (member order as described above).
+  /// This rank's group over `axes` (member order as described above), as
+  /// the communicator's ranks.
   const RankGroup &group(const std::vector<int> &axes);
 
 private:
@@ -86,6 +89,9 @@ private:
 
   layout::Mesh mesh_;
   Communicator &comm_;
+  std::vector<int64_t> ranks_;
+  /// This rank on mesh_ (-1: the communicator's rank is not on it).
+  int64_t meshRank_ = -1;
   BufferOps hostOps_;
   BufferOps *ops_;
   std::map<std::vector<int>, RankGroup> groups_;

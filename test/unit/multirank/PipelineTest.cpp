@@ -517,8 +517,8 @@ TEST(PipelineValidation, BothEndsOfAMessageHaveOneType) {
   b.output("y", b.recv({4}, 0, 3));
   EXPECT_EQ(loadError(b.plan(), 2, 1),
             "invalid plan: instruction #0 (recv): receives f32[4], but stage "
-            "0's instruction #0 sends f32[2, 2]; both ends of a message have "
-            "one local type");
+            "0's instruction #0 sends f32[2, 2]; both ends of a message are "
+            "one global tensor");
 }
 
 TEST(PipelineValidation, NothingRunsOverTheStageAxis) {

@@ -68,9 +68,9 @@ int32_t PlanBuilder::value(plan::Value::Kind kind, const std::string &name,
   rt::Shape local = global;
   for (size_t d = 0; d < dims.size() && d < local.size(); ++d)
     for (const std::string &a : dims[d])
-      if (mesh_)
-        if (std::optional<int> index = mesh_->axisIndex(a))
-          local[d] /= mesh_->axisSize(*index);
+      if (const layout::Mesh *mesh = meshOfStage())
+        if (std::optional<int> index = mesh->axisIndex(a))
+          local[d] /= mesh->axisSize(*index);
   v->mutable_type()->set_dtype(static_cast<plan::DType>(dtype));
   v->mutable_global_type()->set_dtype(static_cast<plan::DType>(dtype));
   for (int64_t e : local)
@@ -206,6 +206,46 @@ void PlanBuilder::pipeline(plan::Schedule::Kind kind, int32_t microBatches) {
         stage->add_ranks(r);
   }
   stage_ = 0;
+}
+
+void PlanBuilder::pipelineOnSubmeshes(
+    const std::vector<std::vector<std::pair<std::string, int64_t>>> &meshes,
+    plan::Schedule::Kind kind, int32_t microBatches) {
+  plan_.mutable_schedule()->set_kind(kind);
+  plan_.mutable_schedule()->set_micro_batches(microBatches);
+  plan_.clear_stages();
+  stageMeshes_.clear();
+  int64_t devices = 0;
+  for (size_t s = 0; s < meshes.size(); ++s) {
+    plan::Stage *stage = plan_.add_stages();
+    stage->set_index(static_cast<int32_t>(s));
+    std::vector<layout::MeshAxis> axes;
+    for (const auto &[name, size] : meshes[s]) {
+      plan::Mesh::Axis *a = stage->mutable_mesh()->add_axes();
+      a->set_name(name);
+      a->set_size(size);
+      axes.push_back({name, size});
+    }
+    std::string error;
+    std::optional<layout::Mesh> mesh = layout::Mesh::create(axes, error);
+    if (!mesh)
+      throw std::runtime_error(error);
+    for (int64_t r = 0; r < mesh->numDevices(); ++r)
+      stage->add_ranks(devices + r);
+    devices += mesh->numDevices();
+    stageMeshes_.push_back(std::move(*mesh));
+  }
+  plan_.mutable_mesh()->clear_axes();
+  plan::Mesh::Axis *world = plan_.mutable_mesh()->add_axes();
+  world->set_name("devices");
+  world->set_size(devices);
+  stage_ = 0;
+}
+
+const layout::Mesh *PlanBuilder::meshOfStage() const {
+  if (!stageMeshes_.empty())
+    return &stageMeshes_[stage_];
+  return mesh_ ? &*mesh_ : nullptr;
 }
 
 int32_t PlanBuilder::microBatchInput(const std::string &name, int32_t k,

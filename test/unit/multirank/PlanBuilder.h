@@ -88,6 +88,13 @@ public:
   /// 0's program until useStage.
   void pipeline(plan::Schedule::Kind kind = plan::Schedule::GPIPE,
                 int32_t microBatches = 1);
+  /// Makes the plan pipelined over stages on submeshes of their own, stage
+  /// s on `meshes[s]` and the next ranks in order; the plan's mesh is one
+  /// axis counting them all. Values of a stage are laid out on its mesh.
+  void pipelineOnSubmeshes(
+      const std::vector<std::vector<std::pair<std::string, int64_t>>> &meshes,
+      plan::Schedule::Kind kind = plan::Schedule::GPIPE,
+      int32_t microBatches = 1);
   /// The stage whose program later calls build.
   void useStage(int32_t stage) { stage_ = stage; }
   /// An input value holding micro-batch `k` of `name` (`global`: one
@@ -106,8 +113,12 @@ public:
   }
 
 private:
+  /// The mesh the current stage's layouts name (nullptr: one device).
+  const layout::Mesh *meshOfStage() const;
+
   plan::Plan plan_;
   std::optional<layout::Mesh> mesh_;
+  std::vector<layout::Mesh> stageMeshes_;
   int32_t stage_ = 0;
 };
 
