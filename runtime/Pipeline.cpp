@@ -192,17 +192,13 @@ std::string messageBlocks(const StageMap &map, const layout::Mesh *planMesh,
   bool sameMesh =
       (!fromMesh && !toMesh) ||
       (fromMesh && toMesh && fromMesh->toString() == toMesh->toString());
-  if (!from.layout->partialAxes().empty() ||
-      !to.layout->partialAxes().empty()) {
-    // Each rank holds a summand: only the same summand on the same
-    // position will do.
-    if (!sameMesh || !(*from.layout == *to.layout) ||
-        senders.size() != receivers.size())
-      return std::string("a partial sum (laid out as ") +
-             (fromMesh ? from.layout->toString(*fromMesh) : "[]") +
-             " on stage " + std::to_string(from.stage) +
-             ") crosses only to a stage on the same mesh with the same "
-             "layout; reduce it before it is sent";
+  // Whether every rank holds what the rank at its position in the other
+  // stage needs (a partial sum: the same summand).
+  bool aligned = sameMesh && *from.layout == *to.layout &&
+                 senders.size() == receivers.size();
+  for (size_t q = 0; aligned && q < receivers.size(); ++q)
+    aligned = map.shardRank(senders[q]) == map.shardRank(receivers[q]);
+  if (aligned) {
     for (size_t q = 0; q < receivers.size(); ++q) {
       Shard shard = shardAt(to, toMesh, receivers[q]);
       blocks.push_back(
@@ -210,6 +206,12 @@ std::string messageBlocks(const StageMap &map, const layout::Mesh *planMesh,
     }
     return "";
   }
+  if (!from.layout->partialAxes().empty() || !to.layout->partialAxes().empty())
+    return std::string("a partial sum (laid out as ") +
+           (fromMesh ? from.layout->toString(*fromMesh) : "[]") + " on stage " +
+           std::to_string(from.stage) +
+           ") crosses only to a stage on the same mesh with the same "
+           "layout; reduce it before it is sent";
   // The distinct blocks the senders hold, each with its holders' positions.
   struct Held {
     std::vector<int64_t> offsets;

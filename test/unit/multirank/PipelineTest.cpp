@@ -146,6 +146,30 @@ TEST(Pipeline, TwoStagesMatchHandComputation) {
   }
 }
 
+// Proves a message reaches the rank that holds its rows whatever order a
+// stage lists its ranks in: with stage 1 listing [3, 2], rank 3 comes first
+// but holds rows 2 and 3, which rank 1 sends it.
+TEST(Pipeline, StageRanksInAnyOrder) {
+  std::vector<float> x = iota(12, 0.25f, -1), t = iota(8, 0.5f, -1);
+  std::vector<double> y = matmul(matmul(toDouble(x), toDouble(kW0), 4, 3, 2),
+                                 toDouble(kW1), 4, 2, 2);
+  plan::Plan reordered = twoStageMlp(true);
+  reordered.mutable_stages(1)->set_ranks(0, 3);
+  reordered.mutable_stages(1)->set_ranks(1, 2);
+  std::string error = runRanks(reordered, 4, [&](RankRun &run) {
+    std::string e;
+    ASSERT_TRUE(run.exec->setInput("x", viewOf(x, {4, 3}), e)) << e;
+    ASSERT_TRUE(run.exec->setInput("t", viewOf(t, {4, 2}), e)) << e;
+    ASSERT_TRUE(run.exec->run(e)) << "rank " << run.rank << ": " << e;
+    if (run.exec->stage() == 1) {
+      EXPECT_EQ(values(run.exec->output("y")),
+                std::vector<float>(y.begin(), y.end()))
+          << "rank " << run.rank;
+    }
+  });
+  EXPECT_EQ(error, "");
+}
+
 //===----------------------------------------------------------------------===//
 // Micro-batches
 //===----------------------------------------------------------------------===//
