@@ -1120,6 +1120,14 @@ void Executor::setRandomInputs(uint64_t seed) {
   }
 }
 
+/// Sizes `buffer` to hold a block of `shape` of `dtype` elements, packed.
+static void shapeBlockBuffer(HostBuffer &buffer, DType dtype,
+                             const Shape &shape) {
+  buffer.dtype = dtype;
+  buffer.shape = shape;
+  buffer.bytes.resize(numElements(shape) * dtypeSize(dtype));
+}
+
 std::string Executor::Impl::send(const Step &step) {
   const TensorView &v = views[step.operands[0]];
   if (step.pieces.size() == 1 && step.pieces[0].whole) {
@@ -1138,9 +1146,7 @@ std::string Executor::Impl::send(const Step &step) {
   onHost(v, true, false, [&](const TensorView &local) {
     HostBuffer packed;
     for (const Step::Piece &piece : step.pieces) {
-      packed.dtype = v.dtype;
-      packed.shape = piece.block.localShape;
-      packed.bytes.resize(numElements(packed.shape) * dtypeSize(v.dtype));
+      shapeBlockBuffer(packed, v.dtype, piece.block.localShape);
       copyShardOut(local, piece.block, packed.view());
       memory.charge(static_cast<int64_t>(packed.bytes.size()));
       e = comm->send(piece.peer, step.tag, packed.bytes.data(),
@@ -1174,9 +1180,7 @@ std::string Executor::Impl::recv(const Step &step, TraceWriter *trace,
   onHost(v, false, true, [&](const TensorView &local) {
     HostBuffer packed;
     for (const Step::Piece &piece : step.pieces) {
-      packed.dtype = v.dtype;
-      packed.shape = piece.block.localShape;
-      packed.bytes.resize(numElements(packed.shape) * dtypeSize(v.dtype));
+      shapeBlockBuffer(packed, v.dtype, piece.block.localShape);
       memory.charge(static_cast<int64_t>(packed.bytes.size()));
       e = comm->recv(piece.peer, step.tag, packed.bytes.data(),
                      static_cast<int64_t>(packed.bytes.size()));

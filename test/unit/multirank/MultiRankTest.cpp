@@ -28,15 +28,6 @@ namespace {
 
 using Axes = std::vector<std::pair<std::string, int64_t>>;
 
-std::vector<float> values(const rt::TensorView &v) {
-  const float *p = v.as<float>();
-  return std::vector<float>(p, p + v.numElements());
-}
-
-rt::TensorView viewOf(std::vector<float> &data, rt::Shape shape) {
-  return {rt::DType::F32, std::move(shape), data.data()};
-}
-
 /// A single-device executor of `plan` on a one-thread CPU backend.
 struct Single {
   explicit Single(plan::Plan plan) : backend(createTestBackend()) {

@@ -31,18 +31,9 @@ namespace {
 
 using Axes = std::vector<std::pair<std::string, int64_t>>;
 
-std::vector<float> values(const rt::TensorView &v) {
-  const float *p = v.as<float>();
-  return std::vector<float>(p, p + v.numElements());
-}
-
 std::vector<int64_t> ints(const rt::TensorView &v) {
   const int64_t *p = v.as<int64_t>();
   return std::vector<int64_t>(p, p + v.numElements());
-}
-
-rt::TensorView viewOf(std::vector<float> &data, rt::Shape shape) {
-  return {rt::DType::F32, std::move(shape), data.data()};
 }
 
 /// Rows [r0, r0 + n) of a row-major matrix with `width` columns, times
@@ -53,22 +44,6 @@ std::vector<float> rows(const std::vector<float> &m, int64_t width, int64_t r0,
   for (float &x : out)
     x *= scale;
   return out;
-}
-
-/// a [n, k] times b [k, m], row-major, in double (exact for these data).
-std::vector<double> matmul(const std::vector<double> &a,
-                           const std::vector<double> &b, int64_t n, int64_t k,
-                           int64_t m) {
-  std::vector<double> c(n * m, 0.0);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < m; ++j)
-      for (int64_t l = 0; l < k; ++l)
-        c[i * m + j] += a[i * k + l] * b[l * m + j];
-  return c;
-}
-
-std::vector<double> toDouble(const std::vector<float> &v) {
-  return std::vector<double>(v.begin(), v.end());
 }
 
 //===----------------------------------------------------------------------===//

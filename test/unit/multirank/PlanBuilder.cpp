@@ -281,6 +281,30 @@ std::vector<float> iota(int64_t n, float scale, float offset) {
   return v;
 }
 
+std::vector<float> values(const rt::TensorView &v) {
+  const float *p = v.as<float>();
+  return std::vector<float>(p, p + v.numElements());
+}
+
+rt::TensorView viewOf(std::vector<float> &data, rt::Shape shape) {
+  return {rt::DType::F32, std::move(shape), data.data()};
+}
+
+std::vector<double> matmul(const std::vector<double> &a,
+                           const std::vector<double> &b, int64_t n, int64_t k,
+                           int64_t m) {
+  std::vector<double> c(n * m, 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j)
+      for (int64_t l = 0; l < k; ++l)
+        c[i * m + j] += a[i * k + l] * b[l * m + j];
+  return c;
+}
+
+std::vector<double> toDouble(const std::vector<float> &v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+
 std::string runRanks(const plan::Plan &plan, int64_t n,
                      const std::function<void(RankRun &)> &body) {
   std::vector<std::unique_ptr<rt::Communicator>> comms =

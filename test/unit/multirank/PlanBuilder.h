@@ -125,6 +125,17 @@ private:
 /// A row-major float tensor with values i * scale + offset.
 std::vector<float> iota(int64_t n, float scale = 1, float offset = 0);
 
+/// The elements of an f32 tensor.
+std::vector<float> values(const rt::TensorView &v);
+/// An f32 view of `data` with `shape`.
+rt::TensorView viewOf(std::vector<float> &data, rt::Shape shape);
+/// a [n, k] times b [k, m], row-major, in double (exact for the tests'
+/// small multiples of powers of two).
+std::vector<double> matmul(const std::vector<double> &a,
+                           const std::vector<double> &b, int64_t n, int64_t k,
+                           int64_t m);
+std::vector<double> toDouble(const std::vector<float> &v);
+
 /// One rank of a multi-rank run.
 struct RankRun {
   int64_t rank = 0;

@@ -25,27 +25,6 @@ namespace {
 
 using Axes = std::vector<std::pair<std::string, int64_t>>;
 
-std::vector<float> values(const rt::TensorView &v) {
-  const float *p = v.as<float>();
-  return std::vector<float>(p, p + v.numElements());
-}
-
-rt::TensorView viewOf(std::vector<float> &data, rt::Shape shape) {
-  return {rt::DType::F32, std::move(shape), data.data()};
-}
-
-/// a [n, k] times b [k, m], row-major, in double (exact for these data).
-std::vector<double> matmul(const std::vector<double> &a,
-                           const std::vector<double> &b, int64_t n, int64_t k,
-                           int64_t m) {
-  std::vector<double> c(n * m, 0.0);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < m; ++j)
-      for (int64_t l = 0; l < k; ++l)
-        c[i * m + j] += a[i * k + l] * b[l * m + j];
-  return c;
-}
-
 //===----------------------------------------------------------------------===//
 // Which blocks move
 //===----------------------------------------------------------------------===//
@@ -224,10 +203,8 @@ plan::Plan threeStages() {
 // gives every rank the global w1 held split on stage 1.
 TEST(SubmeshStages, ThreeStagesMatchHandComputation) {
   std::vector<float> x = iota(24, 0.25f, -2), t = iota(16, 0.5f, -3);
-  std::vector<double> y =
-      matmul(matmul(std::vector<double>(x.begin(), x.end()),
-                    std::vector<double>(kW0.begin(), kW0.end()), 8, 3, 4),
-             std::vector<double>(kW1.begin(), kW1.end()), 8, 4, 2);
+  std::vector<double> y = matmul(matmul(toDouble(x), toDouble(kW0), 8, 3, 4),
+                                 toDouble(kW1), 8, 4, 2);
   std::vector<float> expectedY(y.begin(), y.end()), expectedZ;
   double squares = 0;
   for (size_t i = 0; i < y.size(); ++i) {
