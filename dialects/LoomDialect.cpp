@@ -159,6 +159,24 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
              << "'" << name << "' must be a unit attribute on loom.all_gather";
     return success();
   }
+  if (name == kResultLayoutsAttrName) {
+    auto layouts = dyn_cast<ArrayAttr>(attr.getValue());
+    if (isFunctionOrModule || !layouts ||
+        layouts.size() != op->getNumResults() ||
+        !llvm::all_of(layouts, llvm::IsaPred<TensorLayoutAttr>))
+      return op->emitError() << "'" << name
+                             << "' must be an array of #loom.layout, one "
+                                "per result of the op";
+    for (auto [layout, result] : llvm::zip(layouts, op->getResults())) {
+      auto tensor = dyn_cast<RankedTensorType>(result.getType());
+      if (!tensor ||
+          cast<TensorLayoutAttr>(layout).getRank() != tensor.getRank())
+        return op->emitError() << "'" << name
+                               << "': a layout's rank differs from its "
+                                  "result's";
+    }
+    return success();
+  }
   if (name == kPipelineAttrName) {
     auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
     auto integer = [&](StringRef key) {
@@ -173,12 +191,14 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
         (schedule.getValue() != "gpipe" && schedule.getValue() != "1f1b" &&
          schedule.getValue() != "interleaved") ||
         (dict.get("virtual_stages") &&
-         (!chunks || chunks.getType().isInteger(1) || chunks.getInt() < 1)))
+         (!chunks || chunks.getType().isInteger(1) || chunks.getInt() < 1)) ||
+        (dict.get("own_mesh") && !isa<UnitAttr>(dict.get("own_mesh"))))
       return op->emitError()
              << "'" << name
              << "' must be a dictionary {stage, stages, micro_batches, "
                 "schedule = \"gpipe\", \"1f1b\" or \"interleaved\", "
-                "optional virtual_stages >= 1} on a function";
+                "optional virtual_stages >= 1, optional unit own_mesh} on a "
+                "function";
     return success();
   }
   if (name == kSpmdAttrName) {

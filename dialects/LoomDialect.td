@@ -76,9 +76,15 @@ def Loom_Dialect : Dialect {
     /// the backward pass, so that they are not merged with the forward's
     /// (the point is not to keep the gathered parameter across the step).
     static constexpr ::llvm::StringLiteral kRegatherAttrName = "loom.regather";
+    /// Set by loom-partition (record-layouts) on the ops of a partitioned
+    /// function: an array with each result's #loom.layout, so that the plan
+    /// knows how a temporary is split (what pipeline stages on submeshes of
+    /// their own need of the values they exchange).
+    static constexpr ::llvm::StringLiteral kResultLayoutsAttrName = "loom.layouts";
     /// On each function of a pipelined step: a dictionary with the
     /// function's `stage`, the number of `stages`, the `schedule` ("gpipe"
-    /// or "1f1b") and the `micro_batches`. On an input argument of such a
+    /// or "1f1b") and the `micro_batches`, and `own_mesh` (a unit) when
+    /// every stage runs on a submesh of its own (its function's loom.mesh). On an input argument of such a
     /// function: the micro-batch (an integer) it holds.
     static constexpr ::llvm::StringLiteral kPipelineAttrName = "loom.pipeline";
     static constexpr ::llvm::StringLiteral kMicroBatchAttrName = "loom.micro_batch";

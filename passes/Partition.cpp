@@ -37,8 +37,10 @@ struct Local {
 
 class Partitioner {
 public:
-  Partitioner(func::FuncOp func, MeshAttr meshAttr, layout::Mesh mesh)
-      : func(func), meshAttr(meshAttr), mesh(std::move(mesh)) {}
+  Partitioner(func::FuncOp func, MeshAttr meshAttr, layout::Mesh mesh,
+              bool recordLayouts)
+      : func(func), meshAttr(meshAttr), mesh(std::move(mesh)),
+        recordLayouts(recordLayouts) {}
 
   LogicalResult run();
 
@@ -51,10 +53,13 @@ private:
   LogicalResult partitionOp(Operation *op);
   /// The ZeRO level `v` (an argument) was split by, 0 if none.
   int zeroLevelOf(Value v);
+  /// With recordLayouts: `layouts` as `op`'s loom.layouts.
+  void record(Operation *op, ArrayRef<layout::TensorLayout> layouts);
 
   func::FuncOp func;
   MeshAttr meshAttr;
   layout::Mesh mesh;
+  const bool recordLayouts;
   /// Global value -> local value and its layout.
   llvm::DenseMap<Value, Local> locals;
   /// Global value -> its redistributions made so far, reused by later users
@@ -130,6 +135,7 @@ FailureOr<Value> Partitioner::redistribute(OpBuilder &b, Location loc,
       break;
     }
     current = *next;
+    record(v.getDefiningOp(), current);
   }
   return v;
 }
@@ -180,6 +186,7 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
   Operation *local = iface.buildLocalOp(b, operands, resultTypes);
   local->removeAttr(LoomDialect::kShardingAttrName);
   local->removeAttr(LoomDialect::kStrategyAttrName);
+  record(local, layouts->results);
   for (auto [j, r] : llvm::enumerate(op->getResults())) {
     Value v = local->getResult(j);
     if (layouts->meanDivisor > 1) {
@@ -195,10 +202,24 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
               b.getFloatAttr(type.getElementType(),
                              1.0 / static_cast<double>(layouts->meanDivisor))));
       v = MulOp::create(b, op->getLoc(), v, scale);
+      record(v.getDefiningOp(), layouts->results[j]);
+      record(scale.getDefiningOp(),
+             layout::TensorLayout::replicated(/*rank=*/0));
     }
     locals[r] = {v, layouts->results[j]};
   }
   return success();
+}
+
+void Partitioner::record(Operation *op,
+                         ArrayRef<layout::TensorLayout> layouts) {
+  if (!recordLayouts)
+    return;
+  SmallVector<Attribute> attrs;
+  for (const layout::TensorLayout &l : layouts)
+    attrs.push_back(sharding::toAttr(meshAttr, l));
+  op->setAttr(LoomDialect::kResultLayoutsAttrName,
+              ArrayAttr::get(op->getContext(), attrs));
 }
 
 int Partitioner::zeroLevelOf(Value v) {
@@ -292,6 +313,7 @@ LogicalResult Partitioner::run() {
 }
 
 struct PartitionPass : public loom::impl::PartitionBase<PartitionPass> {
+  using PartitionBase::PartitionBase;
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     if (func->hasAttr(LoomDialect::kSpmdAttrName)) {
@@ -301,7 +323,7 @@ struct PartitionPass : public loom::impl::PartitionBase<PartitionPass> {
     auto mesh = sharding::meshOf(func, "loom-partition");
     if (failed(mesh))
       return signalPassFailure();
-    Partitioner partitioner(func, mesh->first, mesh->second);
+    Partitioner partitioner(func, mesh->first, mesh->second, recordLayouts);
     if (failed(partitioner.run()))
       signalPassFailure();
   }

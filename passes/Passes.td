@@ -244,8 +244,14 @@ def Partition : Pass<"loom-partition", "mlir::func::FuncOp"> {
     partial sums. Returned values are made replicated, except updates,
     which take the layout of the argument they replace. Arguments keep
     their `loom.layout` (and global `loom.init`), and the function is
-    marked `loom.spmd`: one program for every device of the mesh.
+    marked `loom.spmd`: one program for every device of the mesh. With
+    `record-layouts`, every op it makes carries its results' layouts
+    (`loom.layouts`).
   }];
+  let options = [
+    Option<"recordLayouts", "record-layouts", "bool", "false",
+           "Record each op's result layouts (loom.layouts)">,
+  ];
   let dependentDialects = ["loom::LoomDialect"];
 }
 

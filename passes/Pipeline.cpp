@@ -87,6 +87,7 @@ private:
   }
   LogicalResult classify();
   LogicalResult assignStages();
+  LogicalResult crossAtRoots();
   LogicalResult placeState();
   LogicalResult build(int64_t s, OpBuilder &builder);
   LogicalResult checkDeadlock();
@@ -134,6 +135,9 @@ private:
   /// Per-micro-batch values used on other stages, and by which.
   llvm::DenseMap<Value, std::vector<int64_t>> crossTo;
   llvm::DenseMap<Value, int64_t> crossIndex;
+  /// options.ownMeshes: per value that crosses stages, the compute op's
+  /// result it carries (itself, or what it reduces), which numbers it.
+  llvm::DenseMap<Value, Value> rootOf;
   int64_t lossStage = 0;
   std::vector<func::FuncOp> stageFuncs;
   PipelineReport report;
@@ -300,6 +304,8 @@ LogicalResult Pipeliner::assignStages() {
       if (!layer.empty())
         given[op] = layerStage[layer];
     }
+    if (!perLayer)
+      report.layerStages = layerStage;
   }
   // Forward ops of no stage that use neither a parameter nor what an
   // anchored op computes (reshaping the labels, counting them) float: they
@@ -480,7 +486,9 @@ LogicalResult Pipeliner::placeState() {
     }
   }
 
-  // Values crossing stages, numbered in program order.
+  // Values crossing stages, numbered in program order (of the compute op
+  // results they carry, with stages on submeshes of their own).
+  std::vector<Value> crossing;
   for (Operation &op : body) {
     if (!data.contains(&op))
       continue;
@@ -492,7 +500,189 @@ LogicalResult Pipeliner::placeState() {
       if (to.empty())
         continue;
       crossTo[r] = std::vector<int64_t>(to.begin(), to.end());
-      crossIndex[r] = static_cast<int64_t>(crossIndex.size());
+      crossing.push_back(r);
+    }
+  }
+  if (options.ownMeshes) {
+    llvm::DenseMap<Operation *, int64_t> position;
+    for (Operation &op : body)
+      position[&op] = static_cast<int64_t>(position.size());
+    auto key = [&](Value v) {
+      auto root = cast<OpResult>(rootOf.lookup(v) ? rootOf.lookup(v) : v);
+      return std::make_pair(position.lookup(root.getOwner()),
+                            root.getResultNumber());
+    };
+    llvm::stable_sort(crossing,
+                      [&](Value a, Value b) { return key(a) < key(b); });
+  }
+  for (Value v : crossing)
+    crossIndex[v] = static_cast<int64_t>(crossIndex.size());
+  return success();
+}
+
+/// The layout loom-partition recorded for `v` (loom.layouts), if any.
+static TensorLayoutAttr recordedLayout(Value v) {
+  auto result = dyn_cast<OpResult>(v);
+  if (!result)
+    return {};
+  auto layouts = result.getOwner()->getAttrOfType<ArrayAttr>(
+      LoomDialect::kResultLayoutsAttrName);
+  return layouts ? dyn_cast<TensorLayoutAttr>(layouts[result.getResultNumber()])
+                 : TensorLayoutAttr();
+}
+
+static void recordLayout(Operation *op, TensorLayoutAttr layout) {
+  op->setAttr(LoomDialect::kResultLayoutsAttrName,
+              ArrayAttr::get(op->getContext(), {layout}));
+}
+
+/// Stages on submeshes of their own are compiled one submesh at a time,
+/// and stage s is taken from the compile on its own submesh: the values
+/// that cross stages must not depend on the submesh, although the
+/// collectives the partitioner placed do. So a value crosses as the
+/// compute op's result it is (its root), whatever redistributes it:
+///  - collectives go to the chunk of their users (a copy per chunk where
+///    users are on several), so that they run where their result is used;
+///  - but a root's all-reduce over exactly its partial axes stays with the
+///    root: a partial sum cannot cross to another submesh, so a partial
+///    root crosses reduced (by that all-reduce, or one made here), and a
+///    chunk that uses the root itself makes it partial again.
+/// Each end of a crossing value is then laid out as its own compile says,
+/// and the runtime moves it block by block.
+LogicalResult Pipeliner::crossAtRoots() {
+  auto partialAxes = [](TensorLayoutAttr layout) {
+    return layout ? layout.getPartialAxes() : SmallVector<StringRef>();
+  };
+  auto meshAxes = [&](TensorLayoutAttr layout) {
+    SmallVector<int64_t> axes;
+    for (StringRef axis : layout.getPartialAxes())
+      axes.push_back(*layout.getMesh().getAxisIndex(axis));
+    llvm::sort(axes);
+    return axes;
+  };
+  // A root's reduction to a whole value, which stays on the root's chunk.
+  auto reducesRoot = [&](Operation *op) {
+    auto reduce = dyn_cast<AllReduceOp>(op);
+    if (!reduce)
+      return false;
+    Operation *def = reduce.getInput().getDefiningOp();
+    TensorLayoutAttr layout = recordedLayout(reduce.getInput());
+    return def && data.contains(def) && !isCollective(def) && layout &&
+           ArrayRef<int64_t>(meshAxes(layout)) == reduce.getAxes();
+  };
+  std::vector<Operation *> ops;
+  for (Operation &op : body)
+    if (data.contains(&op)) {
+      if (op.getNumResults() && !recordedLayout(op.getResult(0)))
+        return fail(describe(&op) +
+                    " has no recorded layout: stages on submeshes of their "
+                    "own need loom-partition's record-layouts");
+      ops.push_back(&op);
+    }
+  for (Operation *op : llvm::reverse(ops)) {
+    if (!isCollective(op) || op->getResult(0) == loss)
+      continue;
+    if (reducesRoot(op)) {
+      stageOf[op] = stageOf[op->getOperand(0).getDefiningOp()];
+      continue;
+    }
+    std::map<int64_t, SmallVector<OpOperand *>> uses;
+    bool local = true;
+    for (OpOperand &use : op->getResult(0).getUses()) {
+      local &= data.contains(use.getOwner());
+      if (local)
+        uses[stageOf[use.getOwner()]].push_back(&use);
+    }
+    if (!local || uses.empty())
+      continue;
+    bool first = true;
+    for (auto &[chunk, chunkUses] : uses) {
+      Operation *at = op;
+      if (!first) {
+        OpBuilder b(op->getContext());
+        b.setInsertionPointAfter(op);
+        at = b.clone(*op);
+        data.insert(at);
+        for (OpOperand *use : chunkUses)
+          use->set(at->getResult(0));
+      }
+      stageOf[at] = chunk;
+      if (llvm::any_of(at->getUsers(),
+                       [&](Operation *u) { return forward.contains(u); }))
+        forward.insert(at);
+      else
+        forward.erase(at);
+      first = false;
+    }
+  }
+  // Partial roots: reduced on their chunk, made partial again elsewhere.
+  for (Operation *op : ops) {
+    if (isCollective(op))
+      continue;
+    for (Value r : op->getResults()) {
+      TensorLayoutAttr layout = recordedLayout(r);
+      SmallVector<StringRef> partial = partialAxes(layout);
+      std::map<int64_t, SmallVector<OpOperand *>> away;
+      Operation *reduced = nullptr;
+      for (OpOperand &use : r.getUses()) {
+        Operation *user = use.getOwner();
+        if (reducesRoot(user))
+          reduced = user;
+        else if (data.contains(user) && stageOf[user] != stageOf[op])
+          away[stageOf[user]].push_back(&use);
+      }
+      if (reduced)
+        rootOf[reduced->getResult(0)] = r;
+      if (partial.empty() || away.empty())
+        continue;
+      OpBuilder b(op->getContext());
+      b.setInsertionPointAfter(op);
+      auto whole = TensorLayoutAttr::get(op->getContext(), layout.getMesh(),
+                                         layout.getDims(),
+                                         ArrayAttr::get(op->getContext(), {}));
+      // Right after the root: a chunk that makes it partial again may use
+      // it before the partitioner's place for the reduction.
+      if (reduced) {
+        reduced->moveAfter(op);
+      } else {
+        reduced = AllReduceOp::create(b, op->getLoc(), r.getType(), r,
+                                      b.getDenseI64ArrayAttr(meshAxes(layout)),
+                                      IntegerAttr());
+        recordLayout(reduced, whole);
+        data.insert(reduced);
+        stageOf[reduced] = stageOf[op];
+        rootOf[reduced->getResult(0)] = r;
+      }
+      b.setInsertionPointAfter(reduced);
+      for (auto &[chunk, uses] : away) {
+        Value v = reduced->getResult(0);
+        SmallVector<Attribute> made;
+        for (StringRef axis : partial) {
+          made.push_back(StringAttr::get(op->getContext(), axis));
+          auto partialOp = MakePartialOp::create(
+              b, op->getLoc(), r.getType(), v,
+              b.getI64IntegerAttr(*layout.getMesh().getAxisIndex(axis)),
+              IntegerAttr());
+          recordLayout(partialOp,
+                       TensorLayoutAttr::get(
+                           op->getContext(), layout.getMesh(), layout.getDims(),
+                           ArrayAttr::get(op->getContext(), made)));
+          data.insert(partialOp);
+          stageOf[partialOp] = chunk;
+          v = partialOp;
+        }
+        bool forwardUse = false;
+        for (OpOperand *use : uses) {
+          use->set(v);
+          forwardUse |= forward.contains(use->getOwner());
+        }
+        for (Operation *def = v.getDefiningOp(); isa<MakePartialOp>(def);
+             def = def->getOperand(0).getDefiningOp())
+          if (forwardUse)
+            forward.insert(def);
+      }
+      if (forward.contains(op))
+        forward.insert(reduced);
     }
   }
   return success();
@@ -570,6 +760,9 @@ LogicalResult Pipeliner::build(int64_t s, OpBuilder &builder) {
   if (V > 1)
     pipelineAttrs.push_back(
         builder.getNamedAttr("virtual_stages", builder.getI64IntegerAttr(V)));
+  if (options.ownMeshes)
+    pipelineAttrs.push_back(
+        builder.getNamedAttr("own_mesh", builder.getUnitAttr()));
   stageFunc->setAttr(LoomDialect::kPipelineAttrName,
                      builder.getDictionaryAttr(pipelineAttrs));
   for (unsigned i = 0; i < argAttrs.size(); ++i)
@@ -718,8 +911,11 @@ LogicalResult Pipeliner::build(int64_t s, OpBuilder &builder) {
                       " runs before its operand from " +
                       (def ? describe(def) : std::string("an argument")) +
                       " in the " + options.schedule + " schedule");
-        m.map(v, RecvOp::create(b, def->getLoc(), v.getType(), stageOfOp(def),
-                                tag(v, unit.microBatch, s)));
+        auto recv = RecvOp::create(b, def->getLoc(), v.getType(),
+                                   stageOfOp(def), tag(v, unit.microBatch, s));
+        if (options.ownMeshes)
+          recordLayout(recv, recordedLayout(v));
+        m.map(v, recv);
       }
       Operation *copy = b.clone(*op, m);
       for (auto [r, c] : llvm::zip(op->getResults(), copy->getResults())) {
@@ -934,7 +1130,8 @@ FailureOr<std::vector<search::LayerCost>> Pipeliner::measure() {
     error = "@main must have a single block";
     return failure();
   }
-  if (failed(classify()) || failed(assignStages()) || failed(placeState()))
+  if (failed(classify()) || failed(assignStages()) ||
+      (options.ownMeshes && failed(crossAtRoots())) || failed(placeState()))
     return failure();
   std::vector<search::LayerCost> costs = stageCosts();
   for (auto [cost, layer] : llvm::zip(costs, layers))
@@ -973,7 +1170,8 @@ FailureOr<PipelineReport> Pipeliner::run() {
   report.microBatches = M;
   report.virtualStages = V;
   report.bubbleFraction = static_cast<double>(P - 1) / (V * M + P - 1);
-  if (failed(classify()) || failed(assignStages()) || failed(placeState()))
+  if (failed(classify()) || failed(assignStages()) ||
+      (options.ownMeshes && failed(crossAtRoots())) || failed(placeState()))
     return failure();
   if (options.opSeconds) {
     // A chunk sends each value crossing from it once per micro-batch.

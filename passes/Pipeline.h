@@ -25,8 +25,10 @@
 //
 // Stage s runs on the ranks whose coordinate on the pipeline axis is s; a
 // stage function's mesh is the stage's submesh, the same for every stage,
-// so its collectives stay inside the stage. Each micro-batch's inputs are
-// arguments of their own (`loom.micro_batch`). A value sent by stage s in
+// so its collectives stay inside the stage. With ownMeshes, stages are
+// taken from compiles on different submeshes, and values cross as compute
+// ops' results whatever the submesh (crossAtRoots). Each micro-batch's inputs
+// are arguments of their own (`loom.micro_batch`). A value sent by stage s in
 // micro-batch k to stage d has tag (index * M + k) * P + d, where index
 // numbers the values that cross stages; the loss's tags follow them.
 //
@@ -68,6 +70,14 @@ struct PipelineOptions {
   std::function<double(mlir::Operation *)> opSeconds;
   /// Seconds one message of `bytes` takes to a neighbouring stage.
   std::function<double(double bytes)> sendSeconds;
+  /// Every stage runs on a submesh of its own, and each stage's function is
+  /// taken from a compile on that submesh (`--stage-meshes`): the values
+  /// that cross stages must then be the same whatever the submesh, so they
+  /// cross as what compute ops made, never as a collective's redistribution
+  /// of it (see crossAtRoots in Pipeline.cpp). Needs the ops' result
+  /// layouts (loom-partition's record-layouts); sends and receives carry
+  /// theirs, and the stage functions are marked `own_mesh`.
+  bool ownMeshes = false;
 };
 
 struct PipelineReport {
@@ -95,6 +105,10 @@ struct PipelineReport {
   /// With options.opSeconds: the predicted step, search::pipelineSeconds
   /// of the stages' times.
   double seconds = 0;
+  /// The chunk of every ONNX layer, where the stages were given by layer
+  /// (balanced, or options.layerStages); empty where the user gave stages
+  /// per node.
+  llvm::StringMap<int64_t> layerStages;
 };
 
 /// Replaces the partitioned training step `func` (`@main`) by its stage

@@ -188,6 +188,14 @@ cl::opt<std::string> meshFlag(
              "each on the rest of the mesh"),
     cl::value_desc("AXIS=N,..."), cl::sub(compileCmd), cl::sub(simulateCmd),
     cl::cat(parallelCategory()));
+cl::opt<std::string> stageMeshesFlag(
+    "stage-meshes",
+    cl::desc("Pipeline stages on submeshes of their own, one per stage in "
+             "order, separated by '/', e.g. dp=4/tp=2/dp=2 (4, 2 and 2 "
+             "devices); each stage's program is compiled on its own submesh. "
+             "Replaces --mesh"),
+    cl::value_desc("MESH/MESH/..."), cl::sub(compileCmd), cl::sub(simulateCmd),
+    cl::cat(parallelCategory()));
 cl::opt<std::string> modeFlag(
     "mode",
     cl::desc("data (split the batch over every device, replicate "
@@ -506,6 +514,12 @@ struct StageCandidate {
   std::function<double(double)> sendSeconds;
 };
 StageCandidate *evaluating = nullptr;
+/// --stage-meshes: each compile's stage functions are made for submeshes
+/// of their own, and layers go to the stages the first compile chose.
+bool ownStageMeshes = false;
+std::optional<llvm::StringMap<int64_t>> fixedLayerStages;
+/// The layers' stages the last compile chose (empty where given per node).
+llvm::StringMap<int64_t> chosenLayerStages;
 /// The shapes `--stages auto` costed, best first: the next is compiled when
 /// one's plan exceeds the memory limit.
 std::vector<StageCandidate> rankedShapes;
@@ -543,6 +557,9 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
   sharding::PipelineOptions pipeline;
   pipeline.microBatches = microBatchesFlag;
   pipeline.schedule = pipelineScheduleFlag;
+  pipeline.ownMeshes = ownStageMeshes;
+  if (fixedLayerStages)
+    pipeline.layerStages = *fixedLayerStages;
   const layout::Mesh fullMesh = *mesh;
   if (std::optional<unsigned> pp = meshAttr->getAxisIndex("pp")) {
     if (*pp != 0)
@@ -838,14 +855,16 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
     if (auto stage = op.getAttrOfType<IntegerAttr>(LoomDialect::kStageAttrName))
       pipeline.nodeStages[sharding::nodeName(&op)] = stage.getInt();
   PassManager lower(&context);
-  lower.addNestedPass<func::FuncOp>(createPartition());
+  PartitionOptions partitionOptions;
+  partitionOptions.recordLayouts = ownStageMeshes;
+  lower.addNestedPass<func::FuncOp>(createPartition(partitionOptions));
   lower.addPass(createCSEPass());
   if (failed(lower.run(module)))
     return reportError(modelPath + ": cannot partition the model on " +
                        mesh->toString() + ": " + diagnostics);
   explanation->recordProgram(func);
   if (mode == "auto" && train && pipeline.nodeStages.empty() &&
-      (pipeline.stages > 1 || evaluating)) {
+      pipeline.layerStages.empty() && (pipeline.stages > 1 || evaluating)) {
     // The stages' layers by the cost model (Alpa's inter-op pass on this
     // submesh): each layer costed on the partitioned program.
     FailureOr<std::vector<search::LayerCost>> layers =
@@ -929,6 +948,7 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
       return reportError(modelPath + ": cannot pipeline the step on " +
                          meshFlag + ": " + error);
     explanation->recordPipeline(*stages);
+    chosenLayerStages = stages->layerStages;
   }
   return 0;
 }
@@ -1043,6 +1063,124 @@ std::optional<plan::Plan> buildPlan(const cost::HardwareProfile &cluster,
     return fail(reportError(modelPath + ": " + error));
   *plan->mutable_explanation() = explanation->finish();
   return plan;
+}
+
+/// The messages between the stages of `plan`, each end checked against the
+/// other: the same tags and global types both ways. Stages of a
+/// --stage-meshes plan come from different compiles, which must agree on
+/// what crosses.
+std::optional<std::string> checkStageMessages(const plan::Plan &plan) {
+  using End = std::tuple<int64_t, int64_t, int64_t>; // from, to, tag
+  std::map<End, std::string> sends, recvs;
+  auto typeText = [](const plan::Value &v) {
+    std::string text = plan::DType_Name(v.global_type().dtype()) + "[";
+    for (int64_t d : v.global_type().shape())
+      text += std::to_string(d) + ",";
+    return text + "]";
+  };
+  for (const plan::Stage &stage : plan.stages()) {
+    const plan::Program &program = stage.program();
+    for (const plan::Instruction &inst : program.instructions()) {
+      if (inst.op() != "send" && inst.op() != "recv")
+        continue;
+      int64_t peer = -1, tag = -1;
+      for (const plan::Attribute &a : inst.attributes()) {
+        if (a.name() == "peer_stage")
+          peer = a.int_value();
+        if (a.name() == "tag")
+          tag = a.int_value();
+      }
+      if (inst.op() == "send")
+        sends[{stage.index(), peer, tag}] =
+            typeText(program.values(inst.operands(0)));
+      else
+        recvs[{peer, stage.index(), tag}] =
+            typeText(program.values(inst.results(0)));
+    }
+  }
+  for (const auto &[ends, type] : sends) {
+    auto [from, to, tag] = ends;
+    auto it = recvs.find(ends);
+    std::string where = "stage " + std::to_string(from) + " sends tag " +
+                        std::to_string(tag) + " (" + type + ") to stage " +
+                        std::to_string(to);
+    if (it == recvs.end())
+      return where + ", which does not receive it";
+    if (it->second != type)
+      return where + ", which receives it as " + it->second;
+  }
+  for (const auto &[ends, type] : recvs)
+    if (!sends.count(ends))
+      return "stage " + std::to_string(std::get<1>(ends)) + " receives tag " +
+             std::to_string(std::get<2>(ends)) + " from stage " +
+             std::to_string(std::get<0>(ends)) + ", which does not send it";
+  return std::nullopt;
+}
+
+/// --stage-meshes: compiles the step once per distinct submesh (with P
+/// stages of it, P the number of stage meshes; the later compiles give
+/// layers the stages the first chose) and takes stage s from the compile
+/// on its own submesh. Every compile numbers the values that cross stages
+/// by the compute ops that make them, so the stages' sends and receives
+/// pair up; this is checked.
+std::optional<plan::Plan>
+buildOnStageMeshes(const cost::HardwareProfile &cluster, int64_t searchLimit,
+                   int &exitCode) {
+  auto fail = [&](const std::string &message) -> std::optional<plan::Plan> {
+    exitCode = reportError(message);
+    return std::nullopt;
+  };
+  SmallVector<StringRef> shapes;
+  StringRef(stageMeshesFlag).split(shapes, '/');
+  if (shapes.size() < 2)
+    return fail("--stage-meshes expects a submesh per stage separated by "
+                "'/', e.g. dp=4/tp=2, got '" +
+                stageMeshesFlag + "'");
+  for (StringRef shape : shapes)
+    if (shape.empty() || shape.contains("pp="))
+      return fail("--stage-meshes: each stage's submesh names its axes, "
+                  "without pp (the stages are the list), got '" +
+                  stageMeshesFlag + "'");
+  const std::string stages = std::to_string(shapes.size());
+  std::map<std::string, plan::Plan> plans;
+  ownStageMeshes = true;
+  fixedLayerStages.reset();
+  for (StringRef shape : shapes) {
+    if (plans.count(shape.str()))
+      continue;
+    meshFlag = "pp=" + stages + "," + shape.str();
+    std::optional<plan::Plan> plan = buildPlan(cluster, searchLimit, exitCode);
+    if (!plan)
+      return std::nullopt;
+    if (!fixedLayerStages)
+      fixedLayerStages = chosenLayerStages;
+    plans[shape.str()] = std::move(*plan);
+  }
+  plan::Plan out = plans[shapes.front().str()];
+  out.clear_stages();
+  int64_t next = 0;
+  for (auto [s, shape] : llvm::enumerate(shapes)) {
+    plan::Stage *stage = out.add_stages();
+    *stage = plans[shape.str()].stages(static_cast<int>(s));
+    stage->clear_ranks();
+    int64_t devices = 1;
+    for (const plan::Mesh::Axis &axis : stage->mesh().axes())
+      devices *= axis.size();
+    for (int64_t r = 0; r < devices; ++r)
+      stage->add_ranks(next++);
+    // The stage as its own compile explains it (the per-node table and the
+    // totals are the first submesh's compile).
+    const plan::Explanation &own = plans[shape.str()].explanation();
+    if (static_cast<int>(s) < own.stages_size() &&
+        static_cast<int>(s) < out.explanation().stages_size())
+      *out.mutable_explanation()->mutable_stages(static_cast<int>(s)) =
+          own.stages(static_cast<int>(s));
+  }
+  out.mutable_mesh()->mutable_axes(0)->set_size(next);
+  if (std::optional<std::string> mismatch = checkStageMessages(out))
+    return fail(modelPath + ": the compiles on " + stageMeshesFlag +
+                " disagree on the values that cross stages: " + *mismatch);
+  return out;
 }
 
 /// Alpa's choice of submeshes, as far as Loom goes today: per micro-batch
@@ -1246,6 +1384,11 @@ int runCompile() {
   std::optional<cost::HardwareProfile> cluster = loadCluster(exitCode);
   if (!cluster)
     return exitCode;
+  if (!stageMeshesFlag.empty() &&
+      (!meshFlag.empty() || !stagesFlag.empty() || !train))
+    return reportError("--stage-meshes pipelines a training step (--train) "
+                       "over the submeshes it lists: it replaces --mesh and "
+                       "--stages");
   if (!stagesFlag.empty())
     if (int code = chooseStages(*cluster))
       return code;
@@ -1269,7 +1412,9 @@ int runCompile() {
   std::optional<plan::Plan> plan;
   size_t shape = 0;
   for (int attempt = 0;; ++attempt) {
-    plan = buildPlan(*cluster, searchLimit, exitCode);
+    plan = stageMeshesFlag.empty()
+               ? buildPlan(*cluster, searchLimit, exitCode)
+               : buildOnStageMeshes(*cluster, searchLimit, exitCode);
     if (!plan)
       return exitCode;
     int64_t peak = 0;
@@ -1400,12 +1545,14 @@ int runCompile() {
                      inst.op() == "reduce_scatter" || inst.op() == "all_to_all";
   }
   std::string devices;
+  int64_t ranks = 0;
+  for (const plan::Stage &stage : plan->stages())
+    ranks += stage.ranks_size();
   if (!meshFlag.empty())
-    devices =
-        ", partitioned over " +
-        std::to_string(plan->stages_size() * plan->stages(0).ranks_size()) +
-        " devices (" + meshFlag + ") with " + std::to_string(collectives) +
-        " collectives";
+    devices = ", partitioned over " + std::to_string(ranks) + " devices (" +
+              (stageMeshesFlag.empty() ? meshFlag.getValue()
+                                       : "stage meshes " + stageMeshesFlag) +
+              ") with " + std::to_string(collectives) + " collectives";
   if (plan->stages_size() > 1)
     devices +=
         " in " + std::to_string(plan->stages_size()) + " stages (" +

@@ -313,7 +313,17 @@ void printExplanation(const plan::Plan &plan, const std::string &title,
       const plan::Program *program = s.index() < plan.stages_size()
                                          ? &plan.stages(s.index()).program()
                                          : nullptr;
-      os << "  stage " << s.index() << ": layers ";
+      os << "  stage " << s.index();
+      if (s.index() < plan.stages_size() &&
+          plan.stages(s.index()).mesh().axes_size() > 0) {
+        os << " on [";
+        for (const plan::Mesh::Axis &axis :
+             plan.stages(s.index()).mesh().axes())
+          os << (&axis == &plan.stages(s.index()).mesh().axes(0) ? "" : ",")
+             << axis.name() << "=" << axis.size();
+        os << "]";
+      }
+      os << ": layers ";
       if (s.chunks_size() > 0) {
         for (int c = 0; c < s.chunks_size(); ++c)
           os << (c ? ", " : "") << "chunk " << c * e.stages_size() + s.index()

@@ -297,6 +297,7 @@ std::optional<plan::Plan> Emitter::run(ModuleOp module) {
     plan.set_source(source.str());
   int64_t stages = 1, microBatches = 1, virtualStages = 1;
   std::string scheduleName, pipelineAxis;
+  bool ownMeshes = false;
   if (auto pipeline = funcs.front()->getAttrOfType<DictionaryAttr>(
           LoomDialect::kPipelineAttrName)) {
     stages = pipeline.getAs<IntegerAttr>("stages").getInt();
@@ -306,6 +307,7 @@ std::optional<plan::Plan> Emitter::run(ModuleOp module) {
       virtualStages = chunks.getInt();
     auto axis = pipeline.getAs<StringAttr>("axis");
     pipelineAxis = axis ? axis.str() : "pp";
+    ownMeshes = static_cast<bool>(pipeline.get("own_mesh"));
     for (auto [i, f] : llvm::enumerate(funcs))
       if (stageOf(f) != static_cast<int64_t>(i)) {
         fail(f, "the pipeline's stage functions must be stages 0 to " +
@@ -327,6 +329,34 @@ std::optional<plan::Plan> Emitter::run(ModuleOp module) {
   schedule->set_micro_batches(static_cast<int32_t>(microBatches));
   if (scheduleName == "interleaved")
     schedule->set_virtual_stages(static_cast<int32_t>(virtualStages));
+  // Stages on submeshes of their own: each stage's mesh is its function's,
+  // its ranks follow the previous stage's, and the plan's mesh counts them.
+  if (ownMeshes) {
+    int64_t next = 0;
+    for (auto [s, f] : llvm::enumerate(funcs)) {
+      auto mesh = f->getAttrOfType<MeshAttr>(LoomDialect::kMeshAttrName);
+      if (!mesh) {
+        fail(f, "a stage on a submesh of its own needs its loom.mesh");
+        return std::nullopt;
+      }
+      plan::Stage *stage = plan.add_stages();
+      stage->set_index(static_cast<int32_t>(s));
+      for (auto [name, size] :
+           llvm::zip(mesh.getAxisNames(), mesh.getAxisSizes())) {
+        plan::Mesh::Axis *axis = stage->mutable_mesh()->add_axes();
+        axis->set_name(name.str());
+        axis->set_size(size);
+      }
+      for (int64_t r = 0; r < mesh.getNumDevices(); ++r)
+        stage->add_ranks(next++);
+      if (!emitProgram(f, *stage->mutable_program()))
+        return std::nullopt;
+    }
+    plan::Mesh::Axis *axis = plan.mutable_mesh()->add_axes();
+    axis->set_name("devices");
+    axis->set_size(next);
+    return plan;
+  }
   // The mesh: the stages' submesh, after the pipeline axis.
   int64_t devices = 1;
   if (auto mesh =
@@ -481,10 +511,15 @@ bool Emitter::emitProgram(func::FuncOp func, plan::Program &out) {
         for (int64_t &a : *converted->mutable_ints_value()->mutable_values())
           a += axisShift;
     }
+    auto layouts =
+        op.getAttrOfType<ArrayAttr>(LoomDialect::kResultLayoutsAttrName);
     for (Value result : op.getResults()) {
       plan::Value *pv = addValue(result, plan::Value::TEMPORARY, &op);
       if (!pv)
         return false;
+      if (layouts)
+        setLayout(pv, cast<TensorLayoutAttr>(
+                          layouts[cast<OpResult>(result).getResultNumber()]));
       inst->add_results(pv->id());
     }
   }

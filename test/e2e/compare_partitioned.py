@@ -248,6 +248,11 @@ def fixed_configs(model):
                     ["--optimizer", "sgd", "--schedule", "gpipe"] + mb(4)))
     configs.append(("pipeline pp=2,dp=2 1f1b m=4 momentum", "pp=2,dp=2", None,
                     ["--optimizer", "momentum"] + mb(4)))
+    # Stages on submeshes of their own (--stage-meshes): each stage compiled
+    # on its own submesh, values moving block by block between stages of
+    # different sizes and layouts.
+    configs.append(("stage meshes dp=2/dp=1 1f1b m=2", "dp=2/dp=1", None,
+                    ["--optimizer", "sgd"] + mb(2)))
     if model == "gpt":
         adamw = ["--optimizer", "adamw", "--eps", "1e-3"]
         configs += [
@@ -286,6 +291,30 @@ def fixed_configs(model):
             # the pipeline shape too, under a memory limit one stage does not fit.
             ("pipeline pp=2,dp=2 auto m=4", "pp=2,dp=2", None,
              ["--optimizer", "sgd", "--mode", "auto"] + mb(4)),
+            # Stages on submeshes of different sizes and shapes: data
+            # parallelism on 4 ranks, then on 2; the search on each stage's
+            # own submesh (tensor parallelism and partial sums at the
+            # boundaries); three stages of 2, 4 and 1 ranks.
+            ("stage meshes dp=4/dp=2 1f1b m=2", "dp=4/dp=2", None,
+             ["--optimizer", "sgd"] + mb(2)),
+            ("stage meshes dp=2,tp=2/dp=1,tp=2 megatron 1f1b m=2", "dp=2,tp=2/dp=1,tp=2",
+             MEGATRON[model]("dp"), ["--optimizer", "sgd"] + mb(2)),
+            # The residual stream kept a partial sum over tp across the stage
+            # boundary: stage 0 reduces it before sending, stage 1 makes it
+            # partial again for the add that takes it so.
+            ("stage meshes dp=2,tp=2/dp=1,tp=4 partial residual m=2", "dp=2,tp=2/dp=1,tp=4",
+             MEGATRON[model]("dp") + [
+                 {"pattern": "/blocks.*/*/proj/Add", "strategy": [[1], ["dp", 1, 1]],
+                  "partial": "tp"},
+                 {"node": "/blocks.0/Add_1", "strategy": [["dp", 1, 1], ["dp", 1, 1]],
+                  "partial": "tp"},
+                 {"node": "/blocks.1/Add", "strategy": [["dp", 1, 1], ["dp", 1, 1]],
+                  "partial": "tp"}],
+             ["--optimizer", "momentum"] + mb(2)),
+            ("stage meshes dp=2/tp=2 auto 1f1b m=2", "dp=2/tp=2", None,
+             ["--optimizer", "momentum", "--mode", "auto"] + mb(2)),
+            ("stage meshes tp=2/dp=2,tp=2/dp=1 auto gpipe m=4", "tp=2/dp=2,tp=2/dp=1", None,
+             ["--optimizer", "sgd", "--mode", "auto", "--schedule", "gpipe"] + mb(4)),
             ("pipeline --stages auto dp=4", "dp=4", None,
              ["--optimizer", "sgd", "--mode", "auto", "--stages", "auto",
               "--memory-limit", "4000000"]),
@@ -378,9 +407,12 @@ def main():
 
         def check(name, mesh, strategy, flags, mpi=False, expect_valid=True):
             nonlocal failures, total
-            d = os.path.join(root, name.replace(" ", "_").replace(",", "_").replace("=", ""))
+            d = os.path.join(root, name.replace(" ", "_").replace(",", "_").replace("=", "")
+                             .replace("/", "+"))
             os.makedirs(d, exist_ok=True)
-            extra = flags + ["--lr", "0.1", "--mesh", mesh]
+            # Stages on submeshes of their own: "dp=4/tp=2" (--stage-meshes).
+            own = "/" in mesh
+            extra = flags + ["--lr", "0.1", "--stage-meshes" if own else "--mesh", mesh]
             if strategy is not None:
                 path = os.path.join(d, "strategy.json")
                 with open(path, "w") as f:
@@ -396,9 +428,12 @@ def main():
                 total += 1
                 print(f"FAIL {model} {name}: compile: {output.strip()}")
                 return True
-            ranks = 1
-            for part in mesh.split(","):
-                ranks *= int(part.split("=")[1])
+            ranks = 0
+            for submesh in mesh.split("/"):
+                devices = 1
+                for part in submesh.split(","):
+                    devices *= int(part.split("=")[1])
+                ranks += devices
             code, output = runner.train(model, plan, d, ranks=ranks, mpi=mpi)
             total += 1
             optimizer = flags[flags.index("--optimizer") + 1]

@@ -71,7 +71,7 @@ func.func @sharding_count(%x: tensor<4x4xf32>, %y: tensor<4x4xf32>) -> tensor<4x
 
 // -----
 
-// expected-error @+1 {{'loom.pipeline' must be a dictionary {stage, stages, micro_batches, schedule = "gpipe", "1f1b" or "interleaved", optional virtual_stages >= 1} on a function}}
+// expected-error @+1 {{'loom.pipeline' must be a dictionary {stage, stages, micro_batches, schedule = "gpipe", "1f1b" or "interleaved", optional virtual_stages >= 1, optional unit own_mesh} on a function}}
 func.func @pipeline_schedule() attributes {loom.pipeline = {stage = 0 : i64, stages = 2 : i64, micro_batches = 2 : i64, schedule = "zigzag"}} {
   return
 }
@@ -87,4 +87,34 @@ func.func @pipeline_virtual_stages() attributes {loom.pipeline = {stage = 0 : i6
 
 func.func @pipeline_interleaved() attributes {loom.pipeline = {stage = 1 : i64, stages = 2 : i64, micro_batches = 4 : i64, schedule = "interleaved", virtual_stages = 2 : i64}} {
   return
+}
+
+// -----
+
+// expected-error @+1 {{'loom.pipeline' must be a dictionary}}
+func.func @pipeline_own_mesh() attributes {loom.pipeline = {stage = 0 : i64, stages = 2 : i64, micro_batches = 1 : i64, schedule = "1f1b", own_mesh = 1 : i64}} {
+  return
+}
+
+// -----
+
+func.func @layouts_count(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'loom.layouts' must be an array of #loom.layout, one per result of the op}}
+  %a = loom.relu %x {loom.layouts = []} : (tensor<4xf32>) -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+func.func @layouts_rank(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'loom.layouts': a layout's rank differs from its result's}}
+  %a = loom.relu %x {loom.layouts = [#loom.layout<#loom.mesh<tp = 2>, [[], []]>]} : (tensor<4xf32>) -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+func.func @layouts_ok(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %a = loom.relu %x {loom.layouts = [#loom.layout<#loom.mesh<tp = 2>, [[tp]], partial = []>]} : (tensor<4xf32>) -> tensor<4xf32>
+  return %a : tensor<4xf32>
 }
