@@ -1186,9 +1186,9 @@ buildOnStageMeshes(const cost::HardwareProfile &cluster, int64_t searchLimit,
 /// Alpa's choice of submeshes, as far as Loom goes today: per micro-batch
 /// count, the 1F1B (or GPipe) shapes costed are the submesh sizes stages
 /// may take, and search::splitOnSubmeshes splits the layers over stages of
-/// mixed sizes. Every stage of a plan still runs on the same submesh, so
-/// this reports what mixing would predict against the equal stages, and
-/// compiles nothing.
+/// mixed sizes. This reports what mixing would predict against the equal
+/// stages, and the --stage-meshes that compiles those submeshes; it
+/// compiles nothing itself.
 void reportMixedSubmeshes(const std::vector<StageCandidate> &candidates) {
   std::map<std::pair<std::string, int64_t>, std::vector<const StageCandidate *>>
       groups;
@@ -1242,8 +1242,12 @@ void reportMixedSubmeshes(const std::vector<StageCandidate> &candidates) {
     if (uniform)
       outs() << ", against " << explain::formatSeconds(uniform->seconds)
              << " on equal stages (" << uniform->mesh << ")";
-    outs() << "; not compiled: every stage of a plan runs on the same "
-              "submesh\n";
+    std::string meshes;
+    for (size_t s = 0; s < mixed->starts.size(); ++s)
+      meshes += (s ? "/" : "") + shapes[mixed->shapes[s]].name;
+    outs() << "; not compiled (--stage-meshes " << meshes
+           << " compiles these submeshes, with its own split of the "
+              "layers)\n";
   }
 }
 
