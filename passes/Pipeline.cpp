@@ -1130,8 +1130,8 @@ FailureOr<std::vector<search::LayerCost>> Pipeliner::measure() {
     error = "@main must have a single block";
     return failure();
   }
-  if (failed(classify()) || failed(assignStages()) ||
-      (options.ownMeshes && failed(crossAtRoots())) || failed(placeState()))
+  // Costs only: the IR is left as it is (no crossAtRoots).
+  if (failed(classify()) || failed(assignStages()) || failed(placeState()))
     return failure();
   std::vector<search::LayerCost> costs = stageCosts();
   for (auto [cost, layer] : llvm::zip(costs, layers))
