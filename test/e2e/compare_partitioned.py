@@ -250,9 +250,10 @@ def fixed_configs(model):
                     ["--optimizer", "momentum"] + mb(4)))
     # Stages on submeshes of their own (--stage-meshes): each stage compiled
     # on its own submesh, values moving block by block between stages of
-    # different sizes and layouts.
-    configs.append(("stage meshes dp=2/dp=1 1f1b m=2", "dp=2/dp=1", None,
-                    ["--optimizer", "sgd"] + mb(2)))
+    # different sizes and layouts (the GPT's below).
+    if model == "mlp":
+        configs.append(("stage meshes dp=2/dp=1 1f1b m=2", "dp=2/dp=1", None,
+                        ["--optimizer", "sgd"] + mb(2)))
     if model == "gpt":
         adamw = ["--optimizer", "adamw", "--eps", "1e-3"]
         configs += [
@@ -292,13 +293,12 @@ def fixed_configs(model):
             ("pipeline pp=2,dp=2 auto m=4", "pp=2,dp=2", None,
              ["--optimizer", "sgd", "--mode", "auto"] + mb(4)),
             # Stages on submeshes of different sizes and shapes: data
-            # parallelism on 4 ranks, then on 2; the search on each stage's
-            # own submesh (tensor parallelism and partial sums at the
-            # boundaries); three stages of 2, 4 and 1 ranks.
+            # parallelism on 4 ranks, then on 2; Megatron's layouts on 4 and
+            # 8 ranks; the search on each of three stages of 2, 4 and 1
+            # ranks. (Megatron on dp=2,tp=2/dp=1,tp=2:
+            # test/lit/Runtime/train-stage-meshes.test.)
             ("stage meshes dp=4/dp=2 1f1b m=2", "dp=4/dp=2", None,
              ["--optimizer", "sgd"] + mb(2)),
-            ("stage meshes dp=2,tp=2/dp=1,tp=2 megatron 1f1b m=2", "dp=2,tp=2/dp=1,tp=2",
-             MEGATRON[model]("dp"), ["--optimizer", "sgd"] + mb(2)),
             # The residual stream kept a partial sum over tp across the stage
             # boundary: stage 0 reduces it before sending, stage 1 makes it
             # partial again for the add that takes it so.
@@ -311,8 +311,6 @@ def fixed_configs(model):
                  {"node": "/blocks.1/Add", "strategy": [["dp", 1, 1], ["dp", 1, 1]],
                   "partial": "tp"}],
              ["--optimizer", "momentum"] + mb(2)),
-            ("stage meshes dp=2/tp=2 auto 1f1b m=2", "dp=2/tp=2", None,
-             ["--optimizer", "momentum", "--mode", "auto"] + mb(2)),
             ("stage meshes tp=2/dp=2,tp=2/dp=1 auto gpipe m=4", "tp=2/dp=2,tp=2/dp=1", None,
              ["--optimizer", "sgd", "--mode", "auto", "--schedule", "gpipe"] + mb(4)),
             ("pipeline --stages auto dp=4", "dp=4", None,
@@ -451,6 +449,10 @@ def main():
             return True
 
         for name, mesh, strategy, flags in fixed_configs(model):
+            # Where stages' messages go does not depend on the precision:
+            # --stage-meshes is checked in f32 only.
+            if args.precision != "f32" and name.startswith("stage meshes"):
+                continue
             if not args.only or args.only in name:
                 check(name, mesh, strategy, flags)
         if args.only or model in GENERATED:
