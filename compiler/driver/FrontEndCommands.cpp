@@ -523,6 +523,9 @@ llvm::StringMap<int64_t> chosenLayerStages;
 /// The shapes `--stages auto` costed, best first: the next is compiled when
 /// one's plan exceeds the memory limit.
 std::vector<StageCandidate> rankedShapes;
+/// The layers' stages --stage-meshes compiles with, when --stages auto
+/// chose them with the submeshes (else the first compile chooses).
+std::optional<llvm::StringMap<int64_t>> presetLayerStages;
 /// partition()'s code for a candidate costed, not an error.
 constexpr int kEvaluated = -1;
 
@@ -1144,7 +1147,7 @@ buildOnStageMeshes(const cost::HardwareProfile &cluster, int64_t searchLimit,
   const std::string stages = std::to_string(shapes.size());
   std::map<std::string, plan::Plan> plans;
   ownStageMeshes = true;
-  fixedLayerStages.reset();
+  fixedLayerStages = presetLayerStages;
   for (StringRef shape : shapes) {
     if (plans.count(shape.str()))
       continue;
@@ -1177,19 +1180,48 @@ buildOnStageMeshes(const cost::HardwareProfile &cluster, int64_t searchLimit,
           own.stages(static_cast<int>(s));
   }
   out.mutable_mesh()->mutable_axes(0)->set_size(next);
+  // The predicted step from the stages' own times (1F1B and GPipe), the
+  // totals' split between compute and communication kept.
+  plan::Explanation &explanation = *out.mutable_explanation();
+  std::vector<double> micro, step;
+  for (const plan::Explanation::Stage &stage : explanation.stages()) {
+    micro.push_back(stage.micro_batch_seconds());
+    step.push_back(stage.step_seconds());
+  }
+  double seconds = search::pipelineSeconds(micro, step, microBatchesFlag);
+  if (explanation.virtual_stages() <= 1 && seconds > 0 &&
+      explanation.step_seconds() > 0) {
+    double scale = seconds / explanation.step_seconds();
+    explanation.set_step_seconds(seconds);
+    explanation.set_compute_seconds(explanation.compute_seconds() * scale);
+    explanation.set_comm_seconds(explanation.comm_seconds() * scale);
+  }
   if (std::optional<std::string> mismatch = checkStageMessages(out))
     return fail(modelPath + ": the compiles on " + stageMeshesFlag +
                 " disagree on the values that cross stages: " + *mismatch);
   return out;
 }
 
-/// Alpa's choice of submeshes, as far as Loom goes today: per micro-batch
-/// count, the 1F1B (or GPipe) shapes costed are the submesh sizes stages
-/// may take, and search::splitOnSubmeshes splits the layers over stages of
-/// mixed sizes. This reports what mixing would predict against the equal
-/// stages, and the --stage-meshes that compiles those submeshes; it
-/// compiles nothing itself.
-void reportMixedSubmeshes(const std::vector<StageCandidate> &candidates) {
+/// Stages on submeshes of different sizes that --stages auto may compile:
+/// the submeshes (as --stage-meshes takes them), each layer's stage, and
+/// the pipeline they were costed for.
+struct MixedSubmeshes {
+  std::string stageMeshes;
+  llvm::StringMap<int64_t> layerStages;
+  int64_t microBatches = 1;
+  std::string schedule;
+  double seconds = 0;
+};
+
+/// Alpa's choice of submeshes: per micro-batch count, the 1F1B (or GPipe)
+/// shapes costed are the submesh sizes stages may take, and
+/// search::splitOnSubmeshes splits the layers over stages of mixed sizes
+/// (every stage within the memory limit). This reports each count's best
+/// split against the equal stages, and returns the fastest split whose
+/// stages are not all of one size.
+std::optional<MixedSubmeshes>
+chooseMixedSubmeshes(const std::vector<StageCandidate> &candidates) {
+  std::optional<MixedSubmeshes> best;
   std::map<std::pair<std::string, int64_t>, std::vector<const StageCandidate *>>
       groups;
   for (const StageCandidate &c : candidates)
@@ -1204,7 +1236,8 @@ void reportMixedSubmeshes(const std::vector<StageCandidate> &candidates) {
       StringRef submesh = c->mesh;
       if (c->stages > 1)
         submesh = submesh.split(',').second;
-      shapes.push_back({submesh.str(), c->stageDevices, c->layers});
+      shapes.push_back(
+          {submesh.str(), c->stageDevices, c->layers, c->sendSeconds});
       if (c->fits && (!uniform || c->seconds < uniform->seconds))
         uniform = c;
     }
@@ -1213,7 +1246,6 @@ void reportMixedSubmeshes(const std::vector<StageCandidate> &candidates) {
     options.microBatches = key.second;
     options.schedule = key.first;
     options.memoryLimit = group.front()->memoryLimit;
-    options.sendSeconds = group.front()->sendSeconds;
     std::optional<search::SubmeshSplit> mixed =
         search::splitOnSubmeshes(shapes, options);
     if (!mixed)
@@ -1242,13 +1274,20 @@ void reportMixedSubmeshes(const std::vector<StageCandidate> &candidates) {
     if (uniform)
       outs() << ", against " << explain::formatSeconds(uniform->seconds)
              << " on equal stages (" << uniform->mesh << ")";
-    std::string meshes;
-    for (size_t s = 0; s < mixed->starts.size(); ++s)
-      meshes += (s ? "/" : "") + shapes[mixed->shapes[s]].name;
-    outs() << "; not compiled (--stage-meshes " << meshes
-           << " compiles these submeshes, with its own split of the "
-              "layers)\n";
+    outs() << "\n";
+    if (best && best->seconds <= mixed->seconds)
+      continue;
+    best.emplace();
+    for (size_t s = 0; s < mixed->starts.size(); ++s) {
+      best->stageMeshes += (s ? "/" : "") + shapes[mixed->shapes[s]].name;
+      for (size_t i = mixed->starts[s]; i < mixed->end(s, layers.size()); ++i)
+        best->layerStages[layers[i].name] = static_cast<int64_t>(s);
+    }
+    best->microBatches = key.second;
+    best->schedule = key.first;
+    best->seconds = mixed->seconds;
   }
+  return best;
 }
 
 /// `--stages auto`: costs every pipeline shape of the mesh (P stages
@@ -1357,7 +1396,7 @@ int chooseStages(const cost::HardwareProfile &cluster) {
                        ": --stages auto found no pipeline shape "
                        "of --mesh " +
                        original + " that can be costed");
-  reportMixedSubmeshes(candidates);
+  std::optional<MixedSubmeshes> mixed = chooseMixedSubmeshes(candidates);
   for (const StageCandidate &c : candidates)
     if (c.why.empty())
       rankedShapes.push_back(c);
@@ -1367,6 +1406,25 @@ int chooseStages(const cost::HardwareProfile &cluster) {
                        return a.fits;
                      return a.seconds < b.seconds;
                    });
+  batchFlag = batch;
+  earlierChoice.reset();
+  if (mixed && (!best->fits || mixed->seconds < best->seconds)) {
+    // Compiled as --stage-meshes would, with the layers where the split
+    // put them; the equal stages stay ranked for the memory fallback.
+    outs() << "loom: --stages auto chose submeshes of different sizes, "
+           << mixed->stageMeshes << ", with " << mixed->microBatches
+           << " micro-batch" << (mixed->microBatches == 1 ? "" : "es")
+           << " (predicted " << explain::formatSeconds(mixed->seconds)
+           << ", against " << explain::formatSeconds(best->seconds) << " for "
+           << best->mesh << best->describe() << ")\n";
+    stageMeshesFlag = mixed->stageMeshes;
+    presetLayerStages = std::move(mixed->layerStages);
+    meshFlag = "";
+    microBatchesFlag = mixed->microBatches;
+    pipelineScheduleFlag = mixed->schedule;
+    virtualStagesFlag = 1;
+    return 0;
+  }
   outs() << "loom: --stages auto chose " << best->mesh << " with "
          << best->microBatches << " micro-batch"
          << (best->microBatches == 1 ? "" : "es") << best->describe()
@@ -1375,8 +1433,6 @@ int chooseStages(const cost::HardwareProfile &cluster) {
                           "count: the fastest")
          << "\n";
   best->select();
-  batchFlag = batch;
-  earlierChoice.reset();
   return 0;
 }
 
@@ -1415,6 +1471,8 @@ int runCompile() {
   int64_t searchLimit = memoryLimitFlag;
   std::optional<plan::Plan> plan;
   size_t shape = 0;
+  // --stages auto's submeshes of different sizes, before rankedShapes[0].
+  bool mixed = presetLayerStages.has_value();
   for (int attempt = 0;; ++attempt) {
     plan = stageMeshesFlag.empty()
                ? buildPlan(*cluster, searchLimit, exitCode)
@@ -1427,17 +1485,28 @@ int runCompile() {
                                 stage.program().arena_bytes());
     if (plan->explanation().mode() != "auto" || limit <= 0 || peak <= limit)
       break;
-    if (shape + 1 < rankedShapes.size() && rankedShapes[shape + 1].fits) {
+    const size_t nextShape = mixed ? 0 : shape + 1;
+    if (nextShape < rankedShapes.size() && rankedShapes[nextShape].fits) {
       // The split's count of memory misses the arena's transients: the
       // next pipeline shape rather than a search under a lowered limit.
-      const StageCandidate &next = rankedShapes[++shape];
-      outs() << "loom: the plan of " << meshFlag << " needs "
-             << sharding::formatBytes(static_cast<double>(peak))
+      shape = nextShape;
+      const StageCandidate &next = rankedShapes[shape];
+      outs() << "loom: the plan of "
+             << (mixed ? "--stage-meshes " + stageMeshesFlag
+                       : meshFlag.getValue())
+             << " needs " << sharding::formatBytes(static_cast<double>(peak))
              << " per device, over the limit of "
              << sharding::formatBytes(static_cast<double>(limit))
              << "; --stages auto takes the next shape, " << next.mesh
              << " with " << next.microBatches << " micro-batches"
              << next.describe() << "\n";
+      if (mixed) {
+        mixed = false;
+        stageMeshesFlag = "";
+        presetLayerStages.reset();
+        fixedLayerStages.reset();
+        ownStageMeshes = false;
+      }
       batchFlag = batchFlag * microBatchesFlag / next.microBatches;
       next.select();
       earlierChoice.reset();

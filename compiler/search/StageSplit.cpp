@@ -576,6 +576,8 @@ splitOnSubmeshes(const std::vector<SubmeshShape> &shapes,
   tableOptions.sendSeconds = options.sendSeconds;
   size_t fewestUnits = std::numeric_limits<size_t>::max();
   for (const SubmeshShape &shape : shapes) {
+    tableOptions.sendSeconds =
+        shape.sendSeconds ? shape.sendSeconds : options.sendSeconds;
     problem.tables.emplace_back(shape.layers, tableOptions);
     problem.units.push_back(static_cast<size_t>(shape.devices / unit));
     fewestUnits = std::min(fewestUnits, problem.units.back());

@@ -187,6 +187,10 @@ struct SubmeshShape {
   std::string name;
   int64_t devices = 1;
   std::vector<LayerCost> layers;
+  /// Seconds a stage of this shape takes to send `bytes` to the next
+  /// stage (its ranks' distance to the next stage's is its own size);
+  /// unset: SubmeshSplitOptions::sendSeconds.
+  std::function<double(double bytes)> sendSeconds;
 };
 
 struct SubmeshSplitOptions {
@@ -197,8 +201,9 @@ struct SubmeshSplitOptions {
   std::string schedule = "1f1b";
   /// Bytes per device; <= 0: unlimited.
   double memoryLimit = 0;
-  /// As in StageSplitOptions. A stage's sends are costed on its own shape
-  /// (the bytes its layout holds per device across the cut).
+  /// As in StageSplitOptions, for the shapes without their own. A stage's
+  /// sends are costed on its own shape (the bytes its layout holds per
+  /// device across the cut).
   std::function<double(double bytes)> sendSeconds;
 };
 

@@ -182,6 +182,17 @@ def compare(single, other, rtol):
     return None, worst
 
 
+# What a configuration's compile must print, where the configuration exists to
+# exercise a choice the compiler makes.
+EXPECTED_OUTPUT = {
+    "stage meshes by --stages auto dp=4":
+        "--stages auto chose submeshes of different sizes, dp=2/dp=1/dp=1",
+    "stage meshes by --stages auto over the limit dp=4":
+        "per device, over the limit of 878.9 KiB; --stages auto takes the next shape, "
+        "pp=4,dp=1",
+}
+
+
 def fixed_configs(model):
     if model == "gpt6":
         # Interleaved 1F1B on 4 stages (8 chunks of the 9 layers), with dp, with
@@ -254,6 +265,18 @@ def fixed_configs(model):
     if model == "mlp":
         configs.append(("stage meshes dp=2/dp=1 1f1b m=2", "dp=2/dp=1", None,
                         ["--optimizer", "sgd"] + mb(2)))
+    if model == "cnn":
+        # --stages auto choosing stages on submeshes of different sizes (2, 1
+        # and 1 ranks): under this limit its split over mixed submeshes is
+        # predicted faster than every equal-stage shape.
+        configs.append(("stage meshes by --stages auto dp=4", "dp=4", None,
+                        ["--optimizer", "sgd", "--mode", "auto", "--stages", "auto",
+                         "--memory-limit", "1000000"]))
+        # Under a slightly lower limit the mix's plan does not fit, and the
+        # fastest equal-stage shape is compiled instead.
+        configs.append(("stage meshes by --stages auto over the limit dp=4", "dp=4", None,
+                        ["--optimizer", "sgd", "--mode", "auto", "--stages", "auto",
+                         "--memory-limit", "900000"]))
     if model == "gpt":
         adamw = ["--optimizer", "adamw", "--eps", "1e-3"]
         configs += [
@@ -425,6 +448,13 @@ def main():
                 failures += 1
                 total += 1
                 print(f"FAIL {model} {name}: compile: {output.strip()}")
+                return True
+            expected = EXPECTED_OUTPUT.get(name)
+            if expected and expected not in output:
+                failures += 1
+                total += 1
+                print(f"FAIL {model} {name}: the compile did not print {expected!r}:\n"
+                      f"{output.strip()}")
                 return True
             ranks = 0
             for submesh in mesh.split("/"):

@@ -241,7 +241,7 @@ TEST(SubmeshSplit, OneShapeIsTheUniformSplit) {
 // and 2: four 1-device stages of two blocks and the head alone on 2 devices
 // make every stage 2 s, which neither uniform pipeline can.
 TEST(SubmeshSplit, HeavyLayerEarnsALargerSubmesh) {
-  SubmeshShape one{"dp=1", 1, {}}, two{"dp=2", 2, {}};
+  SubmeshShape one{"dp=1", 1, {}, nullptr}, two{"dp=2", 2, {}, nullptr};
   for (int l = 0; l < 8; ++l) {
     one.layers.push_back(layer("block" + std::to_string(l), 1));
     two.layers.push_back(layer("block" + std::to_string(l), 0.8));
@@ -268,16 +268,44 @@ TEST(SubmeshSplit, HeavyLayerEarnsALargerSubmesh) {
   EXPECT_NEAR(splitStages(two.layers, three)->seconds, 8.4 + 15 * 3.2, 1e-9);
 }
 
+// A stage's sends cost what its own shape says (its ranks' distance to the
+// next stage's is its own size): layer a's forward sends 1 byte, at 10 s a
+// message from a stage of 1 device and 0.5 s from one of 2 (the options'
+// function, as shape two has none). On 3 devices, a on the pair and b on
+// the single device: stage 0 takes 1 + 0.5, stage 1 takes 1, one
+// micro-batch.
+TEST(SubmeshSplit, EachShapeSendsAtItsOwnCost) {
+  SubmeshShape one{"dp=1", 1, {layer("a", 1), layer("b", 1)}, nullptr};
+  SubmeshShape two{"dp=2", 2, {layer("a", 1), layer("b", 1)}, nullptr};
+  one.layers[0].forwardBytes = two.layers[0].forwardBytes = 1;
+  one.sendSeconds = [](double) { return 10.0; };
+  SubmeshSplitOptions options;
+  options.devices = 3;
+  options.sendSeconds = [](double) { return 0.5; };
+  std::optional<SubmeshSplit> got = splitOnSubmeshes({one, two}, options);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->starts, (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(got->shapes, (std::vector<size_t>{1, 0}));
+  EXPECT_DOUBLE_EQ(got->seconds, 2.5);
+  // With the slow sends the pair's, a goes on the single device.
+  one.sendSeconds = nullptr;
+  two.sendSeconds = [](double) { return 10.0; };
+  got = splitOnSubmeshes({one, two}, options);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->shapes, (std::vector<size_t>{0, 1}));
+  EXPECT_DOUBLE_EQ(got->seconds, 2.5);
+}
+
 // The devices must add up: no split of 5 devices into shapes of 2, and
 // shapes that disagree on the layers have none either.
 TEST(SubmeshSplit, InvalidProblemsHaveNoSplit) {
-  SubmeshShape two{"dp=2", 2, {layer("a", 1), layer("b", 1)}};
+  SubmeshShape two{"dp=2", 2, {layer("a", 1), layer("b", 1)}, nullptr};
   SubmeshSplitOptions options;
   options.devices = 5;
   EXPECT_FALSE(splitOnSubmeshes({two}, options));
   options.devices = 4;
   EXPECT_TRUE(splitOnSubmeshes({two}, options));
-  SubmeshShape other{"dp=1", 1, {layer("a", 1), layer("c", 1)}};
+  SubmeshShape other{"dp=1", 1, {layer("a", 1), layer("c", 1)}, nullptr};
   EXPECT_FALSE(splitOnSubmeshes({two, other}, options));
   // 8 devices of 2 need 4 stages, more than the 2 layers.
   options.devices = 8;
