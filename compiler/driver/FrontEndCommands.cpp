@@ -1120,6 +1120,64 @@ std::optional<std::string> checkStageMessages(const plan::Plan &plan) {
   return std::nullopt;
 }
 
+/// --stage-meshes in auto mode: each distinct submesh's layer costs (from
+/// a costing compile of P stages on it), and the layers split over the
+/// stages on their own submeshes (search::splitOnSubmeshes with the
+/// stages' shapes given). nullopt when a submesh's compile does not cost
+/// layers (the user gave stages per node, or an interleaved schedule): the
+/// first compile's split then stands; an exit code in `exitCode` after an
+/// error.
+std::optional<llvm::StringMap<int64_t>>
+splitOverStageMeshes(const cost::HardwareProfile &cluster, int64_t searchLimit,
+                     ArrayRef<StringRef> meshes, int &exitCode) {
+  if (modeFlag != "auto" || pipelineScheduleFlag == "interleaved")
+    return std::nullopt;
+  std::vector<search::SubmeshShape> shapes;
+  search::SubmeshSplitOptions options;
+  options.devices = 0;
+  options.microBatches = microBatchesFlag;
+  options.schedule = pipelineScheduleFlag;
+  std::map<std::string, size_t> index;
+  for (StringRef mesh : meshes) {
+    auto [it, added] = index.try_emplace(mesh.str(), shapes.size());
+    if (added) {
+      StageCandidate c;
+      meshFlag = "pp=" + std::to_string(meshes.size()) + "," + mesh.str();
+      evaluating = &c;
+      int code = 0;
+      std::optional<plan::Plan> none = buildPlan(cluster, searchLimit, code);
+      evaluating = nullptr;
+      if (code > 0) {
+        exitCode = code;
+        return std::nullopt;
+      }
+      if (code != kEvaluated || !c.why.empty())
+        return std::nullopt;
+      shapes.push_back(
+          {mesh.str(), c.stageDevices, std::move(c.layers), c.sendSeconds});
+      options.memoryLimit = c.memoryLimit;
+    }
+    options.stageShapes.push_back(it->second);
+    options.devices += shapes[it->second].devices;
+  }
+  std::optional<search::SubmeshSplit> split =
+      search::splitOnSubmeshes(shapes, options);
+  if (!split)
+    return std::nullopt;
+  const std::vector<search::LayerCost> &layers = shapes.front().layers;
+  llvm::StringMap<int64_t> stages;
+  outs() << "loom: pipeline stages over the stage meshes by the cost model:";
+  for (size_t s = 0; s < split->starts.size(); ++s) {
+    size_t end = split->end(s, layers.size());
+    for (size_t i = split->starts[s]; i < end; ++i)
+      stages[layers[i].name] = static_cast<int64_t>(s);
+    outs() << (s ? ", " : " ") << end - split->starts[s];
+  }
+  outs() << " layers; predicted step " << explain::formatSeconds(split->seconds)
+         << "\n";
+  return stages;
+}
+
 /// --stage-meshes: compiles the step once per distinct submesh (with P
 /// stages of it, P the number of stage meshes; the later compiles give
 /// layers the stages the first chose) and takes stage s from the compile
@@ -1148,6 +1206,12 @@ buildOnStageMeshes(const cost::HardwareProfile &cluster, int64_t searchLimit,
   std::map<std::string, plan::Plan> plans;
   ownStageMeshes = true;
   fixedLayerStages = presetLayerStages;
+  if (!fixedLayerStages) {
+    fixedLayerStages =
+        splitOverStageMeshes(cluster, searchLimit, shapes, exitCode);
+    if (exitCode)
+      return std::nullopt;
+  }
   for (StringRef shape : shapes) {
     if (plans.count(shape.str()))
       continue;

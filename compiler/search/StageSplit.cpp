@@ -463,6 +463,8 @@ struct SubmeshProblem {
   std::vector<StageTable> tables;
   std::vector<size_t> units;
   size_t numLayers = 0, totalUnits = 0, maxStages = 0;
+  /// Empty, or each stage's shape (SubmeshSplitOptions::stageShapes).
+  std::vector<size_t> stageShapes;
   double microBatches = 1;
   bool gpipe = false;
   /// Bytes per device; +inf: unlimited.
@@ -506,6 +508,9 @@ std::optional<SubmeshChoice> solveSubmeshes(const SubmeshProblem &p, double cap,
       for (size_t d = 1; d <= D; ++d) {
         double &cell = best[at(r, i, d)];
         for (size_t k = 0; k < p.tables.size(); ++k) {
+          // With the shapes given, the stage r from the end has its own.
+          if (!p.stageShapes.empty() && k != p.stageShapes[R - r])
+            continue;
           const size_t u = p.units[k];
           if (u > d)
             continue;
@@ -533,7 +538,7 @@ std::optional<SubmeshChoice> solveSubmeshes(const SubmeshProblem &p, double cap,
         }
       }
   size_t stages = 0;
-  for (size_t r = 1; r <= R; ++r)
+  for (size_t r = p.stageShapes.empty() ? 1 : R; r <= R; ++r)
     if (!std::isinf(best[at(r, 0, D)]) &&
         (!stages || lessThan(best[at(r, 0, D)], best[at(stages, 0, D)])))
       stages = r;
@@ -585,6 +590,18 @@ splitOnSubmeshes(const std::vector<SubmeshShape> &shapes,
   problem.numLayers = L;
   problem.totalUnits = static_cast<size_t>(options.devices / unit);
   problem.maxStages = std::min(L, problem.totalUnits / fewestUnits);
+  if (!options.stageShapes.empty()) {
+    size_t units = 0;
+    for (size_t k : options.stageShapes) {
+      if (k >= shapes.size())
+        return std::nullopt;
+      units += problem.units[k];
+    }
+    if (units != problem.totalUnits || options.stageShapes.size() > L)
+      return std::nullopt;
+    problem.stageShapes = options.stageShapes;
+    problem.maxStages = options.stageShapes.size();
+  }
   problem.microBatches = static_cast<double>(options.microBatches);
   problem.gpipe = options.schedule == "gpipe";
   if (options.memoryLimit > 0)

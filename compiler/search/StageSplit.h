@@ -205,6 +205,10 @@ struct SubmeshSplitOptions {
   /// sends are costed on its own shape (the bytes its layout holds per
   /// device across the cut).
   std::function<double(double bytes)> sendSeconds;
+  /// When not empty, the stages' shapes, first to last (indices into the
+  /// shapes given; their devices must add up to `devices`): only the
+  /// layers are chosen (--stage-meshes).
+  std::vector<size_t> stageShapes;
 };
 
 struct SubmeshSplit {
@@ -227,8 +231,9 @@ struct SubmeshSplit {
 /// stage's time, each with a dynamic program over layers, devices left and
 /// stages left) with every stage within the memory limit. nullopt when no
 /// such split exists (the shapes' layers differ, no sum of shapes makes the
-/// devices, or nothing fits). At equal cost the result is the same on every
-/// run.
+/// devices, or nothing fits). With options.stageShapes, the stages and
+/// their shapes are those, and only the layers are chosen. At equal cost
+/// the result is the same on every run.
 std::optional<SubmeshSplit>
 splitOnSubmeshes(const std::vector<SubmeshShape> &shapes,
                  const SubmeshSplitOptions &options);

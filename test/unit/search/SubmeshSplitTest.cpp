@@ -211,6 +211,91 @@ TEST(SubmeshSplit, EqualsExhaustiveOnRandomChains) {
   EXPECT_GT(infeasible, 20);
 }
 
+// With the stages' shapes given (--stage-meshes), only the layers are
+// chosen: against enumerating the splits with that assignment, on random
+// chains and random orders of shapes adding up to the cluster, under
+// limits as above.
+TEST(SubmeshSplit, GivenShapesEqualExhaustive) {
+  std::mt19937 rng(13);
+  const std::vector<std::pair<std::vector<int64_t>, int64_t>> clusters = {
+      {{1, 2}, 4}, {{1, 2, 4}, 7}, {{2, 3}, 5}, {{1, 2}, 5}};
+  int checked = 0, infeasible = 0;
+  for (int trial = 0; trial < 160; ++trial) {
+    const auto &[devices, total] = clusters[trial % clusters.size()];
+    size_t n = 3 + static_cast<size_t>(trial % 5);
+    std::vector<SubmeshShape> shapes =
+        randomShapes(rng, n, devices, trial % 3 == 0);
+    SubmeshSplitOptions options;
+    options.devices = total;
+    options.microBatches = 1 + trial % 6;
+    options.schedule = trial % 2 ? "1f1b" : "gpipe";
+    if (trial % 4 == 1)
+      options.sendSeconds = [](double bytes) { return 0.05 + bytes / 64; };
+    // A random order of shapes that adds up, with at most n stages.
+    std::vector<size_t> order;
+    for (int64_t left = total; left > 0;) {
+      std::vector<size_t> fit;
+      for (size_t k = 0; k < shapes.size(); ++k)
+        if (shapes[k].devices <= left)
+          fit.push_back(k);
+      if (fit.empty())
+        break;
+      order.push_back(fit[rng() % fit.size()]);
+      left -= shapes[order.back()].devices;
+    }
+    // Orders that do not add up (a remainder below the smallest shape), or
+    // with more stages than layers, are refused.
+    int64_t used = 0;
+    for (size_t k : order)
+      used += shapes[k].devices;
+    options.stageShapes = order;
+    if (used != total || order.size() > n) {
+      EXPECT_FALSE(splitOnSubmeshes(shapes, options)) << trial;
+      continue;
+    }
+    std::vector<double> memories;
+    auto visit = [&](auto &&f) {
+      forEachSplit(shapes, options,
+                   [&](const std::vector<size_t> &starts,
+                       const std::vector<size_t> &assigned) {
+                     if (assigned == order)
+                       f(starts);
+                   });
+    };
+    visit([&](const std::vector<size_t> &starts) {
+      memories.push_back(
+          evaluate(shapes, starts, order, options).largestMemory);
+    });
+    std::sort(memories.begin(), memories.end());
+    if (trial % 3 == 1)
+      options.memoryLimit = memories[memories.size() / 2];
+    if (trial % 3 == 2)
+      options.memoryLimit = memories.front() * 0.999;
+    double best = std::numeric_limits<double>::infinity();
+    visit([&](const std::vector<size_t> &starts) {
+      Evaluated e = evaluate(shapes, starts, order, options);
+      if (options.memoryLimit <= 0 ||
+          e.largestMemory <= options.memoryLimit * (1 + 1e-12))
+        best = std::min(best, e.objective);
+    });
+    std::string where = "trial " + std::to_string(trial);
+    std::optional<SubmeshSplit> got = splitOnSubmeshes(shapes, options);
+    if (std::isinf(best)) {
+      EXPECT_FALSE(got) << where;
+      ++infeasible;
+      continue;
+    }
+    ASSERT_TRUE(got) << where;
+    EXPECT_EQ(got->shapes, order) << where;
+    Evaluated e = evaluate(shapes, got->starts, got->shapes, options);
+    EXPECT_NEAR(e.objective, best, 1e-9 * (1 + best)) << where;
+    EXPECT_NEAR(got->seconds, e.seconds, 1e-9 * (1 + e.seconds)) << where;
+    ++checked;
+  }
+  EXPECT_GT(checked, 60);
+  EXPECT_GT(infeasible, 10);
+}
+
 // With one shape of N / P devices the split is the uniform one: P stages,
 // the objective splitStages finds.
 TEST(SubmeshSplit, OneShapeIsTheUniformSplit) {
