@@ -1179,9 +1179,10 @@ splitOverStageMeshes(const cost::HardwareProfile &cluster, int64_t searchLimit,
 }
 
 /// --stage-meshes: compiles the step once per distinct submesh (with P
-/// stages of it, P the number of stage meshes; the later compiles give
-/// layers the stages the first chose) and takes stage s from the compile
-/// on its own submesh. Every compile numbers the values that cross stages
+/// stages of it, P the number of stage meshes; every compile gives layers
+/// the same stages: --stages auto's, the auto-mode split over the stage
+/// meshes, or the first compile's) and takes stage s from the compile on
+/// its own submesh. Every compile numbers the values that cross stages
 /// by the compute ops that make them, so the stages' sends and receives
 /// pair up; this is checked.
 std::optional<plan::Plan>
