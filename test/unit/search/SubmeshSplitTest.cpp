@@ -43,7 +43,8 @@ Evaluated evaluate(const std::vector<SubmeshShape> &shapes,
 }
 
 /// Calls `visit(starts, shapes)` for every split of the layers into stages
-/// with shapes whose devices add up to options.devices.
+/// with shapes whose devices add up to options.devices (with those of
+/// options.stageShapes, when given).
 void forEachSplit(
     const std::vector<SubmeshShape> &shapes, const SubmeshSplitOptions &options,
     const std::function<void(const std::vector<size_t> &,
@@ -53,7 +54,8 @@ void forEachSplit(
   std::function<void(size_t, int64_t)> extend = [&](size_t first,
                                                     int64_t devicesLeft) {
     if (first == L) {
-      if (devicesLeft == 0)
+      if (devicesLeft == 0 &&
+          (options.stageShapes.empty() || assigned == options.stageShapes))
         visit(starts, assigned);
       return;
     }
@@ -69,6 +71,36 @@ void forEachSplit(
       }
   };
   extend(0, options.devices);
+}
+
+/// Every split's largest memory, ascending: for limits between them.
+std::vector<double> sortedMemories(const std::vector<SubmeshShape> &shapes,
+                                   const SubmeshSplitOptions &options) {
+  std::vector<double> memories;
+  forEachSplit(shapes, options,
+               [&](const std::vector<size_t> &starts,
+                   const std::vector<size_t> &assigned) {
+                 memories.push_back(
+                     evaluate(shapes, starts, assigned, options).largestMemory);
+               });
+  std::sort(memories.begin(), memories.end());
+  return memories;
+}
+
+/// The least objective over the splits within the memory limit; +inf when
+/// none is.
+double leastObjective(const std::vector<SubmeshShape> &shapes,
+                      const SubmeshSplitOptions &options) {
+  double best = std::numeric_limits<double>::infinity();
+  forEachSplit(shapes, options,
+               [&](const std::vector<size_t> &starts,
+                   const std::vector<size_t> &assigned) {
+                 Evaluated e = evaluate(shapes, starts, assigned, options);
+                 if (options.memoryLimit <= 0 ||
+                     e.largestMemory <= options.memoryLimit * (1 + 1e-12))
+                   best = std::min(best, e.objective);
+               });
+  return best;
 }
 
 /// `n` layers per shape; a shape with more devices runs each layer faster
@@ -144,30 +176,13 @@ TEST(SubmeshSplit, EqualsExhaustiveOnRandomChains) {
     options.schedule = trial % 2 ? "1f1b" : "gpipe";
     if (trial % 4 == 1)
       options.sendSeconds = [](double bytes) { return 0.05 + bytes / 64; };
-    // The memories of every split, to set limits between them.
-    double best = std::numeric_limits<double>::infinity();
-    std::vector<double> memories;
-    forEachSplit(
-        shapes, options,
-        [&](const std::vector<size_t> &starts,
-            const std::vector<size_t> &assigned) {
-          memories.push_back(
-              evaluate(shapes, starts, assigned, options).largestMemory);
-        });
-    std::sort(memories.begin(), memories.end());
+    std::vector<double> memories = sortedMemories(shapes, options);
     int limitCase = trial % 3;
     if (limitCase == 1 && !memories.empty())
       options.memoryLimit = memories[memories.size() / 3];
     if (limitCase == 2 && !memories.empty())
       options.memoryLimit = memories.front() * 0.999;
-    forEachSplit(shapes, options,
-                 [&](const std::vector<size_t> &starts,
-                     const std::vector<size_t> &assigned) {
-                   Evaluated e = evaluate(shapes, starts, assigned, options);
-                   if (options.memoryLimit <= 0 ||
-                       e.largestMemory <= options.memoryLimit * (1 + 1e-12))
-                     best = std::min(best, e.objective);
-                 });
+    double best = leastObjective(shapes, options);
     std::string where = "trial " + std::to_string(trial);
     std::optional<SubmeshSplit> got = splitOnSubmeshes(shapes, options);
     if (std::isinf(best)) {
@@ -253,31 +268,13 @@ TEST(SubmeshSplit, GivenShapesEqualExhaustive) {
       EXPECT_FALSE(splitOnSubmeshes(shapes, options)) << trial;
       continue;
     }
-    std::vector<double> memories;
-    auto visit = [&](auto &&f) {
-      forEachSplit(shapes, options,
-                   [&](const std::vector<size_t> &starts,
-                       const std::vector<size_t> &assigned) {
-                     if (assigned == order)
-                       f(starts);
-                   });
-    };
-    visit([&](const std::vector<size_t> &starts) {
-      memories.push_back(
-          evaluate(shapes, starts, order, options).largestMemory);
-    });
-    std::sort(memories.begin(), memories.end());
+    // The enumeration keeps to options.stageShapes.
+    std::vector<double> memories = sortedMemories(shapes, options);
     if (trial % 3 == 1)
       options.memoryLimit = memories[memories.size() / 2];
     if (trial % 3 == 2)
       options.memoryLimit = memories.front() * 0.999;
-    double best = std::numeric_limits<double>::infinity();
-    visit([&](const std::vector<size_t> &starts) {
-      Evaluated e = evaluate(shapes, starts, order, options);
-      if (options.memoryLimit <= 0 ||
-          e.largestMemory <= options.memoryLimit * (1 + 1e-12))
-        best = std::min(best, e.objective);
-    });
+    double best = leastObjective(shapes, options);
     std::string where = "trial " + std::to_string(trial);
     std::optional<SubmeshSplit> got = splitOnSubmeshes(shapes, options);
     if (std::isinf(best)) {
