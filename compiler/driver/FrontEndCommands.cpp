@@ -1501,6 +1501,49 @@ int chooseStages(const cost::HardwareProfile &cluster) {
   return 0;
 }
 
+/// Where the plan's largest stage peaks, for an error: ": at its peak
+/// (stage s, instruction i, op of 'node'), the step arena holds ...: the
+/// largest ...".
+std::string describePeak(const plan::Plan &plan) {
+  const plan::Stage *largest = nullptr;
+  for (const plan::Stage &stage : plan.stages())
+    if (!largest ||
+        stage.program().state_bytes() + stage.program().arena_bytes() >
+            largest->program().state_bytes() + largest->program().arena_bytes())
+      largest = &stage;
+  if (!largest)
+    return "";
+  const plan::Program &program = largest->program();
+  ArenaPeak peak = arenaPeak(program, /*top=*/4);
+  if (peak.instruction < 0)
+    return "";
+  auto where = [&](int i) {
+    const plan::Instruction &inst = program.instructions(i);
+    return inst.op() + (inst.location().empty()
+                            ? std::string()
+                            : " of '" + inst.location() + "'");
+  };
+  std::string text = ": at its peak";
+  if (plan.stages_size() > 1)
+    text += " on stage " + std::to_string(largest - &plan.stages(0));
+  text += ", " + where(peak.instruction) + ", its step arena holds " +
+          sharding::formatBytes(static_cast<double>(peak.bytes)) + " (state " +
+          sharding::formatBytes(static_cast<double>(program.state_bytes())) +
+          " beside it); the largest there:";
+  for (auto [k, id] : llvm::enumerate(peak.largest)) {
+    const plan::Value &v = program.values(id);
+    std::string shape;
+    for (int64_t d : v.type().shape())
+      shape += (shape.empty() ? "" : "x") + std::to_string(d);
+    text +=
+        "\n  " + sharding::formatBytes(static_cast<double>(v.bytes())) + " [" +
+        shape + "]: " +
+        (peak.producers[k] >= 0 ? "the result of " + where(peak.producers[k])
+                                : "input '" + v.name() + "'");
+  }
+  return text;
+}
+
 int runCompile() {
   int exitCode = 0;
   const bool simulating = static_cast<bool>(simulateCmd);
@@ -1585,9 +1628,9 @@ int runCompile() {
       return reportError(
           modelPath + ": the plan needs " + sharding::formatBytes(peak) +
           " per device, over the limit of " + sharding::formatBytes(limit) +
-          ", after " + std::to_string(attempt + 1) +
-          " searches; use more devices, a smaller batch, or a larger "
-          "--memory-limit");
+          ", after " + std::to_string(attempt + 1) + " searches" +
+          describePeak(*plan) +
+          "\nuse more devices, a smaller batch, or a larger --memory-limit");
     // Lower by the excess (at least), and by 2% more each time. Below a
     // tenth of the limit, the search's estimate is too far from the plan
     // for another search to help.
@@ -1603,9 +1646,10 @@ int runCompile() {
           " per device, over the limit of " + sharding::formatBytes(limit) +
           ", while the search counted " +
           sharding::formatBytes(plan->explanation().search_memory_bytes()) +
-          "; the transient buffers of its partitioned program are what the "
-          "search misses; use more devices, a smaller batch, or a larger "
-          "--memory-limit");
+          "; the buffers of its partitioned program at its peak are what the "
+          "search misses" +
+          describePeak(*plan) +
+          "\nuse more devices, a smaller batch, or a larger --memory-limit");
     outs() << "loom: the plan needs " << sharding::formatBytes(peak)
            << " per device, over the limit of " << sharding::formatBytes(limit)
            << "; searching again as if the limit were "

@@ -186,6 +186,61 @@ private:
   int64_t top = 0;
 };
 
+/// When each value of a program lives in the step arena. Inputs (and the
+/// hyperparameters) live for the whole step; a temporary lives from its
+/// instruction to its last use (outputs to the end); a value stored in
+/// place of a persistent one is not in the arena.
+struct Liveness {
+  explicit Liveness(const plan::Program &program) {
+    int n = program.instructions_size();
+    lastUse.assign(program.values_size(), -1);
+    definedAt.assign(program.values_size(), -1);
+    for (int i = 0; i < n; ++i) {
+      for (int32_t id : program.instructions(i).operands())
+        lastUse[id] = i;
+      for (int32_t id : program.instructions(i).results())
+        definedAt[id] = i;
+    }
+    for (const auto &out : program.outputs())
+      lastUse[out.value()] = n;
+  }
+
+  /// Calls `allocate` and `release` in program order, and `after(i)` once
+  /// instruction i's results are allocated, before what dies there is
+  /// released (so no kernel reads and writes the same bytes).
+  template <typename Allocate, typename Release, typename After>
+  void walk(const plan::Program &program, Allocate allocate, Release release,
+            After after) const {
+    auto inArena = [&](int32_t id) {
+      return !program.values(id).has_in_place_of();
+    };
+    for (const plan::Value &v : program.values())
+      if (v.kind() == plan::Value::INPUT ||
+          v.kind() == plan::Value::HYPERPARAMETER)
+        allocate(v.id());
+    for (int i = 0; i < program.instructions_size(); ++i) {
+      const plan::Instruction &inst = program.instructions(i);
+      for (int32_t id : inst.results())
+        if (inArena(id))
+          allocate(id);
+      after(i);
+      for (int32_t id : inst.results())
+        if (lastUse[id] < 0 && inArena(id)) // never used: free right away
+          release(id);
+      std::vector<int32_t> dying;
+      for (int32_t id : inst.operands())
+        if (lastUse[id] == i &&
+            program.values(id).kind() == plan::Value::TEMPORARY &&
+            inArena(id) && !llvm::is_contained(dying, id))
+          dying.push_back(id);
+      for (int32_t id : dying)
+        release(id);
+    }
+  }
+
+  std::vector<int> lastUse, definedAt;
+};
+
 class Emitter {
 public:
   explicit Emitter(std::string &error) : error(error) {}
@@ -524,21 +579,9 @@ bool Emitter::emitProgram(func::FuncOp func, plan::Program &out) {
     }
   }
 
-  // Memory plan of the step arena. Inputs live for the whole step; a
-  // temporary lives from its instruction to its last use (outputs to the
-  // end). Results are allocated before the operands that die at the same
-  // instruction are released, so no kernel reads and writes the same bytes.
-  int n = program->instructions_size();
-  std::vector<int> lastUse(program->values_size(), -1);
-  for (int i = 0; i < n; ++i)
-    for (int32_t id : program->instructions(i).operands())
-      lastUse[id] = i;
-  for (const auto &out : program->outputs())
-    lastUse[out.value()] = n;
-  std::vector<int> definedAt(program->values_size(), -1);
-  for (int i = 0; i < n; ++i)
-    for (int32_t id : program->instructions(i).results())
-      definedAt[id] = i;
+  // Memory plan of the step arena (see Liveness).
+  const Liveness live(*program);
+  const std::vector<int> &lastUse = live.lastUse, &definedAt = live.definedAt;
   // An in-place update must be the last reader of what it replaces.
   for (plan::Value &v : *program->mutable_values()) {
     if (!v.has_in_place_of())
@@ -551,34 +594,19 @@ bool Emitter::emitProgram(func::FuncOp func, plan::Program &out) {
     }
     v.set_offset(target.offset());
   }
-  auto inArena = [&](int32_t id) {
-    return !program->values(id).has_in_place_of();
-  };
   // The arena's offsets under one policy, and its size.
   auto place = [&](bool bestFit, std::vector<int64_t> &offsets) {
     ArenaAllocator arena(bestFit);
     offsets.assign(program->values_size(), -1);
-    for (const plan::Value &v : program->values())
-      if (v.kind() == plan::Value::INPUT ||
-          v.kind() == plan::Value::HYPERPARAMETER)
-        offsets[v.id()] = arena.allocate(v.bytes());
-    for (int i = 0; i < n; ++i) {
-      const plan::Instruction &inst = program->instructions(i);
-      for (int32_t id : inst.results())
-        if (inArena(id))
+    live.walk(
+        *program,
+        [&](int32_t id) {
           offsets[id] = arena.allocate(program->values(id).bytes());
-      for (int32_t id : inst.results())
-        if (lastUse[id] < 0 && inArena(id)) // never used: free right away
+        },
+        [&](int32_t id) {
           arena.release(offsets[id], program->values(id).bytes());
-      std::vector<int32_t> dying;
-      for (int32_t id : inst.operands())
-        if (lastUse[id] == i &&
-            program->values(id).kind() == plan::Value::TEMPORARY &&
-            inArena(id) && !llvm::is_contained(dying, id))
-          dying.push_back(id);
-      for (int32_t id : dying)
-        arena.release(offsets[id], program->values(id).bytes());
-    }
+        },
+        [](int) {});
     return arena.size();
   };
   std::vector<int64_t> firstFit, bestFit;
@@ -594,6 +622,54 @@ bool Emitter::emitProgram(func::FuncOp func, plan::Program &out) {
 }
 
 } // namespace
+
+ArenaPeak arenaPeak(const plan::Program &program, size_t top) {
+  const Liveness live(program);
+  ArenaPeak peak;
+  int64_t bytes = 0;
+  std::vector<char> alive(program.values_size(), 0);
+  auto allocate = [&](int32_t id) {
+    alive[id] = 1;
+    bytes += program.values(id).bytes();
+  };
+  auto release = [&](int32_t id) {
+    alive[id] = 0;
+    bytes -= program.values(id).bytes();
+  };
+  live.walk(program, allocate, release, [&](int i) {
+    if (bytes > peak.bytes) {
+      peak.bytes = bytes;
+      peak.instruction = i;
+    }
+  });
+  if (peak.instruction < 0)
+    return peak;
+  // The values live there: walk again up to it.
+  std::fill(alive.begin(), alive.end(), 0);
+  bool done = false;
+  live.walk(
+      program,
+      [&](int32_t id) {
+        if (!done)
+          alive[id] = 1;
+      },
+      [&](int32_t id) {
+        if (!done)
+          alive[id] = 0;
+      },
+      [&](int i) { done |= i == peak.instruction; });
+  for (const plan::Value &v : program.values())
+    if (alive[v.id()])
+      peak.largest.push_back(v.id());
+  llvm::stable_sort(peak.largest, [&](int32_t a, int32_t b) {
+    return program.values(a).bytes() > program.values(b).bytes();
+  });
+  if (peak.largest.size() > top)
+    peak.largest.resize(top);
+  for (int32_t id : peak.largest)
+    peak.producers.push_back(live.definedAt[id]);
+  return peak;
+}
 
 std::optional<plan::Plan> emitPlan(ModuleOp module, std::string &error) {
   Emitter emitter(error);

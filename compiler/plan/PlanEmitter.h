@@ -15,6 +15,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace loom {
 
@@ -24,6 +25,18 @@ inline constexpr uint32_t kPlanFormatVersion = 1;
 /// Emits the plan of `module`'s `@main`; on failure returns std::nullopt
 /// and says why in `error` (naming the op and its location).
 std::optional<plan::Plan> emitPlan(mlir::ModuleOp module, std::string &error);
+
+/// Where a program's step arena holds the most live bytes (the static
+/// memory plan's liveness, before placement): the instruction, the bytes
+/// live there, and the `top` largest values live there with the
+/// instruction producing each (-1 for inputs).
+struct ArenaPeak {
+  int64_t bytes = 0;
+  int instruction = -1;
+  std::vector<int32_t> largest;
+  std::vector<int> producers;
+};
+ArenaPeak arenaPeak(const plan::Program &program, size_t top);
 
 } // namespace loom
 

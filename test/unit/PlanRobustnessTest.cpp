@@ -165,11 +165,65 @@ TEST_P(PlanRobustness, TheMemoryPlanReusesStorage) {
   EXPECT_LT(program.arena_bytes(), total);
 }
 
+// The live bytes at the arena's peak never exceed the arena (placement can
+// only add gaps), and are at least its largest temporary.
+TEST_P(PlanRobustness, TheArenaPeakBoundsTheArena) {
+  const plan::Program &program = plan.stages(0).program();
+  ArenaPeak peak = arenaPeak(program, /*top=*/3);
+  ASSERT_GE(peak.instruction, 0);
+  EXPECT_LE(peak.bytes, program.arena_bytes());
+  int64_t largest = 0;
+  for (const plan::Value &v : program.values())
+    if (v.kind() == plan::Value::TEMPORARY && !v.has_in_place_of())
+      largest = std::max(largest, v.bytes());
+  EXPECT_GE(peak.bytes, largest);
+  ASSERT_FALSE(peak.largest.empty());
+  EXPECT_LE(peak.largest.size(), 3u);
+  for (size_t k = 1; k < peak.largest.size(); ++k)
+    EXPECT_GE(program.values(peak.largest[k - 1]).bytes(),
+              program.values(peak.largest[k]).bytes());
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, PlanRobustness,
                          ::testing::Values("mlp.onnx", "gpt.onnx", "cnn.onnx"),
                          [](const auto &info) {
                            std::string name = info.param;
                            return name.substr(0, name.find('.'));
                          });
+
+// A chain x -> a -> b -> c: the peak is where b is made while a is still
+// read (x + a + b), and it lists those, largest first, with their makers.
+TEST(ArenaPeak, ResultsMeetTheOperandsTheyReplace) {
+  plan::Program program;
+  auto value = [&](plan::Value::Kind kind, int64_t bytes) {
+    plan::Value *v = program.add_values();
+    v->set_id(program.values_size() - 1);
+    v->set_kind(kind);
+    v->set_bytes(bytes);
+    return v->id();
+  };
+  int32_t x = value(plan::Value::INPUT, 10);
+  int32_t a = value(plan::Value::TEMPORARY, 100);
+  int32_t b = value(plan::Value::TEMPORARY, 50);
+  int32_t c = value(plan::Value::TEMPORARY, 30);
+  auto instruction = [&](int32_t in, int32_t out) {
+    plan::Instruction *inst = program.add_instructions();
+    inst->set_op("relu");
+    inst->add_operands(in);
+    inst->add_results(out);
+  };
+  instruction(x, a);
+  instruction(a, b);
+  instruction(b, c);
+  plan::Program::Output *out = program.add_outputs();
+  out->set_value(c);
+  ArenaPeak peak = arenaPeak(program, /*top=*/5);
+  EXPECT_EQ(peak.bytes, 160);
+  EXPECT_EQ(peak.instruction, 1);
+  EXPECT_EQ(peak.largest, (std::vector<int32_t>{a, b, x}));
+  EXPECT_EQ(peak.producers, (std::vector<int>{0, 1, -1}));
+  // Only the largest when asked for one.
+  EXPECT_EQ(arenaPeak(program, 1).largest, (std::vector<int32_t>{a}));
+}
 
 } // namespace
