@@ -1501,9 +1501,9 @@ int chooseStages(const cost::HardwareProfile &cluster) {
   return 0;
 }
 
-/// Where the plan's largest stage peaks, for an error: ": at its peak
-/// (stage s, instruction i, op of 'node'), the step arena holds ...: the
-/// largest ...".
+/// Where the plan's largest stage peaks, for an error: ": at its peak [on
+/// stage s], <op> of '<node>', its step arena holds ...; the largest
+/// there:" and a line per value (bytes, local shape, what made it).
 std::string describePeak(const plan::Plan &plan) {
   const plan::Stage *largest = nullptr;
   for (const plan::Stage &stage : plan.stages())
