@@ -279,9 +279,25 @@ LOOM_GRADIENT(MatmulOp) {
     operandGrads[0] = e.unbroadcast(d, typeOf(lhs));
   }
   if (needed[1]) {
-    Value d = tr ? MatmulOp::create(b, getLoc(), dy, lhs, yes, flag(tl))
-                 : MatmulOp::create(b, getLoc(), lhs, dy, flag(!tl), no);
-    operandGrads[1] = e.unbroadcast(d, typeOf(rhs));
+    RankedTensorType lt = typeOf(lhs), dt = typeOf(dy);
+    // A matrix shared by every batch (a layer's weight): its gradient can
+    // contract the batch dimensions with the rows in one matmul over
+    // flattened copies of lhs and dy, rather than sum one product per
+    // batch afterwards. Whichever holds less: the copies (rows x (k + n))
+    // or the batch of weight-sized products (batch x k x n).
+    int64_t k = lt.getShape().back(), n = dt.getShape().back();
+    if (typeOf(rhs).getRank() == 2 && lt.getRank() > 2 && !tl &&
+        lt.getShape()[lt.getRank() - 2] * (k + n) < k * n) {
+      int64_t rows = lt.getNumElements() / k;
+      Value a = e.reshape(lhs, {rows, k});
+      Value g = e.reshape(dy, {rows, n});
+      operandGrads[1] = tr ? MatmulOp::create(b, getLoc(), g, a, yes, no)
+                           : MatmulOp::create(b, getLoc(), a, g, yes, no);
+    } else {
+      Value d = tr ? MatmulOp::create(b, getLoc(), dy, lhs, yes, flag(tl))
+                   : MatmulOp::create(b, getLoc(), lhs, dy, flag(!tl), no);
+      operandGrads[1] = e.unbroadcast(d, typeOf(rhs));
+    }
   }
   return success();
 }

@@ -233,6 +233,27 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
+  if (name == kGradIdAttrName) {
+    auto id = dyn_cast<IntegerAttr>(attr.getValue());
+    if (isFunctionOrModule || !id || id.getType().isInteger(1) ||
+        id.getValue().isNegative())
+      return op->emitError()
+             << "'" << name << "' must be a non-negative integer on an op";
+    return success();
+  }
+  if (name == kGradOfAttrName) {
+    auto links = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (isFunctionOrModule || !links ||
+        links.size() != static_cast<int64_t>(1 + op->getNumOperands() +
+                                             op->getNumResults()))
+      return op->emitError()
+             << "'" << name
+             << "' must be an i64 array on an op: the forward op's id, then "
+                "one entry per operand and per result";
+    if (llvm::any_of(links.asArrayRef(), [](int64_t v) { return v < -1; }))
+      return op->emitError() << "'" << name << "' entries must be -1 or more";
+    return success();
+  }
   if (name == kRecomputeAttrName || name == kRecomputedAttrName) {
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitError() << "'" << name << "' must be a unit attribute";

@@ -63,6 +63,16 @@ def Loom_Dialect : Dialect {
     /// Set by loom-propagate-sharding on every op: the mesh axes assigned
     /// to each factor of its sharding rule.
     static constexpr ::llvm::StringLiteral kShardingAttrName = "loom.sharding";
+    /// Set by loom-build-training-graph: `loom.grad_id` (an integer) on a
+    /// forward op it differentiated, and on each op of that op's gradient
+    /// `loom.grad_of`, an i64 array: the forward op's id, then per operand
+    /// and per result of the gradient op the forward value it stands for
+    /// (2i: the forward op's operand i or its gradient; 2j+1: its result j
+    /// or its gradient; -1: neither). loom-propagate-sharding gives a
+    /// gradient op the layouts of its forward op, which is what the cost
+    /// model assumes; loom-partition drops both.
+    static constexpr ::llvm::StringLiteral kGradIdAttrName = "loom.grad_id";
+    static constexpr ::llvm::StringLiteral kGradOfAttrName = "loom.grad_of";
     /// Set by loom-partition on a function whose types are per device.
     static constexpr ::llvm::StringLiteral kSpmdAttrName = "loom.spmd";
     /// Set by loom-auto-sharding on a function: what the search found

@@ -230,7 +230,14 @@ void AutoSharder::enumerate(Operation *op, const ShardingRule &rule,
 FailureOr<const CandidateSet *> AutoSharder::candidatesFor(Operation *op) {
   std::vector<const void *> key;
   key.push_back(op->getName().getAsOpaquePointer());
-  key.push_back(op->getAttrDictionary().getAsOpaquePointer());
+  // Every differentiated op has an id of its own, which no cost depends on.
+  DictionaryAttr attrs = op->getAttrDictionary();
+  if (attrs.contains(LoomDialect::kGradIdAttrName)) {
+    NamedAttrList named(attrs);
+    named.erase(LoomDialect::kGradIdAttrName);
+    attrs = named.getDictionary(op->getContext());
+  }
+  key.push_back(attrs.getAsOpaquePointer());
   uintptr_t parameters = 0;
   for (auto [i, v] : llvm::enumerate(op->getOperands())) {
     key.push_back(v.getType().getAsOpaquePointer());

@@ -104,6 +104,48 @@ struct BuildTrainingGraphPass
     return DivOp::create(b, loc, sum, AddOp::create(b, loc, count, tiny));
   }
 
+  /// Marks `forward` and the ops of its gradient, [begin, end), with the
+  /// links of loom.grad_id / loom.grad_of: which forward value each operand
+  /// and result of a gradient op stands for.
+  void linkGradient(Operation *forward, Block::iterator begin,
+                    Block::iterator end, ArrayRef<Value> resultGrads,
+                    ArrayRef<Value> operandGrads) {
+    llvm::DenseMap<Value, int64_t> standsFor;
+    for (auto [i, v] : llvm::enumerate(forward->getOperands()))
+      standsFor.try_emplace(v, 2 * i);
+    for (auto [j, v] : llvm::enumerate(forward->getResults()))
+      standsFor.try_emplace(v, 2 * j + 1);
+    for (auto [j, v] : llvm::enumerate(resultGrads))
+      if (v)
+        standsFor.try_emplace(v, 2 * j + 1);
+    for (auto [i, v] : llvm::enumerate(operandGrads))
+      if (v)
+        standsFor.try_emplace(v, 2 * i);
+    bool linked = false;
+    for (Operation &op : llvm::make_range(begin, end)) {
+      if (isa<ConstantOp>(op) || !isa<ShardingOpInterface>(op))
+        continue;
+      SmallVector<int64_t> links{nextGradId};
+      bool any = false;
+      auto link = [&](Value v) {
+        auto it = standsFor.find(v);
+        links.push_back(it == standsFor.end() ? -1 : it->second);
+        any |= it != standsFor.end();
+      };
+      llvm::for_each(op.getOperands(), link);
+      llvm::for_each(op.getResults(), link);
+      if (!any)
+        continue;
+      op.setAttr(LoomDialect::kGradOfAttrName,
+                 DenseI64ArrayAttr::get(op.getContext(), links));
+      linked = true;
+    }
+    if (linked)
+      forward->setAttr(
+          LoomDialect::kGradIdAttrName,
+          Builder(forward->getContext()).getI64IntegerAttr(nextGradId++));
+  }
+
   /// Reverse mode over `ops` (in program order) from d(loss) = seed, adding
   /// the parameters' gradients into `grads`.
   LogicalResult backward(OpBuilder &b, ArrayRef<Operation *> ops,
@@ -138,9 +180,15 @@ struct BuildTrainingGraphPass
       if (!differentiable)
         return op->emitOpError("is not differentiable");
       SmallVector<Value> operandGrads;
+      Block *block = b.getInsertionBlock();
+      Block::iterator end = b.getInsertionPoint();
+      Operation *before = end == block->begin() ? nullptr : &*std::prev(end);
       if (failed(differentiable.emitGradient(b, resultGrads, needed,
                                              operandGrads)))
         return failure();
+      linkGradient(op,
+                   before ? std::next(before->getIterator()) : block->begin(),
+                   end, resultGrads, operandGrads);
       for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads)) {
         if (!g || !requiresGrad.contains(operand))
           continue;
@@ -156,8 +204,12 @@ struct BuildTrainingGraphPass
     return success();
   }
 
+  /// The next loom.grad_id.
+  int64_t nextGradId = 0;
+
   LogicalResult build(func::FuncOp func) {
     MLIRContext *ctx = &getContext();
+    nextGradId = 0;
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
     if (ret.getNumOperands() == 0)
       return func.emitError("@main returns nothing to train against");

@@ -186,6 +186,8 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
   Operation *local = iface.buildLocalOp(b, operands, resultTypes);
   local->removeAttr(LoomDialect::kShardingAttrName);
   local->removeAttr(LoomDialect::kStrategyAttrName);
+  local->removeAttr(LoomDialect::kGradIdAttrName);
+  local->removeAttr(LoomDialect::kGradOfAttrName);
   record(local, layouts->results);
   for (auto [j, r] : llvm::enumerate(op->getResults())) {
     Value v = local->getResult(j);

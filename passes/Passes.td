@@ -216,6 +216,13 @@ def PropagateSharding : Pass<"loom-propagate-sharding", "mlir::func::FuncOp"> {
     optimizer update also counts the bytes of putting its result back in
     its parameter's layout.
 
+    An op of a gradient linked to its forward op (`loom.grad_of`, from
+    `loom-build-training-graph`) takes the assignment the forward op's
+    layouts give it instead, so that the backward runs as the forward was
+    split (and as the cost model counts it); a weight gradient may add the
+    mesh axes its forward op computed redundantly over and its parameter is
+    stored split over.
+
     `mode=data` first splits dimension 0 of every model input over all
     mesh axes and replicates every parameter, so that gradients become
     partial sums that the updates all-reduce.

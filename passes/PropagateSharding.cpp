@@ -13,6 +13,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallBitVector.h"
 
 #include <map>
 
@@ -58,6 +59,24 @@ public:
 
 private:
   LogicalResult chooseFor(Operation *op);
+  /// For an op of a gradient (loom.grad_of): the assignment its forward
+  /// op's layouts give it, its unlinked factors taken from its operands'
+  /// layouts.
+  std::optional<FactorAxes> followForward(Operation *op,
+                                          const ShardingRule &rule);
+  /// `follow` with mesh axes added to the factors of `op`'s results that
+  /// are a parameter's gradient: axes `follow` leaves unused, that no
+  /// operand is a partial sum over, and that the parameter is stored split
+  /// over. A weight gradient the forward op computed redundantly over them
+  /// (its weight gathered, its batch not split over them) is then computed
+  /// once, each device its block of it, from operands it holds whole, and
+  /// is reduced to the parameter's layout in blocks.
+  SmallVector<FactorAxes> refineWeightGradient(Operation *op,
+                                               const ShardingRule &rule,
+                                               const FactorAxes &follow);
+  /// The parameter `v` is, or is made from by ops of one operand (a cast,
+  /// a transpose); null if none.
+  BlockArgument parameterOf(Value v);
   /// Backward from the fixed ops: the layout each value's users would like,
   /// pulled through the ops that produce it (a transposed weight makes the
   /// weight want the transposed split).
@@ -81,6 +100,8 @@ private:
       return {};
     return redistributionCost(v, from, to);
   }
+  /// Forward ops by loom.grad_id.
+  llvm::DenseMap<int64_t, Operation *> forwardOps;
   /// For results returned as updates: the argument they replace.
   llvm::DenseMap<Value, BlockArgument> updates;
   sharding::PlannerCache planners{mesh};
@@ -97,6 +118,153 @@ EdgeCost Propagator::redistributionCost(Value v,
   if (!plan)
     return {1e30, 1 << 20};
   return {plan->cost.bytes, plan->cost.collectives};
+}
+
+std::optional<FactorAxes> Propagator::followForward(Operation *op,
+                                                    const ShardingRule &rule) {
+  auto links =
+      op->getAttrOfType<DenseI64ArrayAttr>(LoomDialect::kGradOfAttrName);
+  if (!links || links.size() < 1)
+    return std::nullopt;
+  Operation *forward = forwardOps.lookup(links[0]);
+  if (!forward)
+    return std::nullopt;
+  std::string error;
+  std::optional<sharding::OpLayouts> given =
+      sharding::layoutsOf(forward, mesh, error);
+  if (!given)
+    return std::nullopt;
+  // The forward value entry `code` of loom.grad_of stands for, if it has
+  // `v`'s type.
+  auto layoutFor = [&](int64_t code, Value v) -> const layout::TensorLayout * {
+    if (code < 0)
+      return nullptr;
+    size_t k = code / 2;
+    bool result = code % 2;
+    if (k >= (result ? forward->getNumResults() : forward->getNumOperands()))
+      return nullptr;
+    Value of = result ? forward->getResult(k) : forward->getOperand(k);
+    if (cast<ShapedType>(of.getType()).getShape() != typeOf(v).getShape())
+      return nullptr;
+    return result ? &given->results[k] : &given->operands[k];
+  };
+  FactorAxes axes(rule.factors.size());
+  // Factors the links decide (those that cannot be split need no link).
+  llvm::SmallBitVector linked(rule.factors.size());
+  for (auto [f, factor] : llvm::enumerate(rule.factors))
+    if (factor.kind == FactorKind::Blocked || factor.size <= 1)
+      linked.set(f);
+  bool any = false;
+  auto cover = [&](const DimFactors &dims) {
+    any = true;
+    for (const auto &factors : dims)
+      for (int f : factors)
+        linked.set(f);
+  };
+  unsigned numOperands = op->getNumOperands();
+  for (auto [i, v] : llvm::enumerate(op->getOperands()))
+    if (const layout::TensorLayout *l = layoutFor(links[1 + i], v)) {
+      sharding::induceFromOperand(rule, i, *l, axes);
+      cover(rule.operands[i]);
+    }
+  for (auto [j, r] : llvm::enumerate(op->getResults()))
+    if (const layout::TensorLayout *l =
+            layoutFor(links[1 + numOperands + j], r)) {
+      sharding::induceFromResult(rule, j, *l, axes);
+      cover(rule.results[j]);
+    }
+  if (!any)
+    return std::nullopt;
+  // Factors no linked value has (the batch of a weight gradient's partial
+  // products, summed by the op after it) follow the operands.
+  if (!linked.all())
+    for (auto [i, v] : llvm::enumerate(op->getOperands()))
+      if (auto it = layouts.find(v); it != layouts.end()) {
+        FactorAxes more = axes;
+        sharding::induceFromOperand(rule, i, it->second, more);
+        for (auto [f, a] : llvm::enumerate(more))
+          if (!linked.test(f))
+            axes[f] = a;
+      }
+  return axes;
+}
+
+BlockArgument Propagator::parameterOf(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (def->getNumOperands() != 1 || isa<ConstantOp>(def))
+      return nullptr;
+    v = def->getOperand(0);
+  }
+  auto arg = cast<BlockArgument>(v);
+  if (arg.getOwner()->getParentOp() != func.getOperation() ||
+      !func.getArgAttr(arg.getArgNumber(), LoomDialect::kParamAttrName))
+    return nullptr;
+  return arg;
+}
+
+SmallVector<FactorAxes>
+Propagator::refineWeightGradient(Operation *op, const ShardingRule &rule,
+                                 const FactorAxes &follow) {
+  auto links =
+      op->getAttrOfType<DenseI64ArrayAttr>(LoomDialect::kGradOfAttrName);
+  Operation *forward = forwardOps.lookup(links[0]);
+  SmallVector<FactorAxes> refined;
+  unsigned numOperands = op->getNumOperands();
+  for (auto [j, r] : llvm::enumerate(op->getResults())) {
+    // A result that only the rest of the same gradient reduces to a
+    // parameter's gradient (the batched products of a weight gradient,
+    // summed over the batch after) counts as that gradient.
+    int64_t code = links[1 + numOperands + j];
+    for (Value v = r; code < 0 && v.hasOneUse();) {
+      Operation *user = *v.getUsers().begin();
+      auto next =
+          user->getAttrOfType<DenseI64ArrayAttr>(LoomDialect::kGradOfAttrName);
+      if (!next || next[0] != links[0] || user->getNumResults() != 1)
+        break;
+      v = user->getResult(0);
+      code = next[1 + user->getNumOperands()];
+    }
+    if (code < 0 || code % 2 || code / 2 >= forward->getNumOperands())
+      continue;
+    BlockArgument param = parameterOf(forward->getOperand(code / 2));
+    auto stored = layouts.find(param);
+    if (!param || stored == layouts.end())
+      continue;
+    std::vector<int> unused;
+    for (int a = 0; a < mesh.numAxes(); ++a) {
+      auto has = [&](ArrayRef<int> axes) {
+        return llvm::is_contained(axes, a);
+      };
+      bool splitsParam = false;
+      for (int d = 0; d < stored->second.rank(); ++d)
+        splitsParam |= has(stored->second.dimAxes(d));
+      bool partial = llvm::any_of(op->getOperands(), [&](Value v) {
+        auto it = layouts.find(v);
+        return it != layouts.end() && has(it->second.partialAxes());
+      });
+      if (splitsParam && !partial &&
+          llvm::none_of(follow, [&](const auto &axes) { return has(axes); }))
+        unused.push_back(a);
+    }
+    if (unused.empty())
+      continue;
+    for (const auto &factors : rule.results[j])
+      for (int f : factors) {
+        if (rule.factors[f].kind != FactorKind::Parallel || !follow[f].empty())
+          continue;
+        for (int a : unused) {
+          FactorAxes c = follow;
+          c[f] = {a};
+          refined.push_back(std::move(c));
+        }
+        if (unused.size() > 1) {
+          FactorAxes c = follow;
+          c[f].assign(unused.begin(), unused.end());
+          refined.push_back(std::move(c));
+        }
+      }
+  }
+  return refined;
 }
 
 LogicalResult Propagator::chooseFor(Operation *op) {
@@ -116,8 +284,19 @@ LogicalResult Propagator::chooseFor(Operation *op) {
     if (!llvm::is_contained(candidates, c))
       candidates.push_back(std::move(c));
   };
+  std::optional<FactorAxes> follow;
+  if (!fixed)
+    follow = followForward(op, rule);
   if (fixed) {
     addCandidate(*fixed);
+  } else if (follow && sharding::deriveLayouts(rule, *follow, mesh, error)) {
+    // A gradient op runs in its forward op's layouts: the search costed
+    // its compute, its partial sums and the reductions of its weight
+    // gradients that way, and incoming bytes alone cannot tell a cheap
+    // transfer that leaves a large partial sum from one that does not.
+    addCandidate(*follow);
+    for (FactorAxes &c : refineWeightGradient(op, rule, *follow))
+      addCandidate(std::move(c));
   } else {
     FactorAxes merged(rule.factors.size());
     for (auto [i, v] : llvm::enumerate(op->getOperands())) {
@@ -306,9 +485,12 @@ LogicalResult Propagator::run(StringRef mode) {
 
   if (failed(computePreferences(body)))
     return failure();
-  for (Operation &op : body.without_terminator())
+  for (Operation &op : body.without_terminator()) {
     if (failed(chooseFor(&op)))
       return failure();
+    if (auto id = op.getAttrOfType<IntegerAttr>(LoomDialect::kGradIdAttrName))
+      forwardOps.try_emplace(id.getInt(), &op);
+  }
 
   // State no op has claimed yet (its update result decides: updates were
   // visited as ops), then whatever is left, replicated.

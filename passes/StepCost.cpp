@@ -171,6 +171,14 @@ static void forEachHeld(Operation *op, const OpLayouts &layouts,
         bytesOf(localType(cast<RankedTensorType>(r.getType()), mesh,
                           layouts.results[j])),
         false);
+  // The step peaks where the backward begins: every saved result is live,
+  // and so is the gradient of the loss's input (the logits'), made in the
+  // input's layout.
+  if (step.training && isa<SoftmaxCrossEntropyOp, MseLossOp>(op))
+    f(op->getOperand(0), layouts.operands[0],
+      bytesOf(localType(cast<RankedTensorType>(op->getOperand(0).getType()),
+                        mesh, layouts.operands[0])),
+      false);
 }
 
 NodeTerms NodeCoster::terms(Operation *op, const ShardingRule &rule,
@@ -264,7 +272,10 @@ NodeCoster::memoryItems(Operation *op, const OpLayouts &layouts) const {
                                 ? " (with its gradient and optimizer state)"
                                 : " (with its gradient)";
                 } else {
-                  what = "result of " + describeOp(op);
+                  what =
+                      (v.getDefiningOp() == op ? "result of "
+                                               : "gradient of the input of ") +
+                      describeOp(op);
                 }
                 items.push_back({what, bytes, compactLayout(l, mesh)});
               });

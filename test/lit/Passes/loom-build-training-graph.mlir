@@ -16,23 +16,27 @@
 // SGD-SAME: %[[LR:.*]]: tensor<f32> {loom.hyper = "lr"}
 // SGD-SAME: %[[STEP:.*]]: tensor<f32> {loom.hyper = "step"}
 // SGD-SAME: -> (tensor<f32> {loom.output = "loss"}, tensor<3x8xf32> {loom.updates = 1 : i64}, tensor<3xf32> {loom.updates = 2 : i64})
-// SGD: %[[Y:.*]] = loom.matmul %[[X]], %[[W]] {transpose_rhs}
-// SGD: %[[LOGITS:.*]] = loom.add %[[Y]], %[[B]]
+// Each differentiated op gets a loom.grad_id, and each op of its gradient a
+// loom.grad_of: the id, then per operand and result the forward value it
+// stands for (2i: operand i or its gradient, 2j+1: result j or its
+// gradient, -1: neither).
+// SGD: %[[Y:.*]] = loom.matmul %[[X]], %[[W]] {loom.grad_id = [[MATMUL:[0-9]+]] : i64, transpose_rhs}
+// SGD: %[[LOGITS:.*]] = loom.add %[[Y]], %[[B]] {loom.grad_id = [[ADD:[0-9]+]] : i64}
 // The mean loss is the summed loss over the count of labels, so that both
 // split over the batch as partial sums.
-// SGD: %[[SUM:.*]] = loom.softmax_cross_entropy %[[LOGITS]], %[[LABELS]] {ignore_index = -100 : i64, sum}
+// SGD: %[[SUM:.*]] = loom.softmax_cross_entropy %[[LOGITS]], %[[LABELS]] {ignore_index = -100 : i64, loom.grad_id = {{[0-9]+}} : i64, sum}
 // SGD: %[[COUNTED:.*]] = loom.label_count %[[LABELS]] {ignore_index = -100 : i64} : (tensor<4xi64>) -> tensor<f32>
 // SGD: %[[TINY:.*]] = loom.constant dense<1.17549435E-38> : tensor<f32>
 // SGD: %[[COUNT:.*]] = loom.add %[[COUNTED]], %[[TINY]]
-// SGD: %[[LOSS:.*]] = loom.div %[[SUM]], %[[COUNT]]
+// SGD: %[[LOSS:.*]] = loom.div %[[SUM]], %[[COUNT]] {loom.grad_id = {{[0-9]+}} : i64}
 // SGD: %[[ONE:.*]] = loom.constant dense<1.000000e+00> : tensor<f32>
-// SGD: %[[SEED:.*]] = loom.div %[[ONE]], %[[COUNT]]
-// SGD: %[[DY:.*]] = loom.softmax_cross_entropy_grad %[[LOGITS]], %[[LABELS]], %[[SEED]] {ignore_index = -100 : i64, sum}
+// SGD: %[[SEED:.*]] = loom.div %[[ONE]], %[[COUNT]] {loom.grad_of = array<i64: {{[0-9]+}}, 1, 2, 0>}
+// SGD: %[[DY:.*]] = loom.softmax_cross_entropy_grad %[[LOGITS]], %[[LABELS]], %[[SEED]] {ignore_index = -100 : i64, loom.grad_of = array<i64: {{[0-9]+}}, 0, 2, 1, 0>, sum}
 // The bias gradient sums the broadcast batch dimension away.
-// SGD: %[[DBSUM:.*]] = loom.reduce_sum %[[DY]] {axes = array<i64: 0>, keep_dims}
-// SGD: %[[DB:.*]] = loom.reshape %[[DBSUM]] : tensor<1x3xf32> -> tensor<3xf32>
+// SGD: %[[DBSUM:.*]] = loom.reduce_sum %[[DY]] {axes = array<i64: 0>, keep_dims, loom.grad_of = array<i64: [[ADD]], 1, -1>}
+// SGD: %[[DB:.*]] = loom.reshape %[[DBSUM]] {loom.grad_of = array<i64: [[ADD]], -1, 2>} : tensor<1x3xf32> -> tensor<3xf32>
 // y = x w^T, so dw = dy^T x.
-// SGD: %[[DW:.*]] = loom.matmul %[[DY]], %[[X]] {transpose_lhs}
+// SGD: %[[DW:.*]] = loom.matmul %[[DY]], %[[X]] {loom.grad_of = array<i64: [[MATMUL]], 1, 0, 2>, transpose_lhs}
 // SGD-NOT: loom.matmul %[[DY]], %[[W]]
 // SGD: %[[W2:.*]] = loom.sgd_update %[[W]], %[[DW]], %[[LR]] {weight_decay = 0.000000e+00 : f32}
 // SGD: %[[B2:.*]] = loom.sgd_update %[[B]], %[[DB]], %[[LR]]

@@ -35,7 +35,7 @@
 // SCALED: loom.softmax_cross_entropy_grad %[[LOGITS]]
 // ... the backward in f16, the parameter's gradient cast back to f32 ...
 // SCALED: %[[DWL:.*]] = loom.matmul {{.*}} -> tensor<3x8xf16>
-// SCALED: %[[DW:.*]] = loom.cast %[[DWL]] : tensor<3x8xf16> -> tensor<3x8xf32>
+// SCALED: %[[DW:.*]] = loom.cast %[[DWL]] {{.*}}: tensor<3x8xf16> -> tensor<3x8xf32>
 // ... and divided by S before the update.
 // SCALED: %[[INV:.*]] = loom.constant dense<9.765625E-4> : tensor<f32>
 // SCALED: %[[G:.*]] = loom.mul %[[DW]], %[[INV]] : (tensor<3x8xf32>, tensor<f32>) -> tensor<3x8xf32>
