@@ -248,18 +248,27 @@ Propagator::refineWeightGradient(Operation *op, const ShardingRule &rule,
     }
     if (unused.empty())
       continue;
-    for (const auto &factors : rule.results[j])
+    // A gradient shaped like its parameter splits the dimensions the
+    // parameter is stored split over, so that its reduction lands in the
+    // parameter's layout.
+    bool likeParam = typeOf(r).getShape() == typeOf(param).getShape();
+    for (auto [d, factors] : llvm::enumerate(rule.results[j]))
       for (int f : factors) {
         if (rule.factors[f].kind != FactorKind::Parallel || !follow[f].empty())
           continue;
-        for (int a : unused) {
+        std::vector<int> axes;
+        for (int a : unused)
+          if (!likeParam || llvm::is_contained(
+                                stored->second.dimAxes(static_cast<int>(d)), a))
+            axes.push_back(a);
+        for (int a : axes) {
           FactorAxes c = follow;
           c[f] = {a};
           refined.push_back(std::move(c));
         }
-        if (unused.size() > 1) {
+        if (axes.size() > 1) {
           FactorAxes c = follow;
-          c[f].assign(unused.begin(), unused.end());
+          c[f].assign(axes.begin(), axes.end());
           refined.push_back(std::move(c));
         }
       }
