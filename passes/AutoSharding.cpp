@@ -35,6 +35,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 
 namespace loom {
 #define GEN_PASS_DEF_AUTOSHARDING
@@ -49,13 +50,27 @@ namespace {
 
 using Matrix = std::vector<std::vector<double>>;
 
+/// Whether the backward pass needs the redistributed copy an edge makes.
+enum class KeptCopy {
+  None,
+  /// A saved value the consumer needs in another layout (a weight gathered
+  /// for its matmul): the copy is held until the consumer's backward.
+  Saved,
+  /// A recomputed result: the copy is made again in the backward of its
+  /// layer and live through it, like the result itself.
+  Recomputed,
+};
+
 /// An edge's costs per pair of candidates: seconds of redistribution, and
-/// bytes per device of the redistributed copy when the backward pass keeps
-/// it (a saved value the consumer needs in another layout: a weight
-/// gathered for its matmul is held until the matmul's backward).
+/// bytes per device of the redistributed copy the consumer's backward reads
+/// (`kept`). When the backward does not read the value in its producer's
+/// layout (`always`), the consumer's copy is what is kept even when the
+/// layouts agree and no redistribution happens.
 struct EdgeCosts {
   Matrix seconds, bytes;
   bool hasBytes = false;
+  KeptCopy kept = KeptCopy::None;
+  bool always = false;
 };
 
 struct Candidate {
@@ -64,11 +79,31 @@ struct Candidate {
   NodeTerms terms;
 };
 
+/// Memory per device of one plan. It peaks where the backward begins (all
+/// it holds for the step, the loss input's gradient included) or, with
+/// recompute, in the backward of the layer recomputing the most: by then
+/// the ops after the last recomputed one (the head: final norm, logits,
+/// loss) have run their backward and freed what they held.
+struct MemoryCount {
+  double held = 0;
+  /// The part of `held` the head holds.
+  double headHeld = 0;
+  /// The results the largest layer recomputes (with their copies).
+  double recomputed = 0;
+  /// That layer (an index into the layer names), or -1.
+  int layer = -1;
+  double total() const { return std::max(held, held - headHeld + recomputed); }
+};
+
 /// An edge of the cost graph: producer node -> consumer node.
 struct EdgeRef {
   int from, to;
   const EdgeCosts *costs;
   unsigned operand; // of the consumer
+  unsigned result;  // of the producer
+  /// The share of the copy's bytes the memory penalty counts: 1/k for a
+  /// value k consumers keep copies of (one copy per layout is made).
+  double keptWeight = 1.0;
 };
 
 /// The candidates of every op with one signature.
@@ -92,7 +127,7 @@ private:
   void enumerate(Operation *op, const ShardingRule &rule, CandidateSet &set);
   const EdgeCosts &edgeCosts(const CandidateSet *producer, unsigned result,
                              const CandidateSet *consumer, unsigned operand,
-                             RankedTensorType type, bool saved);
+                             RankedTensorType type, KeptCopy kept, bool always);
   /// Seconds to redistribute a tensor of `type` from `from` to `to`.
   double redistributionSeconds(RankedTensorType type,
                                const layout::TensorLayout &from,
@@ -101,13 +136,17 @@ private:
                      const layout::TensorLayout &after,
                      const layout::Step &step, const std::vector<int64_t> &shape,
                      int64_t elementBytes);
-  /// The error when even the most compact plan (`choice`, `memory` bytes)
+  /// The memory of the plan `choice`.
+  MemoryCount countMemory(const std::vector<const CandidateSet *> &candidates,
+                          const std::vector<EdgeRef> &edges,
+                          const std::vector<int> &choice) const;
+  /// The error when even the most compact plan (`choice`, `memory`)
   /// exceeds `limit`: its largest tensors per device.
   LogicalResult infeasible(const std::vector<Operation *> &nodes,
                            const std::vector<const CandidateSet *> &candidates,
                            const std::vector<EdgeRef> &edges,
-                           const std::vector<int> &choice, double memory,
-                           int64_t limit);
+                           const std::vector<int> &choice,
+                           const MemoryCount &memory, int64_t limit);
   void progress(StringRef phase, int64_t done, int64_t total) {
     if (options.progress)
       options.progress(phase, done, total);
@@ -120,8 +159,15 @@ private:
   NodeCoster coster;
   PlannerCache planners;
   std::map<std::vector<const void *>, std::unique_ptr<CandidateSet>> sets;
+  /// Per node, its layer (layerOf its ONNX node) as an index into
+  /// layerNames; recomputed results add up per layer.
+  std::vector<int> nodeLayer;
+  /// The first node after the last recomputed one (the head), or the
+  /// number of nodes.
+  size_t headStart = 0;
+  std::vector<std::string> layerNames;
   std::map<std::tuple<const CandidateSet *, unsigned, const CandidateSet *,
-                      unsigned, bool>,
+                      unsigned, KeptCopy, bool>,
            EdgeCosts>
       matrices;
   std::map<std::tuple<const void *, layout::TensorLayout, layout::TensorLayout>,
@@ -278,11 +324,13 @@ const EdgeCosts &AutoSharder::edgeCosts(const CandidateSet *producer,
                                         unsigned result,
                                         const CandidateSet *consumer,
                                         unsigned operand, RankedTensorType type,
-                                        bool saved) {
-  auto key = std::make_tuple(producer, result, consumer, operand, saved);
+                                        KeptCopy kept, bool always) {
+  auto key = std::make_tuple(producer, result, consumer, operand, kept, always);
   if (auto it = matrices.find(key); it != matrices.end())
     return it->second;
   EdgeCosts e;
+  e.kept = kept;
+  e.always = always;
   e.seconds.assign(producer->list.size(),
                    std::vector<double>(consumer->list.size(), 0));
   e.bytes = e.seconds;
@@ -302,10 +350,13 @@ const EdgeCosts &AutoSharder::edgeCosts(const CandidateSet *producer,
         s += redistributionSeconds(type, want, back);
       }
       e.seconds[a][b] = s;
-      if (saved && have != want) {
+      if (kept != KeptCopy::None && (have != want || always)) {
+        // A saved copy is held by the micro-batches in flight; a recomputed
+        // one exists for one micro-batch's backward at a time.
         e.bytes[a][b] =
             static_cast<double>(localType(type, mesh, want).getNumElements()) *
-            static_cast<double>(elementBytes(type)) * step.savedShare;
+            static_cast<double>(elementBytes(type)) *
+            (kept == KeptCopy::Saved ? step.savedShare : 1.0);
         e.hasBytes = true;
       }
     }
@@ -316,15 +367,24 @@ LogicalResult
 AutoSharder::infeasible(const std::vector<Operation *> &nodes,
                         const std::vector<const CandidateSet *> &candidates,
                         const std::vector<EdgeRef> &edges,
-                        const std::vector<int> &choice, double memory,
-                        int64_t limit) {
+                        const std::vector<int> &choice,
+                        const MemoryCount &memory, int64_t limit) {
   std::vector<NodeCoster::MemoryItem> items;
   for (size_t n = 0; n < nodes.size(); ++n)
     for (NodeCoster::MemoryItem &item :
          coster.memoryItems(nodes[n], candidates[n]->list[choice[n]].layouts))
       items.push_back(std::move(item));
+  if (memory.layer >= 0 && memory.recomputed > 0) {
+    const std::string &name = layerNames[memory.layer];
+    items.push_back({"results of " +
+                         (name.empty() ? std::string("the ops outside layers")
+                                       : "layer '" + name + "'") +
+                         " recomputed in its backward (with their copies)",
+                     memory.recomputed, ""});
+  }
   for (const EdgeRef &e : edges)
-    if (double bytes = e.costs->bytes[choice[e.from]][choice[e.to]]) {
+    if (double bytes = e.costs->bytes[choice[e.from]][choice[e.to]];
+        bytes && e.costs->kept == KeptCopy::Saved) {
       Operation *user = nodes[e.to];
       items.push_back(
           {"copy of a result of " + describeOp(nodes[e.from]) +
@@ -340,14 +400,56 @@ AutoSharder::infeasible(const std::vector<Operation *> &nodes,
   d << "no sharding on " << mesh.toString() << " fits in "
     << formatBytes(static_cast<double>(limit)) << " (" << limit
     << " bytes) per device: the most compact plan found needs "
-    << formatBytes(memory) << ", "
-    << formatBytes(memory - static_cast<double>(limit))
+    << formatBytes(memory.total()) << ", "
+    << formatBytes(memory.total() - static_cast<double>(limit))
     << " over. Its largest tensors per device:";
-  for (size_t k = 0; k < items.size() && k < 6; ++k)
-    d << "\n  " << items[k].what << ": " << formatBytes(items[k].bytes)
-      << " as " << items[k].layout;
+  for (size_t k = 0; k < items.size() && k < 6; ++k) {
+    d << "\n  " << items[k].what << ": " << formatBytes(items[k].bytes);
+    if (!items[k].layout.empty())
+      d << " as " << items[k].layout;
+  }
   d << "\nUse more devices, a smaller batch, or a larger --memory-limit";
   return failure();
+}
+
+MemoryCount
+AutoSharder::countMemory(const std::vector<const CandidateSet *> &candidates,
+                         const std::vector<EdgeRef> &edges,
+                         const std::vector<int> &choice) const {
+  MemoryCount memory;
+  std::vector<double> perLayer(layerNames.size(), 0);
+  for (size_t n = 0; n < candidates.size(); ++n) {
+    const NodeTerms &t = candidates[n]->list[choice[n]].terms;
+    memory.held += t.memoryBytes;
+    if (n >= headStart)
+      memory.headHeld += t.resultBytes;
+    perLayer[nodeLayer[n]] += t.recomputedBytes;
+  }
+  // One copy per value and layout: the partitioner shares it.
+  std::set<std::tuple<int, unsigned, layout::TensorLayout>> copies;
+  for (const EdgeRef &e : edges) {
+    double bytes = e.costs->bytes[choice[e.from]][choice[e.to]];
+    if (!bytes || !copies
+                       .insert({e.from, e.result,
+                                candidates[e.to]
+                                    ->list[choice[e.to]]
+                                    .layouts.operands[e.operand]})
+                       .second)
+      continue;
+    if (e.costs->kept == KeptCopy::Recomputed) {
+      perLayer[nodeLayer[e.from]] += bytes;
+    } else {
+      memory.held += bytes;
+      if (static_cast<size_t>(e.to) >= headStart)
+        memory.headHeld += bytes;
+    }
+  }
+  for (size_t l = 0; l < perLayer.size(); ++l)
+    if (perLayer[l] > memory.recomputed) {
+      memory.recomputed = perLayer[l];
+      memory.layer = static_cast<int>(l);
+    }
+  return memory;
 }
 
 FailureOr<SearchReport> AutoSharder::run() {
@@ -355,6 +457,26 @@ FailureOr<SearchReport> AutoSharder::run() {
   std::vector<Operation *> nodes = forwardOps(func, step);
   llvm::DenseMap<Operation *, int> index;
   std::vector<const CandidateSet *> candidates(nodes.size());
+  std::map<std::string, int> layerIndex;
+  // Layers that recompute: the penalty counts each's recomputed results
+  // 1/R, the share the largest of R equal layers has of their sum.
+  std::set<int> recomputingLayers;
+  for (auto [n, op] : llvm::enumerate(nodes)) {
+    std::string layer = layerOf(nodeName(op)).str();
+    auto [it, added] =
+        layerIndex.emplace(layer, static_cast<int>(layerNames.size()));
+    if (added)
+      layerNames.push_back(layer);
+    nodeLayer.push_back(it->second);
+    if (step.recomputed.contains(op)) {
+      recomputingLayers.insert(it->second);
+      headStart = n + 1;
+    }
+  }
+  if (recomputingLayers.empty())
+    headStart = nodes.size();
+  const double recomputedWeight =
+      1.0 / static_cast<double>(std::max<size_t>(recomputingLayers.size(), 1));
   for (auto [n, op] : llvm::enumerate(nodes)) {
     index[op] = static_cast<int>(n);
     FailureOr<const CandidateSet *> set = candidatesFor(op);
@@ -380,11 +502,20 @@ FailureOr<SearchReport> AutoSharder::run() {
         continue;
       int p = it->second;
       unsigned result = cast<OpResult>(v).getResultNumber();
-      edges.push_back({p, static_cast<int>(n),
-                       &edgeCosts(candidates[p], result, set, i,
-                                  cast<RankedTensorType>(v.getType()),
-                                  step.isSaved(v)),
-                       static_cast<unsigned>(i)});
+      // The copy made for this consumer is kept when its gradient reads
+      // it, or (a saved value) when the backward recomputes the consumer.
+      StepShape::BackwardUses uses = step.backwardUses(v);
+      bool saved = step.isSaved(v);
+      KeptCopy kept = KeptCopy::None;
+      if (uses.readsAs(op, i) || (saved && step.recomputed.contains(op)))
+        kept = saved                             ? KeptCopy::Saved
+               : step.isRecomputedForBackward(v) ? KeptCopy::Recomputed
+                                                 : KeptCopy::None;
+      edges.push_back(
+          {p, static_cast<int>(n),
+           &edgeCosts(candidates[p], result, set, i,
+                      cast<RankedTensorType>(v.getType()), kept, !uses.own),
+           static_cast<unsigned>(i), result});
     }
     for (auto [j, r] : llvm::enumerate(op->getResults()))
       if (llvm::is_contained(terminator->getOperands(), r)) {
@@ -398,6 +529,13 @@ FailureOr<SearchReport> AutoSharder::run() {
       progress("costing edges", static_cast<int64_t>(n),
                static_cast<int64_t>(nodes.size()));
   }
+  std::map<std::pair<int, unsigned>, int> keptCopies;
+  for (const EdgeRef &e : edges)
+    if (e.costs->hasBytes)
+      ++keptCopies[{e.from, e.result}];
+  for (EdgeRef &e : edges)
+    if (e.costs->hasBytes)
+      e.keptWeight = 1.0 / keptCopies[{e.from, e.result}];
 
   search::CostGraph graph;
   for (size_t n = 0; n < nodes.size(); ++n)
@@ -409,47 +547,51 @@ FailureOr<SearchReport> AutoSharder::run() {
   int64_t limit = options.memoryLimit > 0 ? options.memoryLimit
                                           : options.profile.memoryCapacity;
   int solves = 0;
-  auto solveWith = [&](double lambda, double &memory) {
+  // The memory penalty is additive: the largest layer's recomputed results
+  // count as the mean over the recomputing layers (exact for equal layers);
+  // whether a plan fits is judged on its count (countMemory).
+  auto solveWith = [&](double lambda, MemoryCount &memory) {
     for (size_t n = 0; n < nodes.size(); ++n) {
       std::vector<double> costs;
       for (size_t a = 0; a < candidates[n]->list.size(); ++a) {
         const NodeTerms &t = candidates[n]->list[a].terms;
-        costs.push_back(t.seconds() + sinkCost[n][a] + lambda * t.memoryBytes);
+        costs.push_back(
+            t.seconds() + sinkCost[n][a] +
+            lambda * (t.memoryBytes + recomputedWeight * t.recomputedBytes));
       }
       graph.setNodeCosts(static_cast<int>(n), std::move(costs));
     }
     for (auto [k, e] : llvm::enumerate(edges)) {
       if (!e.costs->hasBytes)
         continue;
+      double weight =
+          lambda * e.keptWeight *
+          (e.costs->kept == KeptCopy::Recomputed ? recomputedWeight : 1.0);
       Matrix costs = e.costs->seconds;
       for (size_t a = 0; a < costs.size(); ++a)
         for (size_t b = 0; b < costs[a].size(); ++b)
-          costs[a][b] += lambda * e.costs->bytes[a][b];
+          costs[a][b] += weight * e.costs->bytes[a][b];
       graph.setEdgeCosts(static_cast<int>(k), std::move(costs));
     }
     progress("solving", ++solves, 0);
     search::Solution s = search::solve(graph);
-    memory = 0;
-    for (size_t n = 0; n < nodes.size(); ++n)
-      memory += candidates[n]->list[s.choice[n]].terms.memoryBytes;
-    for (const EdgeRef &e : edges)
-      memory += e.costs->bytes[s.choice[e.from]][s.choice[e.to]];
+    memory = countMemory(candidates, edges, s.choice);
     return s;
   };
   // Lambda: 0 if the fastest plan fits; else the most compact plan (memory
   // first, time only breaking ties) must fit, and lambda rises from the
   // ratio of the fastest plan's time to its memory until a plan fits, then
   // is bisected (in log scale, to 10%) down to the smallest that fits.
-  double memory = 0;
+  MemoryCount memory;
   double lambda = 0;
   search::Solution best = solveWith(0, memory);
-  if (limit > 0 && memory > static_cast<double>(limit)) {
+  if (limit > 0 && memory.total() > static_cast<double>(limit)) {
     if (options.fastestOnly)
       return failure();
-    double scale = std::max(best.cost, 1e-12) / std::max(memory, 1.0);
-    double compactMemory = 0;
+    double scale = std::max(best.cost, 1e-12) / std::max(memory.total(), 1.0);
+    MemoryCount compactMemory;
     search::Solution compact = solveWith(scale * 1e6, compactMemory);
-    if (compactMemory > static_cast<double>(limit))
+    if (compactMemory.total() > static_cast<double>(limit))
       return infeasible(nodes, candidates, edges, compact.choice, compactMemory,
                         limit);
     best = compact;
@@ -457,9 +599,9 @@ FailureOr<SearchReport> AutoSharder::run() {
     lambda = scale * 1e6;
     // Keeps the plan of `candidate` if it fits.
     auto fitsWith = [&](double candidate) {
-      double m = 0;
+      MemoryCount m;
       search::Solution s = solveWith(candidate, m);
-      if (m > static_cast<double>(limit))
+      if (m.total() > static_cast<double>(limit))
         return false;
       best = std::move(s);
       memory = m;
@@ -484,7 +626,7 @@ FailureOr<SearchReport> AutoSharder::run() {
   report.distinctOps = static_cast<int>(sets.size());
   report.exact = best.exact;
   report.memoryBound = lambda > 0;
-  report.memoryBytes = memory;
+  report.memoryBytes = memory.total();
   std::vector<std::vector<int>> incident(nodes.size());
   for (auto [k, e] : llvm::enumerate(edges)) {
     incident[e.from].push_back(static_cast<int>(k));

@@ -313,7 +313,9 @@ def AutoSharding : Pass<"loom-auto-sharding", "mlir::func::FuncOp"> {
     they do not index, and lambda times its per-device memory (parameters,
     gradients, optimizer state, saved activations); an edge costs the
     redistribution of the value and of its gradient (alpha-beta with the
-    bus factors, on the slowest link the group spans). The eliminations of
+    bus factors, on the slowest link the group spans), and lambda times the
+    copy when the consumer's gradient reads it (`loom.grad_of`). The
+    largest layer's recomputed results are counted once. The eliminations of
     the cost-graph solver (MindSpore's dynamic programming, exact on
     series-parallel graphs, exhaustive on small remainders) pick the
     cheapest assignment; lambda rises from 0 until the plan fits the

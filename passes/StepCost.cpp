@@ -36,6 +36,8 @@ StepShape analyzeStep(func::FuncOp func, double stateShare, double savedShare) {
     step.loss = terminator->getOperand(0).getDefiningOp();
     for (Operation &op : body) {
       step.forward.insert(&op);
+      if (auto id = op.getAttrOfType<IntegerAttr>(LoomDialect::kGradIdAttrName))
+        step.forwardById[id.getInt()] = &op;
       if (op.hasAttr(LoomDialect::kRecomputeAttrName) && &op != step.loss)
         step.recomputed.insert(&op);
       if (&op == step.loss)
@@ -49,13 +51,50 @@ bool isOptimizerUpdate(Operation *op) {
   return isa<SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp>(op);
 }
 
+bool StepShape::usedByBackward(Value result) const {
+  return training && llvm::any_of(result.getUsers(), [&](Operation *user) {
+           return !forward.contains(user) && !isa<func::ReturnOp>(user);
+         });
+}
+
 bool StepShape::isSaved(Value result) const {
   if (!training || recomputed.contains(result.getDefiningOp()))
     return false;
-  return llvm::any_of(result.getUsers(), [&](Operation *user) {
-    return (!forward.contains(user) && !isa<func::ReturnOp>(user)) ||
-           recomputed.contains(user);
-  });
+  return usedByBackward(result) ||
+         llvm::any_of(result.getUsers(), [&](Operation *user) {
+           return recomputed.contains(user);
+         });
+}
+
+StepShape::BackwardUses StepShape::backwardUses(Value result) const {
+  BackwardUses uses;
+  if (!training)
+    return uses;
+  Operation *producer = result.getDefiningOp();
+  for (OpOperand &use : result.getUses()) {
+    Operation *user = use.getOwner();
+    if (forward.contains(user) || isa<func::ReturnOp>(user))
+      continue;
+    // The forward value this operand of the gradient op stands for.
+    auto links =
+        user->getAttrOfType<DenseI64ArrayAttr>(LoomDialect::kGradOfAttrName);
+    int64_t code = links && links.size() > 1 + use.getOperandNumber()
+                       ? links[1 + use.getOperandNumber()]
+                       : -1;
+    Operation *of = code >= 0 ? forwardById.lookup(links[0]) : nullptr;
+    size_t k = code / 2;
+    if (of && code % 2 == 0 && k < of->getNumOperands() &&
+        of->getOperand(k) == result && of != producer)
+      uses.consumers.push_back({of, static_cast<unsigned>(k)});
+    else
+      uses.own = true;
+    uses.unlinked |= !links;
+  }
+  return uses;
+}
+
+bool StepShape::isRecomputedForBackward(Value result) const {
+  return recomputed.contains(result.getDefiningOp()) && usedByBackward(result);
 }
 
 std::vector<Operation *> forwardOps(func::FuncOp func, const StepShape &step) {
@@ -165,8 +204,10 @@ static void forEachHeld(Operation *op, const OpLayouts &layouts,
     f(v, layouts.operands[i],
       parameterBytes(bytes, step, zeroWays(op, i, layouts, mesh, step)), true);
   }
+  // A result the backward reads only as its consumers' copies is counted
+  // with those (the search's edges).
   for (auto [j, r] : llvm::enumerate(op->getResults()))
-    if (step.isSaved(r))
+    if (step.isSaved(r) && step.backwardUses(r).own)
       f(r, layouts.results[j],
         bytesOf(localType(cast<RankedTensorType>(r.getType()), mesh,
                           layouts.results[j])),
@@ -200,9 +241,14 @@ NodeTerms NodeCoster::terms(Operation *op, const ShardingRule &rule,
       [&](Value, const layout::TensorLayout &, double bytes, bool parameter) {
         t.memoryBytes +=
             bytes * (parameter ? step.stateShare : step.savedShare);
+        if (!parameter)
+          t.resultBytes += bytes * step.savedShare;
       });
   if (!step.training)
     return t;
+  for (auto [j, r] : llvm::enumerate(op->getResults()))
+    if (step.isRecomputedForBackward(r) && step.backwardUses(r).own)
+      t.recomputedBytes += bytesOf(results[j]);
   for (auto [i, v] : llvm::enumerate(op->getOperands())) {
     BlockArgument param = parameterOf(v);
     if (!param || isParameterCast(op))

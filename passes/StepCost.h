@@ -53,6 +53,32 @@ struct StepShape {
   double savedShare = 1.0;
 
   bool isSaved(mlir::Value result) const;
+  /// Whether a backward op (neither forward nor the return) uses `result`.
+  bool usedByBackward(mlir::Value result) const;
+
+  /// Where the backward pass reads a forward result. A backward op linked
+  /// to its forward op (loom.grad_of) takes that op's layouts: the
+  /// producer's gradient reads the result in the producer's layout, a
+  /// consumer's gradient reads its operand in the consumer's (the copy the
+  /// forward made for it).
+  struct BackwardUses {
+    /// In the producer's layout (also any use not linked to a forward op).
+    bool own = false;
+    /// (consumer, operand) pairs whose layout the backward reads it in.
+    llvm::SmallVector<std::pair<mlir::Operation *, unsigned>, 4> consumers;
+    /// A backward op without links reads it: in any layout, for all we know.
+    bool unlinked = false;
+    bool readsAs(mlir::Operation *consumer, unsigned operand) const {
+      return unlinked ||
+             llvm::is_contained(consumers, std::make_pair(consumer, operand));
+    }
+  };
+  BackwardUses backwardUses(mlir::Value result) const;
+  /// The forward ops by their loom.grad_id.
+  llvm::DenseMap<int64_t, mlir::Operation *> forwardById;
+  /// Whether `result` is a recomputed op's result the backward uses: made
+  /// again in the backward of its layer and live through it.
+  bool isRecomputedForBackward(mlir::Value result) const;
 };
 StepShape analyzeStep(mlir::func::FuncOp func, double stateShare = 1.0,
                       double savedShare = 1.0);
@@ -78,6 +104,13 @@ struct NodeTerms {
   /// Parameters, gradients and optimizer state of the op's parameter
   /// operands, plus its results the backward pass uses (training).
   double memoryBytes = 0;
+  /// The part of memoryBytes that is results (not parameters and state).
+  double resultBytes = 0;
+  /// For a recomputed op, its results the backward uses: not held for the
+  /// step, but made again in the backward of the op's layer, where they
+  /// are live together with the layer's other recomputed results (the
+  /// search counts the largest layer's sum once).
+  double recomputedBytes = 0;
   double seconds() const { return computeSeconds + commSeconds; }
 };
 

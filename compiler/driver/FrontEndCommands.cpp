@@ -528,6 +528,10 @@ std::vector<StageCandidate> rankedShapes;
 std::optional<llvm::StringMap<int64_t>> presetLayerStages;
 /// partition()'s code for a candidate costed, not an error.
 constexpr int kEvaluated = -1;
+/// partition()'s code when a search under a lowered limit (after a plan
+/// over the memory limit: earlierChoice is set) finds no plan; the caller
+/// reports the plan it had.
+constexpr int kNoPlanUnderLoweredLimit = -2;
 
 void StageCandidate::select() const {
   meshFlag = mesh;
@@ -798,6 +802,8 @@ int partition(ModuleOp module, const cost::HardwareProfile &cluster,
       outs() << ": searched in " << format("%.2f", progress->seconds()) << " s"
              << searches << "; no plan\n";
       outs().flush();
+      if (earlierChoice && !evaluating)
+        return kNoPlanUnderLoweredLimit;
       return reportError(modelPath + ": cannot shard the model on " +
                          mesh->toString() + ": " + diagnostics);
     }
@@ -1501,47 +1507,10 @@ int chooseStages(const cost::HardwareProfile &cluster) {
   return 0;
 }
 
-/// Where the plan's largest stage peaks, for an error: ": at its peak [on
-/// stage s], <op> of '<node>', its step arena holds ...; the largest
-/// there:" and a line per value (bytes, local shape, what made it).
-std::string describePeak(const plan::Plan &plan) {
-  const plan::Stage *largest = nullptr;
-  for (const plan::Stage &stage : plan.stages())
-    if (!largest ||
-        stage.program().state_bytes() + stage.program().arena_bytes() >
-            largest->program().state_bytes() + largest->program().arena_bytes())
-      largest = &stage;
-  if (!largest)
-    return "";
-  const plan::Program &program = largest->program();
-  ArenaPeak peak = arenaPeak(program, /*top=*/4);
-  if (peak.instruction < 0)
-    return "";
-  auto where = [&](int i) {
-    const plan::Instruction &inst = program.instructions(i);
-    return inst.op() + (inst.location().empty()
-                            ? std::string()
-                            : " of '" + inst.location() + "'");
-  };
-  std::string text = ": at its peak";
-  if (plan.stages_size() > 1)
-    text += " on stage " + std::to_string(largest - &plan.stages(0));
-  text += ", " + where(peak.instruction) + ", its step arena holds " +
-          sharding::formatBytes(static_cast<double>(peak.bytes)) + " (state " +
-          sharding::formatBytes(static_cast<double>(program.state_bytes())) +
-          " beside it); the largest there:";
-  for (auto [k, id] : llvm::enumerate(peak.largest)) {
-    const plan::Value &v = program.values(id);
-    std::string shape;
-    for (int64_t d : v.type().shape())
-      shape += (shape.empty() ? "" : "x") + std::to_string(d);
-    text +=
-        "\n  " + sharding::formatBytes(static_cast<double>(v.bytes())) + " [" +
-        shape + "]: " +
-        (peak.producers[k] >= 0 ? "the result of " + where(peak.producers[k])
-                                : "input '" + v.name() + "'");
-  }
-  return text;
+/// ": at its peak ..." (explain::describeArenaPeak), for an error.
+static std::string peakClause(const plan::Plan &plan) {
+  std::string peak = explain::describeArenaPeak(plan, /*top=*/4);
+  return peak.empty() ? peak : ": " + peak;
 }
 
 int runCompile() {
@@ -1582,9 +1551,29 @@ int runCompile() {
   // --stages auto's submeshes of different sizes, before rankedShapes[0].
   bool mixed = presetLayerStages.has_value();
   for (int attempt = 0;; ++attempt) {
+    std::optional<plan::Plan> over = std::move(plan);
     plan = stageMeshesFlag.empty()
                ? buildPlan(*cluster, searchLimit, exitCode)
                : buildOnStageMeshes(*cluster, searchLimit, exitCode);
+    if (!plan && exitCode == kNoPlanUnderLoweredLimit) {
+      if (!over)
+        return reportError(modelPath + ": no plan fits the memory limit");
+      // The search's count is below the program's: the last plan is the
+      // nearest to the limit there is.
+      int64_t peak = 0;
+      for (const plan::Stage &stage : over->stages())
+        peak = std::max(peak, stage.program().state_bytes() +
+                                  stage.program().arena_bytes());
+      return reportError(
+          modelPath + ": the plan needs " + sharding::formatBytes(peak) +
+          " per device, over the limit of " + sharding::formatBytes(limit) +
+          ", and no plan fits a search under " +
+          sharding::formatBytes(static_cast<double>(searchLimit)) +
+          " (the search counted " +
+          sharding::formatBytes(over->explanation().search_memory_bytes()) +
+          " for it)" + peakClause(*over) +
+          "\nuse more devices, a smaller batch, or a larger --memory-limit");
+    }
     if (!plan)
       return exitCode;
     int64_t peak = 0;
@@ -1629,7 +1618,7 @@ int runCompile() {
           modelPath + ": the plan needs " + sharding::formatBytes(peak) +
           " per device, over the limit of " + sharding::formatBytes(limit) +
           ", after " + std::to_string(attempt + 1) + " searches" +
-          describePeak(*plan) +
+          peakClause(*plan) +
           "\nuse more devices, a smaller batch, or a larger --memory-limit");
     // Lower by the excess (at least), and by 2% more each time. Below a
     // tenth of the limit, the search's estimate is too far from the plan
@@ -1648,7 +1637,7 @@ int runCompile() {
           sharding::formatBytes(plan->explanation().search_memory_bytes()) +
           "; the buffers of its partitioned program at its peak are what the "
           "search misses" +
-          describePeak(*plan) +
+          peakClause(*plan) +
           "\nuse more devices, a smaller batch, or a larger --memory-limit");
     outs() << "loom: the plan needs " << sharding::formatBytes(peak)
            << " per device, over the limit of " << sharding::formatBytes(limit)

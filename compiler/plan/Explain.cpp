@@ -1,6 +1,7 @@
 //===- Explain.cpp - What a plan is predicted to cost, and why ------------===//
 
 #include "compiler/plan/Explain.h"
+#include "compiler/plan/PlanEmitter.h"
 
 #include "passes/StepCost.h"
 
@@ -229,6 +230,46 @@ std::string pad(const std::string &text, size_t width) {
 
 } // namespace
 
+std::string describeArenaPeak(const plan::Plan &plan, size_t top) {
+  const plan::Stage *largest = nullptr;
+  for (const plan::Stage &stage : plan.stages())
+    if (!largest ||
+        stage.program().state_bytes() + stage.program().arena_bytes() >
+            largest->program().state_bytes() + largest->program().arena_bytes())
+      largest = &stage;
+  if (!largest)
+    return "";
+  const plan::Program &program = largest->program();
+  ArenaPeak peak = arenaPeak(program, top);
+  if (peak.instruction < 0)
+    return "";
+  auto where = [&](int i) {
+    const plan::Instruction &inst = program.instructions(i);
+    return inst.op() + (inst.location().empty()
+                            ? std::string()
+                            : " of '" + inst.location() + "'");
+  };
+  std::string text = "at its peak";
+  if (plan.stages_size() > 1)
+    text += " on stage " + std::to_string(largest - &plan.stages(0));
+  text += ", " + where(peak.instruction) + ", its step arena holds " +
+          sharding::formatBytes(static_cast<double>(peak.bytes)) + " (state " +
+          sharding::formatBytes(static_cast<double>(program.state_bytes())) +
+          " beside it); the largest there:";
+  for (auto [k, id] : llvm::enumerate(peak.largest)) {
+    const plan::Value &v = program.values(id);
+    std::string shape;
+    for (int64_t d : v.type().shape())
+      shape += (shape.empty() ? "" : "x") + std::to_string(d);
+    text +=
+        "\n  " + sharding::formatBytes(static_cast<double>(v.bytes())) + " [" +
+        shape + "]: " +
+        (peak.producers[k] >= 0 ? "the result of " + where(peak.producers[k])
+                                : "input '" + v.name() + "'");
+  }
+  return text;
+}
+
 void printExplanation(const plan::Plan &plan, const std::string &title,
                       const PrintOptions &options, llvm::raw_ostream &os) {
   const plan::Explanation &e = plan.explanation();
@@ -362,6 +403,8 @@ void printExplanation(const plan::Plan &plan, const std::string &title,
        << sharding::formatBytes(static_cast<double>(e.search_memory_bytes()))
        << " and predicted " << formatSeconds(e.search_seconds());
   os << "\n";
+  if (std::string peak = describeArenaPeak(plan, /*top=*/4); !peak.empty())
+    os << peak << "\n";
 
   std::vector<int> order(e.nodes_size());
   std::iota(order.begin(), order.end(), 0);

@@ -86,6 +86,12 @@ struct PrintOptions {
 void printExplanation(const plan::Plan &plan, const std::string &title,
                       const PrintOptions &options, llvm::raw_ostream &os);
 
+/// Where the plan's largest stage peaks: "at its peak [on stage s], <op> of
+/// '<node>', its step arena holds ... (state ... beside it); the largest
+/// there:" and a line per value among the `top` largest live there (bytes,
+/// local shape, what made it). Empty for a plan without instructions.
+std::string describeArenaPeak(const plan::Plan &plan, size_t top);
+
 /// "12.345 ms" (or us / s as fits).
 std::string formatSeconds(double seconds);
 
