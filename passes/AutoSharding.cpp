@@ -63,14 +63,11 @@ enum class KeptCopy {
 
 /// An edge's costs per pair of candidates: seconds of redistribution, and
 /// bytes per device of the redistributed copy the consumer's backward reads
-/// (`kept`). When the backward does not read the value in its producer's
-/// layout (`always`), the consumer's copy is what is kept even when the
-/// layouts agree and no redistribution happens.
+/// (`kept`).
 struct EdgeCosts {
   Matrix seconds, bytes;
   bool hasBytes = false;
   KeptCopy kept = KeptCopy::None;
-  bool always = false;
 };
 
 struct Candidate {
@@ -125,6 +122,9 @@ public:
 private:
   FailureOr<const CandidateSet *> candidatesFor(Operation *op);
   void enumerate(Operation *op, const ShardingRule &rule, CandidateSet &set);
+  /// `always`: the backward does not read the value in its producer's
+  /// layout, so the consumer's copy is what is kept even where the layouts
+  /// agree and nothing is redistributed.
   const EdgeCosts &edgeCosts(const CandidateSet *producer, unsigned result,
                              const CandidateSet *consumer, unsigned operand,
                              RankedTensorType type, KeptCopy kept, bool always);
@@ -330,7 +330,6 @@ const EdgeCosts &AutoSharder::edgeCosts(const CandidateSet *producer,
     return it->second;
   EdgeCosts e;
   e.kept = kept;
-  e.always = always;
   e.seconds.assign(producer->list.size(),
                    std::vector<double>(consumer->list.size(), 0));
   e.bytes = e.seconds;
