@@ -845,6 +845,33 @@ std::string Executor::Impl::validate() {
     lastUse[out.value()] = program->instructions_size();
     outputIds[out.name()] = out.value();
   }
+  // A reshape's result may share its operand's bytes; the operand then
+  // lives as long as either is used.
+  for (int i = 0; i < n; ++i) {
+    const plan::Value &v = program->values(i);
+    if (!v.has_alias_of())
+      continue;
+    int32_t t = v.alias_of();
+    const plan::Instruction *def =
+        definedAt[i] >= 0 ? &program->instructions(definedAt[i]) : nullptr;
+    // The reshape reads the target, or another alias of it.
+    auto reads = [&](const plan::Instruction &inst) {
+      int32_t operand = inst.operands_size() ? inst.operands(0) : -1;
+      return operand == t || (operand >= 0 && operand < n &&
+                              program->values(operand).has_alias_of() &&
+                              program->values(operand).alias_of() == t);
+    };
+    if (t < 0 || t >= n || !def || def->op() != "reshape" || !reads(*def) ||
+        program->values(t).kind() != plan::Value::TEMPORARY ||
+        program->values(t).has_in_place_of() ||
+        program->values(t).has_alias_of() ||
+        program->values(t).bytes() != v.bytes() ||
+        program->values(t).offset() != v.offset())
+      return "value #" + std::to_string(i) +
+             " is not a valid alias of value #" + std::to_string(t) +
+             " (the result of a reshape of it, at the same offset)";
+    lastUse[t] = std::max(lastUse[t], lastUse[i]);
+  }
   if (std::string e = checkLocalShapes(); !e.empty())
     return e;
 
@@ -863,7 +890,8 @@ std::string Executor::Impl::validate() {
         v.kind() == plan::Value::HYPERPARAMETER)
       live.push_back(
           {-1, std::max(lastUse[i], 0), v.offset(), v.offset() + v.bytes(), i});
-    else if (v.kind() == plan::Value::TEMPORARY && !v.has_in_place_of())
+    else if (v.kind() == plan::Value::TEMPORARY && !v.has_in_place_of() &&
+             !v.has_alias_of())
       live.push_back({definedAt[i], std::max(lastUse[i], definedAt[i]),
                       v.offset(), v.offset() + v.bytes(), i});
   }

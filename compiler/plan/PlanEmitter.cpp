@@ -203,6 +203,17 @@ struct Liveness {
     }
     for (const auto &out : program.outputs())
       lastUse[out.value()] = n;
+    // An alias's uses keep its target's bytes live.
+    for (const plan::Value &v : program.values())
+      if (v.has_alias_of())
+        lastUse[v.alias_of()] =
+            std::max(lastUse[v.alias_of()], lastUse[v.id()]);
+  }
+
+  /// The value whose bytes `id` is: its alias target, or itself.
+  static int32_t home(const plan::Program &program, int32_t id) {
+    const plan::Value &v = program.values(id);
+    return v.has_alias_of() ? v.alias_of() : id;
   }
 
   /// Calls `allocate` and `release` in program order, and `after(i)` once
@@ -212,7 +223,8 @@ struct Liveness {
   void walk(const plan::Program &program, Allocate allocate, Release release,
             After after) const {
     auto inArena = [&](int32_t id) {
-      return !program.values(id).has_in_place_of();
+      return !program.values(id).has_in_place_of() &&
+             !program.values(id).has_alias_of();
     };
     for (const plan::Value &v : program.values())
       if (v.kind() == plan::Value::INPUT ||
@@ -228,11 +240,13 @@ struct Liveness {
         if (lastUse[id] < 0 && inArena(id)) // never used: free right away
           release(id);
       std::vector<int32_t> dying;
-      for (int32_t id : inst.operands())
+      for (int32_t operand : inst.operands()) {
+        int32_t id = home(program, operand);
         if (lastUse[id] == i &&
             program.values(id).kind() == plan::Value::TEMPORARY &&
             inArena(id) && !llvm::is_contained(dying, id))
           dying.push_back(id);
+      }
       for (int32_t id : dying)
         release(id);
     }
@@ -526,6 +540,8 @@ bool Emitter::emitProgram(func::FuncOp func, plan::Program &out) {
                           " must be a fresh value to update an argument");
             return false;
           }
+          // It is written by an update, not a view of another value.
+          pv->clear_alias_of();
           pv->set_in_place_of(target);
           *pv->mutable_layout() = program->values(target).layout();
           *pv->mutable_global_type() = program->values(target).global_type();
@@ -577,6 +593,16 @@ bool Emitter::emitProgram(func::FuncOp func, plan::Program &out) {
                           layouts[cast<OpResult>(result).getResultNumber()]));
       inst->add_results(pv->id());
     }
+    // A reshape moves no bytes: its result is its operand's memory (a
+    // temporary's; inputs are written from outside every step).
+    if (isa<ReshapeOp>(op)) {
+      int32_t operand = Liveness::home(*program, inst->operands(0));
+      const plan::Value &from = program->values(operand);
+      plan::Value *to = program->mutable_values(inst->results(0));
+      if (from.kind() == plan::Value::TEMPORARY && !from.has_in_place_of() &&
+          from.bytes() == to->bytes())
+        to->set_alias_of(operand);
+    }
   }
 
   // Memory plan of the step arena (see Liveness).
@@ -616,6 +642,9 @@ bool Emitter::emitProgram(func::FuncOp func, plan::Program &out) {
   for (plan::Value &v : *program->mutable_values())
     if (offsets[v.id()] >= 0)
       v.set_offset(offsets[v.id()]);
+  for (plan::Value &v : *program->mutable_values())
+    if (v.has_alias_of())
+      v.set_offset(program->values(v.alias_of()).offset());
   program->set_arena_bytes(std::min(firstSize, bestSize));
   program->set_state_bytes(stateBytes);
   return true;

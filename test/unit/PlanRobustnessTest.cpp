@@ -154,6 +154,54 @@ TEST_P(PlanRobustness, OverlappingLiveValuesAreRejected) {
   EXPECT_NE(error.find("overlaps"), std::string::npos) << error;
 }
 
+// A reshape of a temporary moves no bytes: its result is the operand's
+// memory, and the operand stays live while the result is used.
+TEST_P(PlanRobustness, ReshapesShareTheirOperandsBytes) {
+  const plan::Program &program = plan.stages(0).program();
+  int reshapes = 0;
+  for (const plan::Instruction &inst : program.instructions()) {
+    if (inst.op() != "reshape")
+      continue;
+    const plan::Value &from = program.values(inst.operands(0));
+    const plan::Value &to = program.values(inst.results(0));
+    if (from.kind() != plan::Value::TEMPORARY)
+      continue;
+    ++reshapes;
+    EXPECT_TRUE(to.has_alias_of()) << inst.location();
+    EXPECT_EQ(to.alias_of(), from.has_alias_of() ? from.alias_of() : from.id());
+    EXPECT_EQ(to.offset(), from.offset()) << inst.location();
+  }
+  std::cout << GetParam() << ": " << reshapes
+            << " reshapes of temporaries share their operand's bytes\n";
+}
+
+// An alias must be a reshape's result at its operand's offset.
+TEST_P(PlanRobustness, BadAliasesAreRejected) {
+  plan::Plan copy = plan;
+  plan::Program *program = copy.mutable_stages(0)->mutable_program();
+  plan::Value *alias = nullptr;
+  for (plan::Value &v : *program->mutable_values())
+    if (v.has_alias_of() && !alias)
+      alias = &v;
+  if (!alias)
+    GTEST_SKIP() << "no reshape of a temporary";
+  alias->set_offset(alias->offset() + 4);
+  std::string error = loadAndRun(copy.SerializeAsString(), *backend);
+  EXPECT_NE(error.find("is not a valid alias of value #"), std::string::npos)
+      << error;
+  // An instruction's result other than a reshape's.
+  copy = plan;
+  program = copy.mutable_stages(0)->mutable_program();
+  const plan::Instruction &first = program->instructions(0);
+  if (first.op() == "reshape" || first.operands_size() == 0)
+    GTEST_SKIP() << "the first instruction is a reshape";
+  plan::Value *result = program->mutable_values(first.results(0));
+  result->set_alias_of(first.operands(0));
+  error = loadAndRun(copy.SerializeAsString(), *backend);
+  EXPECT_NE(error.find("is not a valid alias of value #"), std::string::npos)
+      << error;
+}
+
 TEST_P(PlanRobustness, TheMemoryPlanReusesStorage) {
   const plan::Program &program = plan.stages(0).program();
   int64_t total = 0;
