@@ -605,6 +605,19 @@ bool Emitter::emitProgram(func::FuncOp func, plan::Program &out) {
     }
   }
 
+  // A reshape of a value that became an in-place update (a returned
+  // result stored over its argument, outside the arena) is a copy after
+  // all.
+  for (const plan::Instruction &inst : program->instructions()) {
+    if (inst.op() != "reshape")
+      continue;
+    plan::Value *to = program->mutable_values(inst.results(0));
+    if (to->has_alias_of() &&
+        (program->values(to->alias_of()).has_in_place_of() ||
+         Liveness::home(*program, inst.operands(0)) != to->alias_of()))
+      to->clear_alias_of();
+  }
+
   // Memory plan of the step arena (see Liveness).
   const Liveness live(*program);
   const std::vector<int> &lastUse = live.lastUse, &definedAt = live.definedAt;
