@@ -540,8 +540,6 @@ bool Emitter::emitProgram(func::FuncOp func, plan::Program &out) {
                           " must be a fresh value to update an argument");
             return false;
           }
-          // It is written by an update, not a view of another value.
-          pv->clear_alias_of();
           pv->set_in_place_of(target);
           *pv->mutable_layout() = program->values(target).layout();
           *pv->mutable_global_type() = program->values(target).global_type();
@@ -593,29 +591,21 @@ bool Emitter::emitProgram(func::FuncOp func, plan::Program &out) {
                           layouts[cast<OpResult>(result).getResultNumber()]));
       inst->add_results(pv->id());
     }
-    // A reshape moves no bytes: its result is its operand's memory (a
-    // temporary's; inputs are written from outside every step).
-    if (isa<ReshapeOp>(op)) {
-      int32_t operand = Liveness::home(*program, inst->operands(0));
-      const plan::Value &from = program->values(operand);
-      plan::Value *to = program->mutable_values(inst->results(0));
-      if (from.kind() == plan::Value::TEMPORARY && !from.has_in_place_of() &&
-          from.bytes() == to->bytes())
-        to->set_alias_of(operand);
-    }
   }
 
-  // A reshape of a value that became an in-place update (a returned
-  // result stored over its argument, outside the arena) is a copy after
-  // all.
+  // A reshape moves no bytes: its result is its operand's memory, when
+  // both are arena temporaries (inputs are written from outside every step;
+  // in-place updates live over their arguments). In program order, so that
+  // a reshape of a reshape shares the first one's target.
   for (const plan::Instruction &inst : program->instructions()) {
     if (inst.op() != "reshape")
       continue;
+    int32_t operand = Liveness::home(*program, inst.operands(0));
+    const plan::Value &from = program->values(operand);
     plan::Value *to = program->mutable_values(inst.results(0));
-    if (to->has_alias_of() &&
-        (program->values(to->alias_of()).has_in_place_of() ||
-         Liveness::home(*program, inst.operands(0)) != to->alias_of()))
-      to->clear_alias_of();
+    if (from.kind() == plan::Value::TEMPORARY && !from.has_in_place_of() &&
+        !to->has_in_place_of() && from.bytes() == to->bytes())
+      to->set_alias_of(operand);
   }
 
   // Memory plan of the step arena (see Liveness).
