@@ -31,6 +31,7 @@
 #define LOOM_RUNTIME_EXECUTOR_H
 
 #include "runtime/Backend.h"
+#include "runtime/PlanFormat.h"
 #include "runtime/Tensor.h"
 #include "runtime/plan.pb.h"
 
@@ -44,9 +45,6 @@ namespace loom::rt {
 
 class Communicator;
 class TraceWriter;
-
-/// The plan format version this runtime reads.
-inline constexpr uint32_t kPlanFormatVersion = 1;
 
 /// Parses a serialized plan. Fails on anything that is not a plan of a
 /// version this runtime reads.

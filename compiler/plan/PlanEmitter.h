@@ -11,6 +11,7 @@
 #define LOOM_COMPILER_PLAN_PLANEMITTER_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "runtime/PlanFormat.h"
 #include "runtime/plan.pb.h"
 
 #include <optional>
@@ -18,9 +19,6 @@
 #include <vector>
 
 namespace loom {
-
-/// The plan format version this compiler writes (Plan.format_version).
-inline constexpr uint32_t kPlanFormatVersion = 1;
 
 /// Emits the plan of `module`'s `@main`; on failure returns std::nullopt
 /// and says why in `error` (naming the op and its location).

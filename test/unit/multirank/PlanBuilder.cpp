@@ -22,7 +22,7 @@ bool isState(plan::Value::Kind kind) {
 } // namespace
 
 PlanBuilder::PlanBuilder(std::vector<std::pair<std::string, int64_t>> axes) {
-  plan_.set_format_version(rt::kPlanFormatVersion);
+  plan_.set_format_version(kPlanFormatVersion);
   plan_.set_producer("test");
   plan_.mutable_schedule()->set_kind(plan::Schedule::SINGLE);
   plan_.mutable_schedule()->set_micro_batches(1);

@@ -1,0 +1,25 @@
+//===- PlanFormat.h - The plan format's version -----------------*- C++ -*-===//
+//
+// One number for the compiler that writes plans and the runtime that reads
+// them (Plan.format_version). A field whose meaning an older reader would
+// get wrong, rather than ignore, raises it:
+//
+//   1  the first format;
+//   2  Value.alias_of: a reshape's result shares its operand's arena bytes
+//      (a version-1 reader takes the two for overlapping values).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_PLANFORMAT_H
+#define LOOM_RUNTIME_PLANFORMAT_H
+
+#include <cstdint>
+
+namespace loom {
+
+/// The plan format version this build writes and reads.
+inline constexpr uint32_t kPlanFormatVersion = 2;
+
+} // namespace loom
+
+#endif // LOOM_RUNTIME_PLANFORMAT_H
