@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
+#include <tuple>
 
 namespace loom::search {
 
@@ -370,6 +372,237 @@ peakHeld(const std::string &schedule, int64_t stages, int64_t microBatches,
 
 } // namespace
 
+namespace {
+
+/// The interleaved step of a split of the layers into P * V chunks, and
+/// each device's memory, exactly as the header defines them (the step
+/// without the once-per-step updates, which the split does not change).
+class InterleavedModel {
+public:
+  InterleavedModel(const StageTable &table, const StageSplitOptions &options)
+      : table(table), P(static_cast<size_t>(options.stages)),
+        V(static_cast<size_t>(StageTable::chunksPerDevice(options))),
+        M(static_cast<double>(options.microBatches)),
+        limit(options.memoryLimit > 0 ? options.memoryLimit : kInf) {
+    // Along device d's order, how many micro-batches of each of its chunks
+    // it holds after each forward (where the held bytes can peak); only
+    // the vectors no other one covers in every chunk can be the peak,
+    // whatever each chunk saves.
+    for (size_t d = 0; d < P; ++d) {
+      std::vector<std::vector<int64_t>> seen;
+      std::vector<int64_t> held(V, 0);
+      for (const ScheduleUnit &u :
+           scheduleOrder(options.schedule, options.stages, options.microBatches,
+                         static_cast<int64_t>(d), static_cast<int64_t>(V))) {
+        held[static_cast<size_t>(u.chunk)] += u.backward ? -1 : 1;
+        if (!u.backward)
+          seen.push_back(held);
+      }
+      std::sort(seen.begin(), seen.end());
+      seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+      auto covers = [&](const std::vector<int64_t> &a,
+                        const std::vector<int64_t> &b) {
+        for (size_t v = 0; v < V; ++v)
+          if (a[v] < b[v])
+            return false;
+        return true;
+      };
+      std::vector<std::vector<int64_t>> frontier;
+      for (size_t a = 0; a < seen.size(); ++a) {
+        bool covered = false;
+        for (size_t b = 0; b < seen.size() && !covered; ++b)
+          covered = b != a && covers(seen[b], seen[a]);
+        if (!covered)
+          frontier.push_back(seen[a]);
+      }
+      peaks.push_back(std::move(frontier));
+    }
+  }
+
+  struct Value {
+    double seconds = kInf;
+    double largestMemory = kInf;
+    bool fits = false;
+  };
+
+  /// Device d's bytes at its peak: its chunks' state, the most saved
+  /// results its order holds at once, its chunks' largest transient.
+  double deviceBytes(const std::vector<size_t> &starts, size_t d) const {
+    double state = 0, transient = 0, held = 0;
+    for (size_t v = 0; v < V; ++v) {
+      size_t c = v * P + d;
+      size_t j = starts[c], i = table.end(starts, c);
+      state += table.stateBytes(j, i);
+      transient = std::max(transient, table.transientBytes(j, i));
+    }
+    for (const std::vector<int64_t> &counts : peaks[d]) {
+      double bytes = 0;
+      for (size_t v = 0; v < V; ++v) {
+        size_t c = v * P + d;
+        bytes += static_cast<double>(counts[v]) *
+                 table.savedBytes(starts[c], table.end(starts, c));
+      }
+      held = std::max(held, bytes);
+    }
+    return state + held + transient;
+  }
+
+  Value evaluate(const std::vector<size_t> &starts) const {
+    Value value;
+    double sum = 0, slowest = 0;
+    for (size_t d = 0; d < P; ++d) {
+      double device = 0;
+      for (size_t v = 0; v < V; ++v) {
+        size_t c = v * P + d;
+        device += table.seconds(starts[c], table.end(starts, c));
+      }
+      sum += device;
+      slowest = std::max(slowest, device);
+    }
+    const double v = static_cast<double>(V);
+    value.seconds = sum / v + (M - 1 / v) * slowest;
+    value.largestMemory = 0;
+    for (size_t d = 0; d < P; ++d)
+      value.largestMemory =
+          std::max(value.largestMemory, deviceBytes(starts, d));
+    value.fits = atMost(value.largestMemory, limit);
+    return value;
+  }
+
+  /// A split that fits beats one that does not; of two that fit the
+  /// faster wins, then the leaner; of two that do not the leaner, then the
+  /// faster.
+  static bool better(const Value &a, const Value &b) {
+    if (a.fits != b.fits)
+      return a.fits;
+    auto [first, firstOther, second, secondOther] =
+        a.fits
+            ? std::tie(a.seconds, b.seconds, a.largestMemory, b.largestMemory)
+            : std::tie(a.largestMemory, b.largestMemory, a.seconds, b.seconds);
+    if (!atMost(first, firstOther))
+      return false;
+    return lessThan(first, firstOther) || lessThan(second, secondOther);
+  }
+
+private:
+  const StageTable &table;
+  const size_t P, V;
+  const double M, limit;
+  /// Per device, the held-count vectors that can be its peak.
+  std::vector<std::vector<std::vector<int64_t>>> peaks;
+};
+
+/// C(n, k) in doubles (saturating far above any budget).
+double binomial(size_t n, size_t k) {
+  double r = 1;
+  for (size_t i = 1; i <= k && r < 1e18; ++i)
+    r = r * static_cast<double>(n - k + i) / static_cast<double>(i);
+  return r;
+}
+
+/// Every split of the layers into the model's chunks, the best by
+/// InterleavedModel::better (the first found at equal value).
+std::vector<size_t> bestOfAll(const InterleavedModel &model, size_t layers,
+                              size_t chunks) {
+  std::vector<size_t> starts(chunks, 0), best;
+  InterleavedModel::Value bestValue;
+  // Chunk c starts in (starts[c - 1], layers - (chunks - c)].
+  std::function<void(size_t)> place = [&](size_t c) {
+    if (c == chunks) {
+      InterleavedModel::Value value = model.evaluate(starts);
+      if (best.empty() || InterleavedModel::better(value, bestValue)) {
+        best = starts;
+        bestValue = value;
+      }
+      return;
+    }
+    for (size_t j = starts[c - 1] + 1; j + (chunks - c) <= layers; ++j) {
+      starts[c] = j;
+      place(c + 1);
+    }
+  };
+  if (chunks == 1)
+    return starts;
+  place(1);
+  return best;
+}
+
+/// Whether `starts` starts at 0 and every chunk keeps a layer.
+bool validCuts(const std::vector<size_t> &starts, size_t layers) {
+  for (size_t c = 1; c < starts.size(); ++c)
+    if (starts[c] <= starts[c - 1])
+      return false;
+  return starts.back() < layers;
+}
+
+/// From `starts`, moves of a run of consecutive cuts by one layer (a layer
+/// leaves the chunk before the run for the chunk after it, or back), the
+/// best move each round, while one improves the split.
+std::vector<size_t> descend(const InterleavedModel &model,
+                            std::vector<size_t> starts, size_t layers) {
+  const size_t C = starts.size();
+  InterleavedModel::Value current = model.evaluate(starts);
+  for (;;) {
+    std::vector<size_t> bestMove;
+    InterleavedModel::Value bestValue = current;
+    for (size_t first = 1; first < C; ++first)
+      for (size_t last = first; last < C; ++last)
+        for (int step : {-1, 1}) {
+          // Chunk first - 1 and chunk last change size; they keep a layer.
+          if (step < 0 && starts[first] - 1 <= starts[first - 1])
+            continue;
+          size_t next = last + 1 < C ? starts[last + 1] : layers;
+          if (step > 0 && starts[last] + 1 >= next)
+            continue;
+          std::vector<size_t> moved = starts;
+          for (size_t c = first; c <= last; ++c)
+            moved[c] = step > 0 ? moved[c] + 1 : moved[c] - 1;
+          InterleavedModel::Value value = model.evaluate(moved);
+          if (InterleavedModel::better(value, bestValue)) {
+            bestValue = value;
+            bestMove = std::move(moved);
+          }
+        }
+    // Two cuts by a layer each, either way.
+    for (size_t a = 1; a < C; ++a)
+      for (size_t b = a + 1; b < C; ++b)
+        for (int stepA : {-1, 1})
+          for (int stepB : {-1, 1}) {
+            std::vector<size_t> moved = starts;
+            moved[a] = stepA > 0 ? moved[a] + 1 : moved[a] - 1;
+            moved[b] = stepB > 0 ? moved[b] + 1 : moved[b] - 1;
+            if (!validCuts(moved, layers))
+              continue;
+            InterleavedModel::Value value = model.evaluate(moved);
+            if (InterleavedModel::better(value, bestValue)) {
+              bestValue = value;
+              bestMove = std::move(moved);
+            }
+          }
+    // One cut anywhere between its neighbours.
+    for (size_t c = 1; c < C; ++c) {
+      size_t next = c + 1 < C ? starts[c + 1] : layers;
+      for (size_t j = starts[c - 1] + 1; j < next; ++j) {
+        if (j == starts[c])
+          continue;
+        std::vector<size_t> moved = starts;
+        moved[c] = j;
+        InterleavedModel::Value value = model.evaluate(moved);
+        if (InterleavedModel::better(value, bestValue)) {
+          bestValue = value;
+          bestMove = std::move(moved);
+        }
+      }
+    }
+    if (bestMove.empty())
+      return starts;
+    starts = std::move(bestMove);
+    current = bestValue;
+  }
+}
+
+} // namespace
+
 double inFlight(const std::string &schedule, int64_t stages,
                 int64_t microBatches, int64_t stage, int64_t virtualStages) {
   int64_t V = chunksPerStage(schedule, virtualStages);
@@ -396,7 +629,8 @@ std::optional<StageSplit> splitStages(const std::vector<LayerCost> &layers,
     return std::nullopt;
   StageTable table(layers, options);
 
-  // A device holds V chunks: each gets 1/V of the limit.
+  // Interleaved, this is the start: a device holds V chunks, each gets 1/V
+  // of the limit.
   StageSplit split;
   std::optional<std::vector<size_t>> starts =
       fastestSplit(table, options.memoryLimit > 0
@@ -415,6 +649,43 @@ std::optional<StageSplit> splitStages(const std::vector<LayerCost> &layers,
     split.fits = false;
   }
 
+  std::optional<InterleavedModel> interleaved;
+  if (V > 1) {
+    // The interleaved step and each device's memory exactly: every split
+    // when there are few, else a descent from the chunks' 1F1B split.
+    interleaved.emplace(table, options);
+    const size_t L = layers.size(), C = starts->size();
+    if (binomial(L - 1, C - 1) <= options.exhaustiveSplits) {
+      starts = bestOfAll(*interleaved, L, C);
+    } else {
+      // Descents from the chunks' 1F1B split within 1/V of the limit, the
+      // fastest with no limit, and the leanest; the best of their ends.
+      std::vector<std::vector<size_t>> seeds{*starts};
+      if (std::optional<std::vector<size_t>> fastest =
+              fastestSplit(table, kInf))
+        seeds.push_back(*fastest);
+      if (std::optional<ChainResult> leanest = solveChain(
+              table,
+              [&](int64_t s, size_t j, size_t i) {
+                return table.bytes(j, i, s);
+              },
+              larger))
+        seeds.push_back(leanest->starts);
+      std::optional<std::vector<size_t>> best;
+      InterleavedModel::Value bestValue;
+      for (std::vector<size_t> &seed : seeds) {
+        std::vector<size_t> end = descend(*interleaved, std::move(seed), L);
+        InterleavedModel::Value value = interleaved->evaluate(end);
+        if (!best || InterleavedModel::better(value, bestValue)) {
+          best = std::move(end);
+          bestValue = value;
+        }
+      }
+      starts = std::move(best);
+    }
+    split.fits = interleaved->evaluate(*starts).fits;
+  }
+
   split.starts = std::move(*starts);
   for (size_t s = 0; s < split.starts.size(); ++s) {
     size_t j = split.starts[s], i = table.end(split.starts, s);
@@ -426,30 +697,10 @@ std::optional<StageSplit> splitStages(const std::vector<LayerCost> &layers,
     if (V == 1)
       split.memoryBytes.push_back(table.bytes(j, i, static_cast<int64_t>(s)));
   }
-  if (V > 1) {
-    // A device's memory: its chunks' state, the most saved results its
-    // order holds at once, and its chunks' largest transient.
-    const int64_t P = options.stages;
-    for (int64_t d = 0; d < P; ++d) {
-      auto range = [&](int64_t chunk) {
-        size_t c = static_cast<size_t>(chunk * P + d);
-        return std::make_pair(split.starts[c], table.end(split.starts, c));
-      };
-      double state = 0, transient = 0, held = 0, peak = 0;
-      for (int64_t v = 0; v < V; ++v) {
-        auto [j, i] = range(v);
-        state += table.stateBytes(j, i);
-        transient = std::max(transient, table.transientBytes(j, i));
-      }
-      for (const ScheduleUnit &u :
-           scheduleOrder(options.schedule, P, options.microBatches, d, V)) {
-        auto [j, i] = range(u.chunk);
-        held += (u.backward ? -1 : 1) * table.savedBytes(j, i);
-        peak = std::max(peak, held);
-      }
-      split.memoryBytes.push_back(state + peak + transient);
-    }
-  }
+  if (interleaved)
+    for (int64_t d = 0; d < options.stages; ++d)
+      split.memoryBytes.push_back(
+          interleaved->deviceBytes(split.starts, static_cast<size_t>(d)));
   split.seconds = pipelineSeconds(split.microBatchSeconds, split.stepSeconds,
                                   options.microBatches, V);
   return split;

@@ -30,10 +30,17 @@
 //
 // (the pipe fills and drains through one chunk per device instead of a
 // whole stage: for equal chunks, (M V + P - 1) t, a bubble of
-// (P - 1) / (M V + P - 1)); for V = 1 it is the formula above. The chunks
-// are split as P * V stages of a 1F1B pipeline over M * V micro-batches,
-// which is V times T for equal chunks, each chunk within 1/V of the memory
-// limit (a device holds V chunks): a heuristic, where V = 1 is exact.
+// (P - 1) / (M V + P - 1)); for V = 1 it is the formula above. A device
+// holds its chunks' state, its chunks' largest transient, and the saved
+// results of the micro-batches its order holds at once per chunk. The
+// split minimizes this T under the memory limit per device: exactly, over
+// every split, when there are at most `exhaustiveSplits` of them (C(L - 1,
+// P V - 1) for L layers); else by descent from the split of the chunks as
+// P * V stages of a 1F1B pipeline over M * V micro-batches (V times T for
+// equal chunks, each chunk within 1/V of the limit), moving runs of
+// consecutive cuts by a layer while the best such move improves T (or,
+// while nothing fits, the largest device's memory). The descent ends in a
+// local optimum, no worse than where it starts.
 //
 // Stages on submeshes of different sizes (Alpa's inter-op pass over layers
 // and submeshes): given, for several submesh shapes, every layer's costs on
@@ -92,6 +99,9 @@ struct StageSplitOptions {
   int64_t virtualStages = 1;
   /// Bytes per device; <= 0: unlimited.
   double memoryLimit = 0;
+  /// Under "interleaved", the most splits tried one by one (above, a
+  /// descent).
+  double exhaustiveSplits = 20000;
   /// Seconds one message of `bytes` takes from a stage to its neighbour;
   /// unset: sends are free. Called only for bytes > 0: a cut that carries
   /// nothing one way costs nothing that way.
@@ -113,7 +123,9 @@ struct StageSplit {
   /// T above.
   double seconds = 0;
   /// Whether every stage fits the memory limit. When no split does, the
-  /// split returned is the one whose largest stage memory is least.
+  /// split returned is the one whose largest stage memory is least (under
+  /// "interleaved" past the exhaustive budget, the least the descent
+  /// reaches).
   bool fits = true;
 
   /// One past stage `s`'s last layer, of `layerCount` layers.

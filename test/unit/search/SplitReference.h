@@ -2,7 +2,8 @@
 //
 // The stage-split tests' oracle: one split's per-stage times, memories and
 // step, recomputed from the definitions in compiler/search/StageSplit.h
-// (independently of the library's tables), for GPipe and 1F1B.
+// (independently of the library's tables), for GPipe, 1F1B and
+// interleaved 1F1B.
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,6 +65,69 @@ inline Reference evaluateSplit(
     r.largestMemory = std::max(r.largestMemory, r.memory.back());
   }
   r.objective = sum + (M - 1) * slowest;
+  r.seconds = r.objective + slowestStep;
+  return r;
+}
+
+/// A split of `layers` into P * V chunks (chunk c on device c mod P) under
+/// the interleaved schedule: per chunk t and u, per device its memory (its
+/// chunks' state and largest transient, and the saved results of its
+/// order's held forward units at their most), and the step
+/// sum_c t_c / V + (M - 1/V) max_d T_d + max_d u_d.
+inline Reference
+evaluateInterleaved(const std::vector<LayerCost> &layers,
+                    const std::vector<size_t> &starts, int64_t stages,
+                    int64_t virtualStages, int64_t microBatches,
+                    const std::function<double(double)> &sendSeconds) {
+  const size_t C = starts.size(), P = static_cast<size_t>(stages),
+               L = layers.size();
+  const double V = static_cast<double>(virtualStages),
+               M = static_cast<double>(microBatches);
+  auto send = [&](double bytes) {
+    return bytes > 0 && sendSeconds ? sendSeconds(bytes) : 0.0;
+  };
+  Reference r;
+  std::vector<double> state(C), saved(C), transient(C);
+  for (size_t c = 0; c < C; ++c) {
+    size_t j = starts[c], i = c + 1 < C ? starts[c + 1] : L;
+    double t = 0, u = 0;
+    for (size_t l = j; l < i; ++l) {
+      t += layers[l].microBatchSeconds;
+      u += layers[l].stepSeconds;
+      state[c] += layers[l].stateBytes;
+      saved[c] += layers[l].savedBytes;
+      transient[c] = std::max(transient[c], layers[l].transientBytes);
+    }
+    if (i < L)
+      t += send(layers[i - 1].forwardBytes);
+    if (j > 0)
+      t += send(layers[j - 1].backwardBytes);
+    r.micro.push_back(t);
+    r.step.push_back(u);
+  }
+  double sum = 0, slowest = 0, slowestStep = 0;
+  for (size_t d = 0; d < P; ++d) {
+    double t = 0, u = 0, bytes = 0, held = 0, peak = 0, largest = 0;
+    for (size_t c = d; c < C; c += P) {
+      t += r.micro[c];
+      u += r.step[c];
+      bytes += state[c];
+      largest = std::max(largest, transient[c]);
+    }
+    for (const ScheduleUnit &unit :
+         scheduleOrder("interleaved", stages, microBatches,
+                       static_cast<int64_t>(d), virtualStages)) {
+      held += (unit.backward ? -1 : 1) *
+              saved[static_cast<size_t>(unit.chunk) * P + d];
+      peak = std::max(peak, held);
+    }
+    r.memory.push_back(bytes + peak + largest);
+    r.largestMemory = std::max(r.largestMemory, r.memory.back());
+    sum += t;
+    slowest = std::max(slowest, t);
+    slowestStep = std::max(slowestStep, u);
+  }
+  r.objective = sum / V + (M - 1 / V) * slowest;
   r.seconds = r.objective + slowestStep;
   return r;
 }

@@ -419,9 +419,9 @@ TEST(StageSplit, HundredLayersSplitQuickly) {
       }
 }
 
-// Interleaved: the layers go into P * V chunks (chunk c on device c mod P),
-// split as a 1F1B pipeline of P * V stages; the step is pipelineSeconds
-// with V, the memory per device the sum of its chunks'.
+// Interleaved: the layers go into P * V chunks (chunk c on device c mod P);
+// the step is pipelineSeconds with V, a device's memory what its order
+// holds of its chunks.
 TEST(StageSplit, InterleavedSplitsIntoChunks) {
   std::vector<LayerCost> layers(8, layer(1.0, 1.0));
   StageSplitOptions options;
@@ -431,23 +431,27 @@ TEST(StageSplit, InterleavedSplitsIntoChunks) {
   options.virtualStages = 2;
   std::optional<StageSplit> got = splitStages(layers, options);
   ASSERT_TRUE(got);
-  EXPECT_EQ(got->starts, (std::vector<size_t>{0, 2, 4, 6}));
-  EXPECT_EQ(got->microBatchSeconds, (std::vector<double>(4, 2.0)));
-  // (M V + P - 1) chunks' time.
-  EXPECT_DOUBLE_EQ(got->seconds, (4 * 2 + 2 - 1) * 2.0);
-  // Device 0's order holds at most 5 units (2 bytes saved per chunk),
-  // device 1's 3.
-  EXPECT_EQ(got->memoryBytes, (std::vector<double>{10, 6}));
+  // Each device's chunks take 4 layers' time, as for chunks of 2 layers
+  // each: 4/2 + (4 - 1/2) 4.
+  EXPECT_DOUBLE_EQ(got->seconds, 8.0 / 2 + 3.5 * 4);
+  // Of those splits the leanest: device 0's order holds at most (3, 2) or
+  // (4, 1) micro-batches of its chunks 0 and 2, so a chunks of a and c
+  // layers (a + c = 4) hold max(3a + 2c, 4a + c) bytes, least (9) at a = 1;
+  // 2 + 2 would hold 10. Device 1 holds (2, 1) at most: 5 for 1 + 3.
+  EXPECT_EQ(got->starts, (std::vector<size_t>{0, 1, 2, 5}));
+  EXPECT_EQ(got->microBatchSeconds, (std::vector<double>{1, 1, 3, 3}));
+  EXPECT_EQ(got->memoryBytes, (std::vector<double>{9, 5}));
   EXPECT_TRUE(got->fits);
 
-  // Each chunk gets 1/V of the limit: 10 bytes per device leave 5 per
-  // chunk, which chunk 0 (2 layers: 8 bytes) breaks; a one-layer chunk 0
-  // (4 bytes) fits.
-  options.memoryLimit = 10;
+  // Within 8 bytes device 0 can hold no 4 layers (9 at least), so its
+  // chunks take 3 and device 1's 5: 8/2 + 3.5 * 5.
+  options.memoryLimit = 8;
   got = splitStages(layers, options);
   ASSERT_TRUE(got);
   EXPECT_TRUE(got->fits);
-  EXPECT_EQ(got->starts[1], 1u);
+  EXPECT_DOUBLE_EQ(got->seconds, 8.0 / 2 + 3.5 * 5);
+  EXPECT_LE(got->memoryBytes[0], 8);
+  EXPECT_LE(got->memoryBytes[1], 8);
 
   // M must be a multiple of P, and every chunk needs a layer.
   options.memoryLimit = 0;
@@ -461,6 +465,154 @@ TEST(StageSplit, InterleavedSplitsIntoChunks) {
   got = splitStages(layers, options);
   ASSERT_TRUE(got);
   EXPECT_EQ(got->starts.size(), 2u);
+}
+
+// Interleaved, on random chains of 4 to 11 layers (P and V of 2 and 3, M
+// of P, 2P and 4P; unlimited, a limit some splits meet, one none meets):
+// within the exhaustive budget the split is the best of all (the least step
+// of those that fit, or when none does the least largest memory, then the
+// least step), with its own numbers. Forced to descend (no budget), the
+// split is never slower than where it starts, the chunks' 1F1B split
+// (checked unlimited, where that start is splitStages' 1F1B split of P V
+// stages over M V micro-batches), nor better than the best; how far from
+// the best it ends is printed.
+TEST(StageSplit, InterleavedEqualsExhaustiveAndDescentImproves) {
+  std::mt19937 rng(77);
+  std::uniform_real_distribution<double> unit(0, 1);
+  int exact = 0, descents = 0, descentsAtBest = 0, descentsFitting = 0,
+      fittingCases = 0;
+  double worstGap = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    for (int64_t P : {2, 3})
+      for (int64_t V : {2, 3}) {
+        size_t L = static_cast<size_t>(P * V) + trial % 6;
+        std::vector<LayerCost> layers = randomLayers(rng, L, trial % 3 == 0);
+        for (LayerCost &c : layers)
+          c.transientBytes = unit(rng) * 10;
+        std::function<double(double)> send;
+        if (trial % 4 != 3) {
+          double latency = unit(rng), perByte = unit(rng) * 0.5;
+          send = [latency, perByte](double bytes) {
+            return latency + perByte * bytes;
+          };
+        }
+        std::vector<std::vector<size_t>> splits =
+            allSplits(L, static_cast<size_t>(P * V));
+        for (int64_t M : {P, 2 * P, 4 * P}) {
+          std::vector<Reference> refs;
+          std::vector<double> largest;
+          for (const std::vector<size_t> &starts : splits) {
+            refs.push_back(
+                reference::evaluateInterleaved(layers, starts, P, V, M, send));
+            largest.push_back(refs.back().largestMemory);
+          }
+          std::sort(largest.begin(), largest.end());
+          for (double limit :
+               {0.0, largest[largest.size() / 3], 0.9 * largest.front()}) {
+            StageSplitOptions options;
+            options.stages = P;
+            options.virtualStages = V;
+            options.microBatches = M;
+            options.schedule = "interleaved";
+            options.sendSeconds = send;
+            options.memoryLimit = limit;
+            std::string where =
+                "trial " + std::to_string(trial) + " L=" + std::to_string(L) +
+                " P=" + std::to_string(P) + " V=" + std::to_string(V) +
+                " M=" + std::to_string(M) + " limit=" + std::to_string(limit);
+            // The best of all splits, by the reference.
+            auto fits = [&](const Reference &r) {
+              return limit <= 0 || r.largestMemory <= limit * (1 + 1e-12);
+            };
+            const Reference *best = nullptr;
+            for (const Reference &r : refs) {
+              bool better =
+                  !best || (fits(r) && !fits(*best)) ||
+                  (fits(r) == fits(*best) &&
+                   (fits(r)
+                        ? r.objective < best->objective * (1 - 1e-12)
+                        : r.largestMemory < best->largestMemory * (1 - 1e-12)));
+              if (better)
+                best = &r;
+            }
+            auto check = [&](const StageSplit &got, const std::string &how) {
+              Reference mine = reference::evaluateInterleaved(
+                  layers, got.starts, P, V, M, send);
+              EXPECT_EQ(got.fits, fits(mine)) << where << how;
+              EXPECT_NEAR(got.seconds, mine.seconds, 1e-9 * mine.seconds)
+                  << where << how;
+              EXPECT_EQ(got.microBatchSeconds.size(), got.starts.size());
+              for (size_t c = 0; c < got.starts.size(); ++c)
+                EXPECT_NEAR(got.microBatchSeconds[c], mine.micro[c],
+                            1e-9 * (1 + mine.micro[c]))
+                    << where << how;
+              EXPECT_EQ(got.memoryBytes.size(), static_cast<size_t>(P));
+              for (size_t d = 0; d < got.memoryBytes.size(); ++d)
+                EXPECT_NEAR(got.memoryBytes[d], mine.memory[d],
+                            1e-9 * (1 + mine.memory[d]))
+                    << where << how;
+              return mine;
+            };
+
+            std::optional<StageSplit> got = splitStages(layers, options);
+            ASSERT_TRUE(got) << where;
+            Reference mine = check(*got, " (exhaustive)");
+            ++exact;
+            EXPECT_EQ(fits(mine), fits(*best)) << where;
+            if (fits(*best)) {
+              EXPECT_NEAR(mine.objective, best->objective,
+                          1e-9 * best->objective)
+                  << where << " got " << describe(got->starts);
+            } else {
+              EXPECT_NEAR(mine.largestMemory, best->largestMemory,
+                          1e-9 * best->largestMemory)
+                  << where << " got " << describe(got->starts);
+            }
+
+            options.exhaustiveSplits = 0;
+            std::optional<StageSplit> descended = splitStages(layers, options);
+            ASSERT_TRUE(descended) << where;
+            Reference down = check(*descended, " (descent)");
+            ++descents;
+            if (fits(*best)) {
+              ++fittingCases;
+              if (fits(down)) {
+                ++descentsFitting;
+                EXPECT_GE(down.objective, best->objective * (1 - 1e-9))
+                    << where;
+                double gap = down.objective / best->objective - 1;
+                worstGap = std::max(worstGap, gap);
+                descentsAtBest += gap <= 1e-9;
+              }
+            }
+            if (limit <= 0) {
+              StageSplitOptions chunked;
+              chunked.stages = P * V;
+              chunked.microBatches = M * V;
+              chunked.schedule = "1f1b";
+              chunked.sendSeconds = send;
+              std::optional<StageSplit> start = splitStages(layers, chunked);
+              ASSERT_TRUE(start) << where;
+              Reference from = reference::evaluateInterleaved(
+                  layers, start->starts, P, V, M, send);
+              EXPECT_LE(down.objective, from.objective * (1 + 1e-9))
+                  << where << " descended to " << describe(descended->starts)
+                  << " from " << describe(start->starts);
+            }
+          }
+        }
+      }
+  }
+  // A heuristic's record on this seed, kept from regressing: measured
+  // 1440 of 1440 fitting and 1220 at the best (worst 22.8% slower), all
+  // misses under a limit few splits meet.
+  EXPECT_EQ(descentsFitting, fittingCases);
+  EXPECT_GE(descentsAtBest, fittingCases * 8 / 10);
+  std::printf("[ checked  ] %d interleaved splits against enumeration; "
+              "descent: %d of %d fit where a split does, %d of those reach "
+              "the best, worst gap %.1f%%\n",
+              exact, descentsFitting, fittingCases, descentsAtBest,
+              100 * worstGap);
 }
 
 // pipelineSeconds with V: the fill through one chunk per device, then the
