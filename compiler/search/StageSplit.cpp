@@ -545,23 +545,28 @@ std::vector<size_t> descend(const InterleavedModel &model,
   for (;;) {
     std::vector<size_t> bestMove;
     InterleavedModel::Value bestValue = current;
+    // Keeps `moved` if it is a split and the best so far (the first found
+    // at equal value).
+    auto consider = [&](std::vector<size_t> moved) {
+      if (!validCuts(moved, layers))
+        return;
+      InterleavedModel::Value value = model.evaluate(moved);
+      if (InterleavedModel::better(value, bestValue)) {
+        bestValue = value;
+        bestMove = std::move(moved);
+      }
+    };
+    auto shift = [](size_t cut, int step) {
+      return step > 0 ? cut + 1 : cut - 1;
+    };
+    // A run of cuts by a layer: chunk first - 1 and chunk last change size.
     for (size_t first = 1; first < C; ++first)
       for (size_t last = first; last < C; ++last)
         for (int step : {-1, 1}) {
-          // Chunk first - 1 and chunk last change size; they keep a layer.
-          if (step < 0 && starts[first] - 1 <= starts[first - 1])
-            continue;
-          size_t next = last + 1 < C ? starts[last + 1] : layers;
-          if (step > 0 && starts[last] + 1 >= next)
-            continue;
           std::vector<size_t> moved = starts;
           for (size_t c = first; c <= last; ++c)
-            moved[c] = step > 0 ? moved[c] + 1 : moved[c] - 1;
-          InterleavedModel::Value value = model.evaluate(moved);
-          if (InterleavedModel::better(value, bestValue)) {
-            bestValue = value;
-            bestMove = std::move(moved);
-          }
+            moved[c] = shift(moved[c], step);
+          consider(std::move(moved));
         }
     // Two cuts by a layer each, either way.
     for (size_t a = 1; a < C; ++a)
@@ -569,30 +574,19 @@ std::vector<size_t> descend(const InterleavedModel &model,
         for (int stepA : {-1, 1})
           for (int stepB : {-1, 1}) {
             std::vector<size_t> moved = starts;
-            moved[a] = stepA > 0 ? moved[a] + 1 : moved[a] - 1;
-            moved[b] = stepB > 0 ? moved[b] + 1 : moved[b] - 1;
-            if (!validCuts(moved, layers))
-              continue;
-            InterleavedModel::Value value = model.evaluate(moved);
-            if (InterleavedModel::better(value, bestValue)) {
-              bestValue = value;
-              bestMove = std::move(moved);
-            }
+            moved[a] = shift(moved[a], stepA);
+            moved[b] = shift(moved[b], stepB);
+            consider(std::move(moved));
           }
     // One cut anywhere between its neighbours.
     for (size_t c = 1; c < C; ++c) {
       size_t next = c + 1 < C ? starts[c + 1] : layers;
-      for (size_t j = starts[c - 1] + 1; j < next; ++j) {
-        if (j == starts[c])
-          continue;
-        std::vector<size_t> moved = starts;
-        moved[c] = j;
-        InterleavedModel::Value value = model.evaluate(moved);
-        if (InterleavedModel::better(value, bestValue)) {
-          bestValue = value;
-          bestMove = std::move(moved);
+      for (size_t j = starts[c - 1] + 1; j < next; ++j)
+        if (j != starts[c]) {
+          std::vector<size_t> moved = starts;
+          moved[c] = j;
+          consider(std::move(moved));
         }
-      }
     }
     if (bestMove.empty())
       return starts;
@@ -629,64 +623,67 @@ std::optional<StageSplit> splitStages(const std::vector<LayerCost> &layers,
     return std::nullopt;
   StageTable table(layers, options);
 
-  // Interleaved, this is the start: a device holds V chunks, each gets 1/V
-  // of the limit.
   StageSplit split;
-  std::optional<std::vector<size_t>> starts =
-      fastestSplit(table, options.memoryLimit > 0
-                              ? options.memoryLimit / static_cast<double>(V)
-                              : kInf);
-  if (!starts) {
-    // Nothing fits: the least largest memory, then the fastest split that
-    // reaches it.
-    std::optional<ChainResult> leanest = solveChain(
-        table,
-        [&](int64_t s, size_t j, size_t i) { return table.bytes(j, i, s); },
-        larger);
+  // The least largest memory of the chunks as 1F1B stages, computed once
+  // if asked.
+  std::optional<ChainResult> leanest;
+  auto leanestSplit = [&]() -> const ChainResult & {
+    if (!leanest)
+      leanest = solveChain(
+          table,
+          [&](int64_t s, size_t j, size_t i) { return table.bytes(j, i, s); },
+          larger);
     assert(leanest && "with no limit every split is admissible");
-    starts = fastestSplit(table, leanest->value);
+    return *leanest;
+  };
+  // The fastest split of the chunks as 1F1B stages, each within 1/V of the
+  // limit (a device holds V chunks); when none fits, the fastest of those
+  // that reach the least largest memory.
+  auto chunkSplit = [&](bool &fits) {
+    std::optional<std::vector<size_t>> starts =
+        fastestSplit(table, options.memoryLimit > 0
+                                ? options.memoryLimit / static_cast<double>(V)
+                                : kInf);
+    fits = starts.has_value();
+    if (!starts)
+      starts = fastestSplit(table, leanestSplit().value);
     assert(starts && "the leanest split fits its own memory");
-    split.fits = false;
-  }
+    return std::move(*starts);
+  };
 
+  std::vector<size_t> starts;
   std::optional<InterleavedModel> interleaved;
-  if (V > 1) {
+  if (V == 1) {
+    starts = chunkSplit(split.fits);
+  } else {
     // The interleaved step and each device's memory exactly: every split
-    // when there are few, else a descent from the chunks' 1F1B split.
+    // when there are few, else descents from the chunks' 1F1B split, the
+    // fastest with no limit and the leanest; the best of their ends.
     interleaved.emplace(table, options);
-    const size_t L = layers.size(), C = starts->size();
+    const size_t L = layers.size(), C = static_cast<size_t>(options.stages * V);
     if (binomial(L - 1, C - 1) <= options.exhaustiveSplits) {
       starts = bestOfAll(*interleaved, L, C);
     } else {
-      // Descents from the chunks' 1F1B split within 1/V of the limit, the
-      // fastest with no limit, and the leanest; the best of their ends.
-      std::vector<std::vector<size_t>> seeds{*starts};
+      bool chunksFit = false;
+      std::vector<std::vector<size_t>> seeds{chunkSplit(chunksFit)};
       if (std::optional<std::vector<size_t>> fastest =
               fastestSplit(table, kInf))
         seeds.push_back(*fastest);
-      if (std::optional<ChainResult> leanest = solveChain(
-              table,
-              [&](int64_t s, size_t j, size_t i) {
-                return table.bytes(j, i, s);
-              },
-              larger))
-        seeds.push_back(leanest->starts);
-      std::optional<std::vector<size_t>> best;
-      InterleavedModel::Value bestValue;
+      seeds.push_back(leanestSplit().starts);
+      std::optional<InterleavedModel::Value> bestValue;
       for (std::vector<size_t> &seed : seeds) {
         std::vector<size_t> end = descend(*interleaved, std::move(seed), L);
         InterleavedModel::Value value = interleaved->evaluate(end);
-        if (!best || InterleavedModel::better(value, bestValue)) {
-          best = std::move(end);
+        if (!bestValue || InterleavedModel::better(value, *bestValue)) {
+          starts = std::move(end);
           bestValue = value;
         }
       }
-      starts = std::move(best);
     }
-    split.fits = interleaved->evaluate(*starts).fits;
+    split.fits = interleaved->evaluate(starts).fits;
   }
 
-  split.starts = std::move(*starts);
+  split.starts = std::move(starts);
   for (size_t s = 0; s < split.starts.size(); ++s) {
     size_t j = split.starts[s], i = table.end(split.starts, s);
     double step = 0;
