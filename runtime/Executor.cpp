@@ -6,6 +6,7 @@
 #include "runtime/Pipeline.h"
 #include "runtime/PlanLayout.h"
 #include "runtime/ShapeCheck.h"
+#include "runtime/comm/CollectiveScratch.h"
 #include "runtime/comm/Collectives.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/io/Trace.h"
@@ -326,6 +327,9 @@ struct Executor::Impl {
   struct InFlight {
     int64_t token;
     const unsigned char *in, *inEnd, *out, *outEnd;
+    /// Its scratch in the step arena (none: both null), which later
+    /// values may reuse once it is done.
+    const unsigned char *scratch, *scratchEnd;
   };
   std::vector<InFlight> inFlight;
   std::unique_ptr<AlignedBuffer> state, arena;
@@ -400,8 +404,9 @@ struct Executor::Impl {
       for (const TensorView *v : reads)
         wait = wait || hits(v, it->out, it->outEnd);
       for (const TensorView *v : writes)
-        wait =
-            wait || hits(v, it->in, it->inEnd) || hits(v, it->out, it->outEnd);
+        wait = wait || hits(v, it->in, it->inEnd) ||
+               hits(v, it->out, it->outEnd) ||
+               hits(v, it->scratch, it->scratchEnd);
       if (!wait) {
         ++it;
         continue;
@@ -465,6 +470,7 @@ struct Executor::Impl {
   /// partner instruction `partner` of the peer stage.
   std::string planMessage(Step &step, int32_t partner) const;
   std::string checkStageAxisUnused(const Step &step) const;
+  std::string checkScratch(const Step &step) const;
   std::string checkLocalShapes() const;
   std::string validate();
   std::string load();
@@ -726,6 +732,40 @@ std::string Executor::Impl::planMessage(Step &step, int32_t partner) const {
   return "";
 }
 
+/// A collective packing along an inner dimension has the scratch its rule
+/// needs (runtime/comm/CollectiveScratch.h) in the step arena; other
+/// instructions have none.
+std::string Executor::Impl::checkScratch(const Step &step) const {
+  const plan::Instruction &inst = *step.inst;
+  int64_t need = 0;
+  if (step.kind == Step::Collective) {
+    const TensorView &in = views[step.operands[0]];
+    const TensorView &out = views[step.results[0]];
+    need = collectiveScratch(inst.op(), in.shape, out.shape,
+                             static_cast<int64_t>(dtypeSize(in.dtype)),
+                             static_cast<int>(step.attrs.getInt("dim", -1)),
+                             static_cast<int>(step.attrs.getInt("to_dim", -1)))
+               .total();
+  }
+  if (inst.scratch_bytes() == 0 && need == 0)
+    return "";
+  if (need == 0)
+    return "has " + std::to_string(inst.scratch_bytes()) +
+           " bytes of scratch but needs none";
+  if (inst.scratch_bytes() < need)
+    return "needs " + std::to_string(need) +
+           " bytes of scratch in the step arena to pack its chunks, but the "
+           "plan gives it " +
+           std::to_string(inst.scratch_bytes()) + "; recompile the model";
+  if (inst.scratch_offset() < 0 ||
+      inst.scratch_offset() > program->arena_bytes() - inst.scratch_bytes())
+    return "its scratch (" + std::to_string(inst.scratch_bytes()) +
+           " bytes at offset " + std::to_string(inst.scratch_offset()) +
+           ") is outside the step arena (" +
+           std::to_string(program->arena_bytes()) + " bytes)";
+  return "";
+}
+
 /// In a pipelined plan, a collective's group stays within a stage: it
 /// never runs over the stage axis (mesh axis 0).
 std::string Executor::Impl::checkStageAxisUnused(const Step &step) const {
@@ -811,6 +851,8 @@ std::string Executor::Impl::validate() {
       e = checkInstruction(inst.op(), step.attrs, operandTypes, resultTypes);
     if (e.empty() && collective)
       e = checkStageAxisUnused(step);
+    if (e.empty())
+      e = checkScratch(step);
     if (!e.empty())
       return at + ": " + e;
     statOf.push_back(collective ? static_cast<int32_t>(collectiveStats.size())
@@ -895,6 +937,21 @@ std::string Executor::Impl::validate() {
       live.push_back({definedAt[i], std::max(lastUse[i], definedAt[i]),
                       v.offset(), v.offset() + v.bytes(), i});
   }
+  // An instruction's scratch lives while it runs.
+  for (int i = 0; i < program->instructions_size(); ++i) {
+    const plan::Instruction &inst = program->instructions(i);
+    if (inst.scratch_bytes() > 0)
+      live.push_back({i, i, inst.scratch_offset(),
+                      inst.scratch_offset() + inst.scratch_bytes(), -1 - i});
+  }
+  auto describe = [](const Interval &a) {
+    return (a.id >= 0
+                ? "value #" + std::to_string(a.id)
+                : "the scratch of instruction #" + std::to_string(-1 - a.id)) +
+           " (bytes [" + std::to_string(a.begin) + ", " +
+           std::to_string(a.end) + "), instructions " + std::to_string(a.from) +
+           " to " + std::to_string(a.to) + ")";
+  };
   std::sort(live.begin(), live.end(), [](const Interval &a, const Interval &b) {
     return a.begin < b.begin;
   });
@@ -902,17 +959,8 @@ std::string Executor::Impl::validate() {
     for (size_t b = a + 1; b < live.size() && live[b].begin < live[a].end; ++b)
       if (live[a].from <= live[b].to && live[b].from <= live[a].to &&
           live[a].begin < live[a].end && live[b].begin < live[b].end)
-        return "the memory plan overlaps values #" +
-               std::to_string(live[a].id) + " (bytes [" +
-               std::to_string(live[a].begin) + ", " +
-               std::to_string(live[a].end) + "), instructions " +
-               std::to_string(live[a].from) + " to " +
-               std::to_string(live[a].to) + ") and #" +
-               std::to_string(live[b].id) + " (bytes [" +
-               std::to_string(live[b].begin) + ", " +
-               std::to_string(live[b].end) + "), instructions " +
-               std::to_string(live[b].from) + " to " +
-               std::to_string(live[b].to) + ") while both are live";
+        return "the memory plan overlaps " + describe(live[a]) + " and " +
+               describe(live[b]) + " while both are live";
   if (stages.numStages() == 1)
     return "";
   std::map<int32_t, int32_t> partners;
@@ -1266,22 +1314,33 @@ bool Executor::run(std::string &error, TraceWriter *trace) {
       int64_t before = impl->comm->bytesReceived();
       const TensorView &in = impl->views[step.operands[0]];
       const TensorView &out = impl->views[step.results[0]];
+      // Its scratch in the step arena (validated against its rule).
+      unsigned char *scratch =
+          step.inst->scratch_bytes() > 0
+              ? impl->arena->data + step.inst->scratch_offset()
+              : nullptr;
+      const size_t scratchBytes =
+          static_cast<size_t>(step.inst->scratch_bytes());
       if (impl->overlap && !trace) {
         // Queued on the backend's second stream; kernels that touch its
         // buffers wait for it (above), the others run meanwhile.
         impl->backend->beginCommunication();
         impl->comm->setQueued(true);
-        e = impl->collectives->run(step.inst->op(), step.attrs, in, out);
+        e = impl->collectives->run(step.inst->op(), step.attrs, in, out,
+                                   scratch, scratchBytes);
         impl->comm->setQueued(false);
         auto *inBytes = static_cast<const unsigned char *>(in.data);
         auto *outBytes = static_cast<const unsigned char *>(out.data);
         impl->inFlight.push_back({impl->backend->endCommunication(), inBytes,
                                   inBytes + in.bytes(), outBytes,
-                                  outBytes + out.bytes()});
+                                  outBytes + out.bytes(), scratch,
+                                  scratch + scratchBytes});
       } else if (impl->direct() || impl->deviceOps) {
-        e = impl->collectives->run(step.inst->op(), step.attrs, in, out);
+        e = impl->collectives->run(step.inst->op(), step.attrs, in, out,
+                                   scratch, scratchBytes);
       } else {
-        // A host communicator on device memory: through host copies.
+        // A host communicator on device memory: through host copies, and
+        // host scratch of the runner's own beside the staging.
         impl->onHost(in, true, false, [&](const TensorView &hostIn) {
           impl->onHost(out, false, true, [&](const TensorView &hostOut) {
             e = impl->collectives->run(step.inst->op(), step.attrs, hostIn,
@@ -1357,6 +1416,7 @@ bool Executor::run(std::string &error, TraceWriter *trace) {
         {{"stage", std::to_string(impl->stage)},
          {"peak_bytes", std::to_string(peakBytes())},
          {"planned_bytes", std::to_string(plannedBytes())},
+         {"state_bytes", std::to_string(stateBytes())},
          {"recv_wait_us", std::to_string(waited * 1e6)},
          {"bubble_fraction", std::to_string(last.bubbleFraction())}});
   return true;

@@ -6,7 +6,10 @@
 //
 //   1  the first format;
 //   2  Value.alias_of: a reshape's result shares its operand's arena bytes
-//      (a version-1 reader takes the two for overlapping values).
+//      (a version-1 reader takes the two for overlapping values);
+//   3  Instruction.scratch_bytes: a collective's packing scratch is in the
+//      step arena (a version-2 reader would allocate it again, beyond the
+//      memory plan).
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,7 +21,7 @@
 namespace loom {
 
 /// The plan format version this build writes and reads.
-inline constexpr uint32_t kPlanFormatVersion = 2;
+inline constexpr uint32_t kPlanFormatVersion = 3;
 
 } // namespace loom
 

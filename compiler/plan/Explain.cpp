@@ -253,7 +253,12 @@ std::string describeArenaPeak(const plan::Plan &plan, size_t top) {
   if (plan.stages_size() > 1)
     text += " on stage " + std::to_string(largest - &plan.stages(0));
   text += ", " + where(peak.instruction) + ", its step arena holds " +
-          sharding::formatBytes(static_cast<double>(peak.bytes)) + " (state " +
+          sharding::formatBytes(static_cast<double>(peak.bytes));
+  if (peak.scratch > 0)
+    text += ", " + sharding::formatBytes(static_cast<double>(peak.scratch)) +
+            " of it the " + program.instructions(peak.instruction).op() +
+            "'s packing scratch";
+  text += " (state " +
           sharding::formatBytes(static_cast<double>(program.state_bytes())) +
           " beside it); the largest there:";
   for (auto [k, id] : llvm::enumerate(peak.largest)) {
@@ -303,10 +308,12 @@ void printExplanation(const plan::Plan &plan, const std::string &title,
      << e.collectives() << " collectives, "
      << sharding::formatBytes(static_cast<double>(e.comm_bytes()))
      << " per device)\n";
-  int64_t state = 0, arena = 0;
+  int64_t state = 0, arena = 0, scratch = 0;
   for (const plan::Stage &stage : plan.stages()) {
     state = std::max(state, stage.program().state_bytes());
     arena = std::max(arena, stage.program().arena_bytes());
+    for (const plan::Instruction &inst : stage.program().instructions())
+      scratch = std::max(scratch, inst.scratch_bytes());
   }
   if (e.zero_level() > 0) {
     static const char *what[] = {"", "optimizer state",
@@ -398,6 +405,9 @@ void printExplanation(const plan::Plan &plan, const std::string &title,
      << " (" << state + arena << " bytes): state " << sharding::formatBytes(static_cast<double>(state))
      << " (parameters, optimizer state, constants), step arena "
      << sharding::formatBytes(static_cast<double>(arena));
+  if (scratch > 0)
+    os << " (with up to " << sharding::formatBytes(static_cast<double>(scratch))
+       << " of packing scratch for a collective while it runs)";
   if (e.mode() == "auto")
     os << "; the search counted "
        << sharding::formatBytes(static_cast<double>(e.search_memory_bytes()))

@@ -3,6 +3,7 @@
 #include "compiler/plan/PlanEmitter.h"
 
 #include "dialects/LoomDialect.h"
+#include "runtime/comm/CollectiveScratch.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -189,7 +190,9 @@ private:
 /// When each value of a program lives in the step arena. Inputs (and the
 /// hyperparameters) live for the whole step; a temporary lives from its
 /// instruction to its last use (outputs to the end); a value stored in
-/// place of a persistent one is not in the arena.
+/// place of a persistent one is not in the arena. An instruction's scratch
+/// lives while it runs: the walk names it as item values_size() + its
+/// index, after the values.
 struct Liveness {
   explicit Liveness(const plan::Program &program) {
     int n = program.instructions_size();
@@ -208,6 +211,17 @@ struct Liveness {
       if (v.has_alias_of())
         lastUse[v.alias_of()] =
             std::max(lastUse[v.alias_of()], lastUse[v.id()]);
+  }
+
+  /// The bytes of item `id`: a value, or an instruction's scratch.
+  static int64_t bytes(const plan::Program &program, int32_t id) {
+    return id < program.values_size()
+               ? program.values(id).bytes()
+               : program.instructions(id - program.values_size())
+                     .scratch_bytes();
+  }
+  static int32_t items(const plan::Program &program) {
+    return program.values_size() + program.instructions_size();
   }
 
   /// The value whose bytes `id` is: its alias target, or itself.
@@ -235,7 +249,12 @@ struct Liveness {
       for (int32_t id : inst.results())
         if (inArena(id))
           allocate(id);
+      const int32_t scratch = program.values_size() + i;
+      if (inst.scratch_bytes() > 0)
+        allocate(scratch);
       after(i);
+      if (inst.scratch_bytes() > 0)
+        release(scratch);
       for (int32_t id : inst.results())
         if (lastUse[id] < 0 && inArena(id)) // never used: free right away
           release(id);
@@ -265,7 +284,7 @@ struct Liveness {
 constexpr double kPlaceBySizeBudget = 2e7;
 int64_t placeBySize(const plan::Program &program, const Liveness &live,
                     std::vector<int64_t> &offsets) {
-  const size_t n = static_cast<size_t>(program.values_size());
+  const size_t n = static_cast<size_t>(Liveness::items(program));
   std::vector<int64_t> born(n, -1), dies(n, -1);
   int64_t event = 0;
   live.walk(
@@ -294,7 +313,7 @@ int64_t placeBySize(const plan::Program &program, const Liveness &live,
       kPlaceBySizeBudget)
     return -1;
   auto bytesOf = [&](int32_t id) {
-    return alignUp(std::max<int64_t>(program.values(id).bytes(), 1));
+    return alignUp(std::max<int64_t>(Liveness::bytes(program, id), 1));
   };
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
     int64_t x = bytesOf(a), y = bytesOf(b);
@@ -694,6 +713,24 @@ bool Emitter::emitProgram(func::FuncOp func, plan::Program &out) {
                           layouts[cast<OpResult>(result).getResultNumber()]));
       inst->add_results(pv->id());
     }
+    // A collective along an inner dimension packs through scratch, which
+    // the memory plan places like a value living while it runs.
+    if (collective && inst->operands_size() == 1 && inst->results_size() == 1) {
+      const plan::Value &in = program->values(inst->operands(0));
+      const plan::Value &res = program->values(inst->results(0));
+      auto dimAttr = [&](StringRef name) {
+        auto a = op.getAttrOfType<IntegerAttr>(name);
+        return a ? static_cast<int>(a.getInt()) : -1;
+      };
+      std::vector<int64_t> inShape(in.type().shape().begin(),
+                                   in.type().shape().end()),
+          outShape(res.type().shape().begin(), res.type().shape().end());
+      inst->set_scratch_bytes(
+          rt::collectiveScratch(inst->op(), inShape, outShape,
+                                elementBytes(in.type().dtype()), dimAttr("dim"),
+                                dimAttr("to_dim"))
+              .total());
+    }
   }
 
   // A reshape moves no bytes: its result is its operand's memory, when
@@ -729,14 +766,14 @@ bool Emitter::emitProgram(func::FuncOp func, plan::Program &out) {
   // The arena's offsets under one policy, and its size.
   auto place = [&](bool bestFit, std::vector<int64_t> &offsets) {
     ArenaAllocator arena(bestFit);
-    offsets.assign(program->values_size(), -1);
+    offsets.assign(Liveness::items(*program), -1);
     live.walk(
         *program,
         [&](int32_t id) {
-          offsets[id] = arena.allocate(program->values(id).bytes());
+          offsets[id] = arena.allocate(Liveness::bytes(*program, id));
         },
         [&](int32_t id) {
-          arena.release(offsets[id], program->values(id).bytes());
+          arena.release(offsets[id], Liveness::bytes(*program, id));
         },
         [](int) {});
     return arena.size();
@@ -756,6 +793,10 @@ bool Emitter::emitProgram(func::FuncOp func, plan::Program &out) {
   for (plan::Value &v : *program->mutable_values())
     if ((*offsets)[v.id()] >= 0)
       v.set_offset((*offsets)[v.id()]);
+  for (int i = 0; i < program->instructions_size(); ++i)
+    if (program->instructions(i).scratch_bytes() > 0)
+      program->mutable_instructions(i)->set_scratch_offset(
+          (*offsets)[program->values_size() + i]);
   for (plan::Value &v : *program->mutable_values())
     if (v.has_alias_of())
       v.set_offset(program->values(v.alias_of()).offset());
@@ -770,14 +811,14 @@ ArenaPeak arenaPeak(const plan::Program &program, size_t top) {
   const Liveness live(program);
   ArenaPeak peak;
   int64_t bytes = 0;
-  std::vector<char> alive(program.values_size(), 0);
+  std::vector<char> alive(Liveness::items(program), 0);
   auto allocate = [&](int32_t id) {
     alive[id] = 1;
-    bytes += program.values(id).bytes();
+    bytes += Liveness::bytes(program, id);
   };
   auto release = [&](int32_t id) {
     alive[id] = 0;
-    bytes -= program.values(id).bytes();
+    bytes -= Liveness::bytes(program, id);
   };
   live.walk(program, allocate, release, [&](int i) {
     if (bytes > peak.bytes) {
@@ -787,6 +828,7 @@ ArenaPeak arenaPeak(const plan::Program &program, size_t top) {
   });
   if (peak.instruction < 0)
     return peak;
+  peak.scratch = program.instructions(peak.instruction).scratch_bytes();
   // The values live there: walk again up to it.
   std::fill(alive.begin(), alive.end(), 0);
   bool done = false;

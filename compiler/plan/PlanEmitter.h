@@ -26,11 +26,12 @@ std::optional<plan::Plan> emitPlan(mlir::ModuleOp module, std::string &error);
 
 /// Where a program's step arena holds the most live bytes (the static
 /// memory plan's liveness, before placement): the instruction, the bytes
-/// live there, and the `top` largest values live there with the
-/// instruction producing each (-1 for inputs).
+/// live there (its scratch included), its scratch, and the `top` largest
+/// values live there with the instruction producing each (-1 for inputs).
 struct ArenaPeak {
   int64_t bytes = 0;
   int instruction = -1;
+  int64_t scratch = 0;
   std::vector<int32_t> largest;
   std::vector<int> producers;
 };

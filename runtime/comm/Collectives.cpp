@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/Collectives.h"
+#include "runtime/comm/CollectiveScratch.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -125,7 +126,7 @@ CollectiveRunner::~CollectiveRunner() {
       ops_->deallocate(s);
 }
 
-unsigned char *CollectiveRunner::scratch(int which, size_t bytes) {
+unsigned char *CollectiveRunner::ownScratch(int which, size_t bytes) {
   bytes = std::max<size_t>(bytes, 1);
   if (scratchBytes_[which] < bytes) {
     if (scratch_[which])
@@ -157,7 +158,8 @@ const RankGroup &CollectiveRunner::group(const std::vector<int> &axes) {
 }
 
 std::string CollectiveRunner::run(std::string_view op, const Attrs &attrs,
-                                  const TensorView &in, const TensorView &out) {
+                                  const TensorView &in, const TensorView &out,
+                                  void *scratch, size_t scratchBytes) {
   const std::string name(op);
   if (!isCollectiveOp(op))
     return "'" + name + "' is not a collective instruction";
@@ -263,24 +265,30 @@ std::string CollectiveRunner::run(std::string_view op, const Attrs &attrs,
   auto *dst = static_cast<unsigned char *>(out.data);
 
   // The collectives below read `in` after writing `out`; give them a copy
-  // when the two overlap.
+  // when the two overlap (never in a plan's memory plan).
   BufferOps &ops = *ops_;
   if (!isAllReduce && overlaps(in, out)) {
-    unsigned char *copy = scratch(1, in.bytes());
+    unsigned char *copy = ownScratch(1, in.bytes());
     if (!copy)
       return where + ": cannot allocate " + std::to_string(in.bytes()) +
              " bytes of scratch";
     ops.copy(copy, src, in.bytes());
     src = copy;
   }
-  // Scratch of `bytes` for packing, or nullptr and `error` set.
+  // Packing scratch: the caller's when it holds the rule's bytes, else the
+  // runner's own.
+  const CollectiveScratch need = collectiveScratch(
+      op, in.shape, out.shape, static_cast<int64_t>(elementBytes), dim, toDim);
+  unsigned char *packing = nullptr;
+  if (need.total() > 0) {
+    packing = scratch && scratchBytes >= static_cast<size_t>(need.total())
+                  ? static_cast<unsigned char *>(scratch)
+                  : ownScratch(0, static_cast<size_t>(need.total()));
+    if (!packing)
+      return where + ": cannot allocate " + std::to_string(need.total()) +
+             " bytes of scratch";
+  }
   std::string error;
-  auto pack = [&](size_t bytes) {
-    unsigned char *s = scratch(0, bytes);
-    if (!s)
-      error = "cannot allocate " + std::to_string(bytes) + " bytes of scratch";
-    return s;
-  };
 
   if (isAllReduce) {
     ops.copy(dst, src, in.bytes());
@@ -298,48 +306,35 @@ std::string CollectiveRunner::run(std::string_view op, const Attrs &attrs,
   } else if (op == "reduce_scatter") {
     Blocks b(in.shape, dim, elementBytes);
     const unsigned char *send = src;
-    if (b.outer > 1) {
-      unsigned char *packed = pack(in.bytes());
-      if (!packed)
-        return where + ": " + error;
-      packChunks(ops, src, b, n, packed);
-      send = packed;
+    if (need.sendBytes > 0) {
+      packChunks(ops, src, b, n, packing);
+      send = packing;
     }
     error =
         comm_.reduceScatterSum(members, in.dtype, send, dst, out.numElements());
   } else if (op == "all_gather") {
     Blocks b(in.shape, dim, elementBytes);
-    if (b.outer == 1) {
+    if (need.recvBytes == 0) {
       error = comm_.allGather(members, src, dst, in.bytes());
     } else {
-      unsigned char *gathered = pack(out.bytes());
-      if (!gathered)
-        return where + ": " + error;
-      error = comm_.allGather(members, src, gathered, in.bytes());
+      error = comm_.allGather(members, src, packing, in.bytes());
       if (error.empty())
-        unpackChunks(ops, gathered, b, n, dst);
+        unpackChunks(ops, packing, b, n, dst);
     }
   } else if (isAllToAll) {
     // Cut along to_dim into n contiguous chunks, exchange, and concatenate
     // the received chunks along dim.
-    unsigned char *buffers = pack(2 * in.bytes());
-    if (!buffers)
-      return where + ": " + error;
     const unsigned char *send = src;
-    unsigned char *recv = buffers + in.bytes();
-    Blocks cut(in.shape, toDim, elementBytes);
-    if (cut.outer > 1) {
-      packChunks(ops, src, cut, n, buffers);
-      send = buffers;
+    if (need.sendBytes > 0) {
+      packChunks(ops, src, Blocks(in.shape, toDim, elementBytes), n, packing);
+      send = packing;
     }
     Shape chunkShape = in.shape;
     chunkShape[toDim] /= n;
-    Blocks received(chunkShape, dim, elementBytes);
-    if (received.outer == 1)
-      recv = dst;
+    unsigned char *recv = need.recvBytes > 0 ? packing + need.sendBytes : dst;
     error = comm_.allToAll(members, send, recv, in.bytes() / n);
-    if (error.empty() && received.outer > 1)
-      unpackChunks(ops, recv, received, n, dst);
+    if (error.empty() && need.recvBytes > 0)
+      unpackChunks(ops, recv, Blocks(chunkShape, dim, elementBytes), n, dst);
   }
   return error.empty() ? "" : where + ": " + error;
 }

@@ -73,9 +73,13 @@ public:
   CollectiveRunner &operator=(const CollectiveRunner &) = delete;
 
   /// Checks `in` and `out` against the op's shape rule and runs it; returns
-  /// "" on success or what went wrong.
-  std::string run(std::string_view op, const Attrs &attrs,
-                  const TensorView &in, const TensorView &out);
+  /// "" on success or what went wrong. It packs through `scratch` when
+  /// that holds `scratchBytes` of at least collectiveScratch()'s total (a
+  /// plan's instruction scratch, in its memory plan); else through scratch
+  /// of its own, kept for reuse.
+  std::string run(std::string_view op, const Attrs &attrs, const TensorView &in,
+                  const TensorView &out, void *scratch = nullptr,
+                  size_t scratchBytes = 0);
 
   const layout::Mesh &mesh() const { return mesh_; }
   Communicator &communicator() { return comm_; }
@@ -84,8 +88,9 @@ public:
   const RankGroup &group(const std::vector<int> &axes);
 
 private:
-  /// Scratch buffer `which` (0 or 1) of at least `bytes`, kept for reuse.
-  unsigned char *scratch(int which, size_t bytes);
+  /// Scratch buffer `which` (0: packing, 1: a copy of an input its
+  /// output overlaps) of at least `bytes`, kept for reuse.
+  unsigned char *ownScratch(int which, size_t bytes);
 
   layout::Mesh mesh_;
   Communicator &comm_;

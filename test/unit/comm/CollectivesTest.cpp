@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/Collectives.h"
+#include "runtime/comm/CollectiveScratch.h"
 #include "test/unit/comm/CommTestSupport.h"
 
 #include <gtest/gtest.h>
@@ -268,6 +269,66 @@ TEST(Collectives, InPlace) {
       EXPECT_EQ(data, expected) << c.op << " on rank " << r;
     });
   }
+}
+
+// Given scratch of collectiveScratch()'s size (the plan's), every
+// instruction packs through it, writes nothing past it and allocates
+// nothing of its own; given a byte less, it allocates its own.
+TEST(Collectives, PacksThroughTheCallersScratch) {
+  struct CountingOps : BufferOps {
+    void *allocate(size_t bytes) override {
+      ++allocations;
+      return BufferOps::allocate(bytes);
+    }
+    int allocations = 0;
+  };
+  auto comms = createThreadsCommunicators(4);
+  commtest::RankPool pool(4);
+  int packing = 0;
+  for (const Case &c : cases()) {
+    const CollectiveScratch need =
+        collectiveScratch(c.op, {2, 4}, c.outShape, 8,
+                          static_cast<int>(c.attrs.getInt("dim", -1)),
+                          static_cast<int>(c.attrs.getInt("to_dim", -1)));
+    packing += need.total() > 0;
+    for (int64_t shortBy : {0, 1}) {
+      if (shortBy && need.total() == 0)
+        continue;
+      // Fresh runners: no scratch of their own yet.
+      std::vector<CountingOps> ops(4);
+      std::vector<CollectiveRunner> runners;
+      for (int64_t r = 0; r < 4; ++r)
+        runners.emplace_back(mesh2x2(), *comms[r], &ops[r]);
+      pool.run([&](int64_t r) {
+        std::vector<int64_t> input;
+        for (int64_t i = 0; i < 2; ++i)
+          for (int64_t j = 0; j < 4; ++j)
+            input.push_back(in(r, i, j));
+        std::vector<int64_t> output(numElements(c.outShape));
+        // The scratch, then guard bytes that must stay as they are.
+        std::vector<unsigned char> scratch(need.total() + 64, 0xa5);
+        EXPECT_EQ(runners[r].run(c.op, c.attrs,
+                                 {DType::I64, {2, 4}, input.data()},
+                                 {DType::I64, c.outShape, output.data()},
+                                 scratch.data(), need.total() - shortBy),
+                  "")
+            << c.op;
+        for (size_t k = need.total(); k < scratch.size(); ++k)
+          ASSERT_EQ(scratch[k], 0xa5) << c.op << ": wrote past its scratch";
+        std::vector<int64_t> expected;
+        for (int64_t i = 0; i < c.outShape[0]; ++i)
+          for (int64_t j = 0; j < c.outShape[1]; ++j)
+            expected.push_back(c.expected(r, i, j));
+        EXPECT_EQ(output, expected) << c.op << " on rank " << r;
+      });
+      for (const CountingOps &o : ops)
+        EXPECT_EQ(o.allocations, shortBy ? 1 : 0)
+            << c.op << " given " << need.total() - shortBy << " bytes";
+    }
+  }
+  // all_gather and reduce_scatter along dim 1, and the all_to_all cutting
+  // dim 1, pack; the one cutting dim 0 into [1, 4] chunks does not.
+  EXPECT_EQ(packing, 3);
 }
 
 // A rank's group over some axes lists its members in the documented order

@@ -5,6 +5,8 @@
 
 #include "compiler/layout/TensorLayout.h"
 #include "runtime/PlanLayout.h"
+#include "runtime/comm/CollectiveScratch.h"
+#include "runtime/comm/Collectives.h"
 
 #include <cstring>
 #include <stdexcept>
@@ -255,6 +257,40 @@ int32_t PlanBuilder::microBatchInput(const std::string &name, int32_t k,
                      std::move(dims), {}, dtype);
   program().mutable_values(id)->set_micro_batch(k);
   return id;
+}
+
+plan::Plan &PlanBuilder::plan() {
+  for (plan::Stage &stage : *plan_.mutable_stages()) {
+    plan::Program &p = *stage.mutable_program();
+    for (plan::Instruction &inst : *p.mutable_instructions()) {
+      if (!rt::isCollectiveOp(inst.op()) || inst.scratch_bytes() > 0 ||
+          inst.operands_size() != 1 || inst.results_size() != 1)
+        continue;
+      const plan::Value &in = p.values(inst.operands(0));
+      const plan::Value &out = p.values(inst.results(0));
+      int dim = -1, toDim = -1;
+      for (const plan::Attribute &a : inst.attributes()) {
+        if (a.name() == "dim")
+          dim = static_cast<int>(a.int_value());
+        if (a.name() == "to_dim")
+          toDim = static_cast<int>(a.int_value());
+      }
+      int64_t bytes =
+          rt::collectiveScratch(
+              inst.op(), {in.type().shape().begin(), in.type().shape().end()},
+              {out.type().shape().begin(), out.type().shape().end()},
+              static_cast<int64_t>(
+                  rt::dtypeSize(static_cast<rt::DType>(in.type().dtype()))),
+              dim, toDim)
+              .total();
+      if (bytes == 0)
+        continue;
+      inst.set_scratch_bytes(bytes);
+      inst.set_scratch_offset(p.arena_bytes());
+      p.set_arena_bytes(p.arena_bytes() + alignUp(bytes));
+    }
+  }
+  return plan_;
 }
 
 plan::Instruction &PlanBuilder::send(int32_t value, int64_t peerStage,

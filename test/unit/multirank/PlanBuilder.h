@@ -107,7 +107,10 @@ public:
   int32_t recv(rt::Shape global, int64_t peerStage, int64_t tag,
                DimAxes dims = {});
 
-  plan::Plan &plan() { return plan_; }
+  /// The plan so far, with the scratch its collectives need (see
+  /// runtime/comm/CollectiveScratch.h) added on top of each stage's arena
+  /// where not set yet.
+  plan::Plan &plan();
   plan::Program &program() {
     return *plan_.mutable_stages(stage_)->mutable_program();
   }

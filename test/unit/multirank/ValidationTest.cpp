@@ -232,6 +232,68 @@ TEST(PartitionedPlanValidation, BadCollectiveAttributes) {
             "of type bool");
 }
 
+// Proves an all_gather along an inner dimension packs through scratch the
+// plan places in its step arena, and that a plan whose scratch is missing,
+// outside the arena, over a live value or on an instruction that needs
+// none is rejected, naming the instruction.
+TEST(PartitionedPlanValidation, CollectiveScratchIsInTheMemoryPlan) {
+  PlanBuilder b({{"dp", 2}, {"tp", 2}});
+  // x [4, 8] split on columns over tp: each rank holds [4, 4] (64 bytes);
+  // gathering columns interleaves the chunks through 128 bytes of scratch.
+  int32_t x = b.input("x", {4, 8}, {{}, {"tp"}});
+  b.output("y", b.allGather(x, 1, 1, {4, 8}));
+  b.program().mutable_instructions(0)->set_location("gather_y");
+  const plan::Plan valid = b.plan();
+  const plan::Instruction &gather = valid.stages(0).program().instructions(0);
+  EXPECT_EQ(gather.scratch_bytes(), 128);
+  EXPECT_EQ(loadError(valid, 4), "");
+
+  auto errorWith = [&](const std::function<void(plan::Program &)> &edit) {
+    plan::Plan copy = valid;
+    edit(*copy.mutable_stages(0)->mutable_program());
+    return loadError(copy, 4);
+  };
+  std::string at = "invalid plan: instruction #0 (all_gather at gather_y): ";
+  EXPECT_EQ(errorWith([](plan::Program &p) {
+              p.mutable_instructions(0)->set_scratch_bytes(0);
+            }),
+            at + "needs 128 bytes of scratch in the step arena to pack its "
+                 "chunks, but the plan gives it 0; recompile the model");
+  EXPECT_EQ(
+      errorWith([](plan::Program &p) {
+        p.mutable_instructions(0)->set_scratch_offset(p.arena_bytes() - 64);
+      }),
+      at + "its scratch (128 bytes at offset " +
+          std::to_string(gather.scratch_offset() + 64) +
+          ") is outside the step arena (" +
+          std::to_string(valid.stages(0).program().arena_bytes()) + " bytes)");
+  // Over y, which the gather writes while its scratch is live.
+  const plan::Value &y = valid.stages(0).program().values(1);
+  std::string overlap = errorWith([&](plan::Program &p) {
+    p.mutable_instructions(0)->set_scratch_offset(y.offset());
+  });
+  EXPECT_NE(overlap.find("the memory plan overlaps value #1 (bytes [" +
+                         std::to_string(y.offset()) + ", " +
+                         std::to_string(y.offset() + 128) +
+                         "), instructions 0 to 1) and the scratch of "
+                         "instruction #0 (bytes [" +
+                         std::to_string(y.offset()) + ", " +
+                         std::to_string(y.offset() + 128) +
+                         "), instructions 0 to 0) while both are live"),
+            std::string::npos)
+      << overlap;
+
+  // Gathering rows packs nothing: scratch there is an error.
+  plan::Plan rows = gatherPlan().plan();
+  rows.mutable_stages(0)
+      ->mutable_program()
+      ->mutable_instructions(0)
+      ->set_scratch_bytes(64);
+  EXPECT_EQ(loadError(rows, 4),
+            "invalid plan: instruction #0 (all_gather at gather_y): has 64 "
+            "bytes of scratch but needs none");
+}
+
 TEST(PartitionedPlanValidation, CollectiveWithoutMesh) {
   PlanBuilder b;
   b.output("y", b.allReduce(b.input("x", {4}), {0}, {4}));
