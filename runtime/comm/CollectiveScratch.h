@@ -1,5 +1,4 @@
-//===- CollectiveScratch.h - The scratch a collective packs through -*- C++
-//-*-===//
+//===- CollectiveScratch.h - A collective's packing scratch -----*- C++ -*-===//
 //
 // A communicator exchanges contiguous chunks, so a collective along a
 // dimension other than the leading one (one with a dimension of more than
