@@ -14,6 +14,8 @@ PACKAGES=(
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libopenmpi-dev openmpi-bin
   # tests
   libgtest-dev googletest
+  # loom run's and loom-run's command line (header-only)
+  libcli11-dev
   # model export and the PyTorch oracle
   python3-torch python3-onnx python3-numpy
   # the benchmarks' PyTorch peer uses OpenBLAS (see ../shared/REFERENCES.md)

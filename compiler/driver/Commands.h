@@ -23,8 +23,6 @@ int reportError(const llvm::Twine &message);
 
 /// `loom import`, `loom compile` and `loom simulate` (FrontEndCommands.cpp).
 std::optional<int> runFrontEndCommand();
-/// `loom run` (RunCommand.cpp).
-std::optional<int> runRunCommand();
 /// `loom export` (ExportCommand.cpp).
 std::optional<int> runExportCommand();
 /// `loom calibrate` (CalibrateCommand.cpp).

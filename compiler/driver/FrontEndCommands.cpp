@@ -977,8 +977,10 @@ std::optional<plan::Plan> buildPlan(const cost::HardwareProfile &cluster,
     exitCode = code;
     return std::nullopt;
   };
-  // A simulation needs only shapes: the weights are never read.
-  OwningOpRef<ModuleOp> module = importModel(context, !simulating, exitCode);
+  // A simulation needs only shapes, and seeded initialisation replaces the
+  // weights: neither reads them (a shape-only model, gpt_shapes.py, will do).
+  OwningOpRef<ModuleOp> module =
+      importModel(context, !simulating && initFlag != "seeded", exitCode);
   if (!module)
     return std::nullopt;
   if (failed(runCleanup(*module)))

@@ -7,10 +7,15 @@
 #include "compiler/driver/LoomMain.h"
 #include "compiler/driver/Commands.h"
 
+#include "runtime/tool/RunOptions.h"
+
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <string_view>
+#include <vector>
 
 using namespace llvm;
 
@@ -26,7 +31,19 @@ int reportError(const Twine &message) {
   return 1;
 }
 
+namespace {
+/// `loom run` is the runtime's run tool (runtime/tool/RunOptions.h), which
+/// `loom-run` is too: its arguments go to it unparsed. It is declared here so
+/// that `loom --help` lists it.
+cl::SubCommand runCmd("run", "Run a compiled plan");
+} // namespace
+
 int loomMain(int argc, char **argv) {
+  if (argc > 1 && std::string_view(argv[1]) == "run") {
+    std::vector<const char *> args{"loom run"};
+    args.insert(args.end(), argv + 2, argv + argc);
+    return rt::runMain(static_cast<int>(args.size()), args.data());
+  }
   cl::HideUnrelatedOptions(loomCategory());
   cl::SetVersionPrinter([](raw_ostream &os) {
     os << "loom " << LOOM_VERSION << " (MLIR " << LLVM_VERSION_STRING << ")\n";
@@ -46,8 +63,6 @@ int loomMain(int argc, char **argv) {
       "auto [--train ...]\n\n"
       "Run `loom SUBCOMMAND --help` for a subcommand's options.\n");
   if (std::optional<int> rc = runFrontEndCommand())
-    return *rc;
-  if (std::optional<int> rc = runRunCommand())
     return *rc;
   if (std::optional<int> rc = runExportCommand())
     return *rc;

@@ -522,11 +522,4 @@ std::unique_ptr<Communicator> createMpiCommunicator(std::string &error) {
   return std::make_unique<MpiCommunicator>(rank, size);
 }
 
-bool launchedByMpirun() {
-  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
-    if (std::getenv(name))
-      return true;
-  return false;
-}
-
 } // namespace loom::rt

@@ -33,7 +33,9 @@
 namespace loom::rt::cpu {
 namespace {
 
+#if LOOM_HAVE_DNNL
 using dims = dnnl::memory::dims;
+#endif
 
 std::string firstErrorOf(std::string first, std::string second) {
   return first.empty() ? second : first;
@@ -69,6 +71,7 @@ struct ConvGeometry {
   int64_t inPerGroup() const { return channels / groups; }
   int64_t outPerGroup() const { return outChannels / groups; }
 
+#if LOOM_HAVE_DNNL
   dnnl::memory::desc srcDesc() const {
     return plainDesc({batch, channels, height, width});
   }
@@ -97,6 +100,7 @@ struct ConvGeometry {
             dims{padBottom, padRight}),
         cpuEngine());
   }
+#endif
 };
 
 /// Builds the geometry from input, weight and output shapes and checks
@@ -132,6 +136,7 @@ std::string convGeometry(const KernelArgs &args, const Shape &x, const Shape &w,
 
 bool convGradInputOneDnn(CpuContext &ctx, const ConvGeometry &g,
                          const float *dy, const float *w, float *dx) {
+#if LOOM_HAVE_DNNL
   if (!ctx.useOneDnn)
     return false;
   try {
@@ -152,6 +157,9 @@ bool convGradInputOneDnn(CpuContext &ctx, const ConvGeometry &g,
     return false;
   }
   return true;
+#else
+  return false;
+#endif
 }
 
 /// dx[n, c] = sum over the group's output channels o and window positions
@@ -192,6 +200,7 @@ void convGradInputPlain(const ConvGeometry &g, const float *dy, const float *w,
 
 bool convGradWeightOneDnn(CpuContext &ctx, const ConvGeometry &g,
                           const float *x, const float *dy, float *dw) {
+#if LOOM_HAVE_DNNL
   if (!ctx.useOneDnn)
     return false;
   try {
@@ -212,6 +221,9 @@ bool convGradWeightOneDnn(CpuContext &ctx, const ConvGeometry &g,
     return false;
   }
   return true;
+#else
+  return false;
+#endif
 }
 
 /// dw[o, c, kh, kw] = sum over n, oh, ow of dy[n, o, oh, ow] *
@@ -413,6 +425,7 @@ void avgPoolGradPlain(const PoolGeometry &g, bool includePad, const float *dy,
 
 bool avgPoolGradOneDnn(CpuContext &ctx, const PoolGeometry &g, bool includePad,
                        const float *dy, float *dx) {
+#if LOOM_HAVE_DNNL
   if (!ctx.useOneDnn || g.batch * g.channels == 0)
     return false;
   int64_t padEndH = g.h.oneDnnPadEnd(), padEndW = g.w.oneDnnPadEnd();
@@ -447,6 +460,9 @@ bool avgPoolGradOneDnn(CpuContext &ctx, const PoolGeometry &g, bool includePad,
     return false;
   }
   return true;
+#else
+  return false;
+#endif
 }
 
 std::string maxPoolGradKernel(CpuContext &, const KernelArgs &args) {

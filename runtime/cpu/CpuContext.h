@@ -10,7 +10,9 @@
 #define LOOM_RUNTIME_CPU_CPUCONTEXT_H
 
 #include "runtime/Backend.h"
+#if LOOM_HAVE_DNNL
 #include "runtime/cpu/OneDnnUtil.h"
+#endif
 
 #include <atomic>
 #include <functional>
@@ -21,10 +23,17 @@ namespace loom::rt::cpu {
 
 /// State owned by one CPU backend and shared by its kernels.
 struct CpuContext {
+#if LOOM_HAVE_DNNL
   /// oneDNN primitives by shape/attribute signature.
   PrimitiveCache primitives;
-  /// When false every op takes its plain C++ path (tests compare both).
+#endif
+  /// When false every op takes its plain C++ path (tests compare both);
+  /// always false in a build without oneDNN (LOOM_ENABLE_DNNL=OFF).
+#if LOOM_HAVE_DNNL
   std::atomic<bool> useOneDnn{true};
+#else
+  std::atomic<bool> useOneDnn{false};
+#endif
   /// Threads per kernel; the backend applies it on the calling thread.
   std::atomic<int> numThreads{1};
 };

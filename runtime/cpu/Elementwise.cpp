@@ -176,6 +176,7 @@ bool binaryRowColumnF32(BinaryKind kind, const TensorView &lhs,
 /// Commutative ops swap their operands to get there.
 bool binaryOneDnn(CpuContext &ctx, BinaryKind kind, const TensorView &lhs,
                   const TensorView &rhs, const TensorView &out) {
+#if LOOM_HAVE_DNNL
   if (!ctx.useOneDnn || kind == BinaryKind::Pow || out.numElements() == 0 ||
       out.rank() > DNNL_MAX_NDIMS)
     return false;
@@ -208,6 +209,9 @@ bool binaryOneDnn(CpuContext &ctx, BinaryKind kind, const TensorView &lhs,
     return false; // a shape oneDNN does not take: the plain loop does
   }
   return true;
+#else
+  return false;
+#endif
 }
 
 std::string binaryKernel(CpuContext &ctx, const KernelArgs &args,
@@ -313,6 +317,7 @@ void unaryPlain(UnaryKind kind, const float *in, float *out, int64_t n) {
 /// oneDNN eltwise on the data as one flat vector.
 bool unaryOneDnn(CpuContext &ctx, UnaryKind kind, const float *in, float *out,
                  int64_t n) {
+#if LOOM_HAVE_DNNL
   using dnnl::algorithm;
   // erf has no eltwise; neg stays plain so that -0.0 keeps its sign, relu
   // so that NaN stays NaN (oneDNN's relu maps NaN to 0). Both are
@@ -370,6 +375,9 @@ bool unaryOneDnn(CpuContext &ctx, UnaryKind kind, const float *in, float *out,
         out[i] = in[i];
   }
   return true;
+#else
+  return false;
+#endif
 }
 
 template <typename T> void negInt(const T *in, T *out, int64_t n) {

@@ -33,8 +33,10 @@
 namespace loom::rt::cpu {
 namespace {
 
+#if LOOM_HAVE_DNNL
 using dnnl::normalization_flags;
 using dnnl::prop_kind;
+#endif
 
 /// "" if every tensor is f32, f16 or bf16, else an error naming `what`.
 std::string expectFloat(std::string_view op, const char *what,
@@ -83,6 +85,7 @@ double geluDerivative(GeluForm form, double x) {
          0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * c * x * x);
 }
 
+#if LOOM_HAVE_DNNL
 bool allFinite(const float *data, int64_t n) {
   bool finite = true;
 #pragma omp parallel for schedule(static) reduction(&& : finite) if (n > kGrain)
@@ -90,9 +93,11 @@ bool allFinite(const float *data, int64_t n) {
     finite = finite && std::isfinite(data[i]);
   return finite;
 }
+#endif
 
 bool geluGradOneDnn(CpuContext &ctx, GeluForm form, const float *x,
                     const float *dy, float *dx, int64_t n) {
+#if LOOM_HAVE_DNNL
   if (!ctx.useOneDnn || n == 0 || !allFinite(x, n))
     return false;
   dnnl::algorithm alg = form == GeluForm::Erf
@@ -118,6 +123,9 @@ bool geluGradOneDnn(CpuContext &ctx, GeluForm form, const float *x,
     return false;
   }
   return true;
+#else
+  return false;
+#endif
 }
 
 std::string activationGradKernel(CpuContext &ctx, const KernelArgs &args,
@@ -213,6 +221,7 @@ bool layerNormInputGradOneDnn(CpuContext &ctx, const float *x,
                               const float *scale, const float *dy, float *dx,
                               int64_t rows, int64_t cols, float epsilon,
                               const RowStats &stats) {
+#if LOOM_HAVE_DNNL
   if (!ctx.useOneDnn || rows * cols == 0)
     return false;
   std::vector<float> meanF(stats.mean.begin(), stats.mean.end()),
@@ -245,6 +254,9 @@ bool layerNormInputGradOneDnn(CpuContext &ctx, const float *x,
     return false;
   }
   return true;
+#else
+  return false;
+#endif
 }
 
 /// scale_grad[c] = sum_r dy * xhat, bias_grad[c] = sum_r dy, in double,

@@ -23,6 +23,7 @@ struct MatmulOperand {
   Shape storage;
   bool transposed;
 
+#if LOOM_HAVE_DNNL
   /// Logical [..., rows, cols] dims and their strides into storage.
   dnnl::memory::desc desc() const {
     Shape dims = storage;
@@ -34,11 +35,13 @@ struct MatmulOperand {
     }
     return stridedDesc(dims, strides);
   }
+#endif
 };
 
 bool matmulOneDnn(CpuContext &ctx, const MatmulOperand &lhs, const void *a,
                   const MatmulOperand &rhs, const void *b,
                   const TensorView &out) {
+#if LOOM_HAVE_DNNL
   if (!ctx.useOneDnn || out.rank() > DNNL_MAX_NDIMS)
     return false;
   try {
@@ -61,6 +64,9 @@ bool matmulOneDnn(CpuContext &ctx, const MatmulOperand &lhs, const void *a,
     return false;
   }
   return true;
+#else
+  return false;
+#endif
 }
 
 void matmulPlain(const MatmulOperand &lhs, const float *a,
@@ -165,6 +171,7 @@ struct ConvGeometry {
 
 bool convOneDnn(CpuContext &ctx, const ConvGeometry &g, const float *x,
                 const float *w, const float *bias, float *y) {
+#if LOOM_HAVE_DNNL
   if (!ctx.useOneDnn)
     return false;
   using dims = dnnl::memory::dims;
@@ -214,6 +221,9 @@ bool convOneDnn(CpuContext &ctx, const ConvGeometry &g, const float *x,
     return false;
   }
   return true;
+#else
+  return false;
+#endif
 }
 
 void convPlain(const ConvGeometry &g, const float *x, const float *w,

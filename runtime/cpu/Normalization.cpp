@@ -13,8 +13,10 @@
 namespace loom::rt::cpu {
 namespace {
 
+#if LOOM_HAVE_DNNL
 using dnnl::normalization_flags;
 using dnnl::prop_kind;
+#endif
 
 //===----------------------------------------------------------------------===//
 // softmax / log_softmax
@@ -45,6 +47,7 @@ void softmaxPlain(const float *in, float *out, int64_t outer, int64_t n,
 
 bool softmaxOneDnn(CpuContext &ctx, const float *in, float *out, int64_t outer,
                    int64_t n, int64_t inner, bool logOf) {
+#if LOOM_HAVE_DNNL
   if (!ctx.useOneDnn || outer * n * inner == 0 ||
       containsNan(in, outer * n * inner))
     return false;
@@ -70,6 +73,9 @@ bool softmaxOneDnn(CpuContext &ctx, const float *in, float *out, int64_t outer,
     return false;
   }
   return true;
+#else
+  return false;
+#endif
 }
 
 std::string softmaxKernel(CpuContext &ctx, const KernelArgs &args, bool logOf) {
@@ -117,6 +123,7 @@ void layerNormPlain(const float *in, const float *scale, const float *bias,
 bool layerNormOneDnn(CpuContext &ctx, const float *in, const float *scale,
                      const float *bias, float *out, int64_t rows, int64_t cols,
                      float epsilon) {
+#if LOOM_HAVE_DNNL
   if (!ctx.useOneDnn || rows * cols == 0)
     return false;
   dnnl::memory::desc md = plainDesc({rows, cols}), param = plainDesc({cols});
@@ -147,6 +154,9 @@ bool layerNormOneDnn(CpuContext &ctx, const float *in, const float *scale,
     return false;
   }
   return true;
+#else
+  return false;
+#endif
 }
 
 std::string layerNormKernel(CpuContext &ctx, const KernelArgs &args) {
@@ -202,6 +212,7 @@ void batchNormPlain(const float *in, const BatchNormParams &p, float *out,
 bool batchNormOneDnn(CpuContext &ctx, const float *in, const BatchNormParams &p,
                      float *out, int64_t batch, int64_t channels,
                      int64_t spatial, float epsilon) {
+#if LOOM_HAVE_DNNL
   if (!ctx.useOneDnn || batch * channels * spatial == 0)
     return false;
   dnnl::memory::desc md = plainDesc({batch, channels, spatial, 1}),
@@ -231,6 +242,9 @@ bool batchNormOneDnn(CpuContext &ctx, const float *in, const BatchNormParams &p,
     return false;
   }
   return true;
+#else
+  return false;
+#endif
 }
 
 std::string batchNormKernel(CpuContext &ctx, const KernelArgs &args) {

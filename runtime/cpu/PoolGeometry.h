@@ -9,7 +9,9 @@
 #ifndef LOOM_RUNTIME_CPU_POOLGEOMETRY_H
 #define LOOM_RUNTIME_CPU_POOLGEOMETRY_H
 
+#if LOOM_HAVE_DNNL
 #include "runtime/cpu/OneDnnUtil.h"
+#endif
 
 #include <cstdint>
 
@@ -55,6 +57,7 @@ inline void windowCounts(const PoolGeometry &g, int64_t oh, int64_t ow,
   }
 }
 
+#if LOOM_HAVE_DNNL
 /// The oneDNN primitive-cache key of a pooling with this geometry.
 inline CacheKey poolCacheKey(const char *name, int64_t algorithm,
                              const PoolGeometry &g, int64_t padEndH,
@@ -66,6 +69,7 @@ inline CacheKey poolCacheKey(const char *name, int64_t algorithm,
             g.w.dilation, g.h.padBegin, g.w.padBegin, padEndH, padEndW});
   return key;
 }
+#endif
 
 } // namespace loom::rt::cpu
 

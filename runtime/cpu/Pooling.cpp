@@ -66,6 +66,7 @@ void poolPlain(PoolKind kind, const PoolGeometry &g, const float *x, float *y) {
 
 bool poolOneDnn(CpuContext &ctx, PoolKind kind, const PoolGeometry &g,
                 const float *x, float *y) {
+#if LOOM_HAVE_DNNL
   if (!ctx.useOneDnn || g.batch * g.channels == 0 ||
       (kind == PoolKind::Max &&
        containsNan(x, g.batch * g.channels * g.h.in * g.w.in)))
@@ -99,6 +100,9 @@ bool poolOneDnn(CpuContext &ctx, PoolKind kind, const PoolGeometry &g,
     return false;
   }
   return true;
+#else
+  return false;
+#endif
 }
 
 std::string poolKernel(CpuContext &ctx, const KernelArgs &args, bool isMax) {

@@ -159,6 +159,7 @@ bool reduceContiguousF32(ReduceKind kind, const TensorView &in,
 
 bool reduceOneDnn(CpuContext &ctx, ReduceKind kind, const TensorView &in,
                   const Shape &keptDims, const TensorView &out) {
+#if LOOM_HAVE_DNNL
   if (!ctx.useOneDnn || in.rank() == 0 || in.rank() > DNNL_MAX_NDIMS ||
       in.numElements() == 0 ||
       (kind == ReduceKind::Max &&
@@ -186,6 +187,9 @@ bool reduceOneDnn(CpuContext &ctx, ReduceKind kind, const TensorView &in,
     return false;
   }
   return true;
+#else
+  return false;
+#endif
 }
 
 std::string reduceKernel(CpuContext &ctx, const KernelArgs &args,

@@ -1,4 +1,4 @@
-//===- RunCommand.cpp - `loom run`: execute a plan ------------------------===//
+//===- RunPlan.cpp - Running a plan: `loom run` and `loom-run` ------------===//
 //
 // Runs a plan on one device, or a partitioned plan on N ranks: as N threads
 // of this process (`--comm threads`, the default; one backend and executor
@@ -34,142 +34,98 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/driver/Commands.h"
+#include "runtime/tool/RunOptions.h"
 
 #include "runtime/Backend.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/Executor.h"
 #include "runtime/PlanLayout.h"
 #include "runtime/comm/Communicator.h"
+#include "runtime/io/FileUtil.h"
 #include "runtime/io/Npy.h"
 #include "runtime/io/TensorFile.h"
 #include "runtime/io/Trace.h"
 
-#include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/Path.h"
-#include "llvm/Support/WithColor.h"
-#include "llvm/Support/raw_ostream.h"
-
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iostream>
 #include <mutex>
 #include <thread>
 
-using namespace llvm;
-
-namespace loom::driver {
+namespace loom::rt {
 namespace {
 
-cl::SubCommand runCmd("run", "Run a compiled plan");
-cl::opt<std::string> planPath(cl::Positional, cl::Required,
-                              cl::desc("<MODEL.plan>"), cl::sub(runCmd),
-                              cl::cat(loomCategory()));
-cl::list<std::string> inputFlags(
-    "inputs",
-    cl::desc("Input files (.npy or ONNX TensorProto .pb); random by default"),
-    cl::value_desc("NAME=FILE,..."), cl::CommaSeparated, cl::sub(runCmd),
-    cl::cat(loomCategory()));
-cl::opt<std::string> outputsDir("outputs",
-                                cl::desc("Write each output as DIR/NAME.npy"),
-                                cl::value_desc("DIR"), cl::sub(runCmd),
-                                cl::cat(loomCategory()));
-cl::opt<std::string> traceFile("trace",
-                               cl::desc("Write a Chrome trace (one track per "
-                                        "rank)"),
-                               cl::value_desc("FILE.json"), cl::sub(runCmd),
-                               cl::cat(loomCategory()));
-cl::opt<std::string> backendName("backend", cl::desc("cpu (default) or cuda"),
-                                 cl::init("cpu"), cl::sub(runCmd),
-                                 cl::cat(loomCategory()));
-cl::opt<int> threads("threads",
-                     cl::desc("Threads for the CPU kernels (default: all "
-                              "cores), shared evenly by the ranks of a "
-                              "--comm threads run; per process under mpirun"),
-                     cl::init(0), cl::sub(runCmd), cl::cat(loomCategory()));
-cl::opt<uint64_t> seed("seed", cl::desc("Seed of the random inputs"),
-                       cl::init(0), cl::sub(runCmd), cl::cat(loomCategory()));
-cl::alias dataFlag("data", cl::desc("Alias for --inputs (training data)"),
-                   cl::aliasopt(inputFlags), cl::cat(loomCategory()));
-cl::opt<int> steps("steps",
-                   cl::desc("Training steps to run (training plans), reusing "
-                            "the same batch"),
-                   cl::init(1), cl::sub(runCmd), cl::cat(loomCategory()));
-cl::opt<std::string>
-    metricsFile("metrics", cl::desc("Write one JSON object per training step"),
-                cl::value_desc("FILE.jsonl"), cl::sub(runCmd),
-                cl::cat(loomCategory()));
-cl::opt<std::string> commReportFile(
-    "comm-report",
-    cl::desc("Write one JSON object per collective instruction: calls, bytes "
-             "rank 0 received per call (counted by the communicator), the "
-             "bytes the compiler's layout math predicted, and its time"),
-    cl::value_desc("FILE.jsonl"), cl::sub(runCmd), cl::cat(loomCategory()));
-cl::opt<std::string> saveDir("save",
-                             cl::desc("Write a checkpoint after the last step"),
-                             cl::value_desc("DIR"), cl::sub(runCmd),
-                             cl::cat(loomCategory()));
-cl::opt<std::string> resumeDir("resume", cl::desc("Start from a checkpoint"),
-                               cl::value_desc("DIR"), cl::sub(runCmd),
-                               cl::cat(loomCategory()));
-cl::opt<std::string> tokensFile(
-    "tokens",
-    cl::desc("Character-level language-model data: each byte of FILE is a "
-             "token; step k reads the next batch of consecutive windows as "
-             "the model's integer input, shifted by one as the labels"),
-    cl::value_desc("FILE"), cl::sub(runCmd), cl::cat(loomCategory()));
-cl::opt<int> repeat("repeat",
-                    cl::desc("Run the step N times and report the mean time"),
-                    cl::init(1), cl::sub(runCmd), cl::cat(loomCategory()));
-cl::opt<int> ranksFlag(
-    "ranks",
-    cl::desc("Ranks to run the plan on (default: the plan's device count); "
-             "with --comm threads each rank is a thread of this process"),
-    cl::init(0), cl::sub(runCmd), cl::cat(loomCategory()));
-cl::opt<std::string>
-    commFlag("comm",
-             cl::desc("How ranks communicate: threads (ranks are threads of "
-                      "this process), mpi (one process per rank, under "
-                      "mpirun) or nccl (GPU memory, one GPU per rank; "
-                      "--backend cuda; threads of this process, or one "
-                      "process per GPU under mpirun). Default: mpi under "
-                      "mpirun, else threads"),
-             cl::value_desc("threads|mpi|nccl"), cl::sub(runCmd),
-             cl::cat(loomCategory()));
+/// printf-style formatting of one number.
+template <typename T> std::string format(const char *spec, T value) {
+  char text[64];
+  std::snprintf(text, sizeof text, spec, value);
+  return text;
+}
+
+/// Prints "loom: error: MESSAGE" and returns exit code 1.
+int reportError(const std::string &message) {
+  std::cerr << "loom: error: " << message << "\n";
+  return 1;
+}
+
+/// The NAME=FILE assignments of every --inputs / --data flag, each flag's
+/// value split on commas.
+std::vector<std::string>
+splitAssignments(const std::vector<std::string> &flags) {
+  std::vector<std::string> out;
+  for (const std::string &flag : flags) {
+    size_t begin = 0;
+    while (begin <= flag.size()) {
+      size_t comma = flag.find(',', begin);
+      if (comma == std::string::npos)
+        comma = flag.size();
+      if (comma > begin)
+        out.push_back(flag.substr(begin, comma - begin));
+      begin = comma + 1;
+    }
+  }
+  return out;
+}
 
 /// The most ranks `--comm threads` runs in one process.
 constexpr int64_t kMaxThreadRanks = 1024;
 
 /// A file name for an output: ONNX names may contain '/' and ':'.
-std::string fileNameFor(StringRef name) {
+std::string fileNameFor(const std::string &name) {
   std::string s;
   for (char c : name)
-    s.push_back(isAlnum(c) || c == '.' || c == '-' || c == '_' ? c : '_');
+    s.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '.' ||
+                        c == '-' || c == '_'
+                    ? c
+                    : '_');
   return s;
 }
 
 /// min / max / mean of a float output, for the summary line.
-std::string summarize(const rt::TensorView &v) {
-  if (!rt::isFloat(v.dtype) || v.numElements() == 0)
+std::string summarize(const TensorView &v) {
+  if (!isFloat(v.dtype) || v.numElements() == 0)
     return "";
   double lo = INFINITY, hi = -INFINITY, sum = 0;
   for (int64_t i = 0; i < v.numElements(); ++i) {
-    double x = v.dtype == rt::DType::F32 ? v.as<float>()[i]
-               : v.dtype == rt::DType::F16
-                   ? rt::halfToFloat(v.as<uint16_t>()[i])
-                   : rt::bf16ToFloat(v.as<uint16_t>()[i]);
+    double x = v.dtype == DType::F32   ? v.as<float>()[i]
+               : v.dtype == DType::F16 ? halfToFloat(v.as<uint16_t>()[i])
+                                       : bf16ToFloat(v.as<uint16_t>()[i]);
     lo = std::min(lo, x);
     hi = std::max(hi, x);
     sum += x;
   }
-  std::string s;
-  raw_string_ostream os(s);
-  os << " min " << lo << " max " << hi << " mean " << sum / v.numElements();
-  return s;
+  return " min " + format("%e", lo) + " max " + format("%e", hi) + " mean " +
+         format("%e", sum / v.numElements());
 }
 
 /// Feeds language-model batches from a byte file: windows of the sequence
@@ -178,10 +134,10 @@ std::string summarize(const rt::TensorView &v) {
 class TokenFeeder {
 public:
   bool open(const std::string &path, const std::string &contents,
-            const rt::Executor &exec, std::string &error) {
+            const Executor &exec, std::string &error) {
     bytes = &contents;
-    for (const rt::IOInfo &in : exec.inputs()) {
-      bool integer = in.dtype == rt::DType::I32 || in.dtype == rt::DType::I64;
+    for (const IOInfo &in : exec.inputs()) {
+      bool integer = in.dtype == DType::I32 || in.dtype == DType::I64;
       if (in.name == "labels")
         labels = in;
       else if (integer && in.shape.size() == 2)
@@ -203,7 +159,7 @@ public:
 
   /// Sets the inputs of training step `step` (0-based): the global batch,
   /// of which each rank keeps its shard.
-  bool feed(rt::Executor &exec, int64_t step, std::string &error) {
+  bool feed(Executor &exec, int64_t step, std::string &error) {
     int64_t batch = input.shape[0], window = input.shape[1];
     int64_t positions = static_cast<int64_t>(bytes->size()) - window - 1;
     std::vector<int64_t> x(batch * window), y(batch * window);
@@ -214,31 +170,35 @@ public:
         y[b * window + t] = static_cast<unsigned char>((*bytes)[start + t + 1]);
       }
     }
-    rt::TensorView xv{rt::DType::I64, input.shape, x.data()};
-    rt::TensorView yv{rt::DType::I64, labels.shape, y.data()};
+    TensorView xv{DType::I64, input.shape, x.data()};
+    TensorView yv{DType::I64, labels.shape, y.data()};
     return exec.setInput(input.name, xv, error) &&
            exec.setInput(labels.name, yv, error);
   }
 
 private:
   const std::string *bytes = nullptr;
-  rt::IOInfo input, labels;
+  IOInfo input, labels;
 };
 
 /// What the ranks of one run share: read once, before any rank starts.
 struct Shared {
+  explicit Shared(const RunOptions &options) : o(options) {}
+  const RunOptions &o;
   struct Input {
     std::string name, file;
-    rt::HostBuffer value;
+    HostBuffer value;
   };
   std::vector<Input> inputs;
   std::string tokens;
-  rt::TraceWriter trace;
+  TraceWriter trace;
   /// Whether the ranks are threads of this process (the trace is then
   /// written once they have all finished).
   bool threaded = false;
   /// The plan's schedule, for the bubble report.
   plan::Schedule schedule;
+  /// The communicator kind: threads, mpi or nccl.
+  std::string comm;
 };
 
 /// One rank: its communicator (none on one device), backend and executor.
@@ -246,23 +206,23 @@ struct Rank {
   int64_t index = 0;
   /// The host communicator (the files, the trace, failures), and for
   /// --comm nccl the NCCL one the executor uses, bootstrapped over it.
-  rt::Communicator *comm = nullptr;
-  std::unique_ptr<rt::Communicator> nccl;
+  Communicator *comm = nullptr;
+  std::unique_ptr<Communicator> nccl;
   /// The GPU of a --backend cuda rank (modulo the devices present).
   int device = 0;
-  std::unique_ptr<rt::Backend> backend;
-  std::unique_ptr<rt::Executor> exec;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Executor> exec;
   std::optional<TokenFeeder> tokens;
-  std::unique_ptr<raw_fd_ostream> metrics;
+  std::unique_ptr<std::ofstream> metrics;
   /// The times of the measured steps (see the file comment).
-  rt::StepTiming measured;
+  StepTiming measured;
   bool leader() const { return index == 0; }
   /// Adds the last step's times when step `i` (0-based) of `count` is
   /// measured: every step after the first, or the only one.
   void measure(int i, int count) {
     if (i == 0 && count > 1)
       return;
-    const rt::StepTiming &last = exec->lastStepTiming();
+    const StepTiming &last = exec->lastStepTiming();
     measured.seconds += last.seconds;
     measured.recvWaitSeconds += last.recvWaitSeconds;
     measured.steps += last.steps;
@@ -276,10 +236,9 @@ std::mutex printMutex;
 /// comment for why it cannot wait for the other ranks).
 [[noreturn]] void abortRun(int64_t rank, const std::string &message) {
   printMutex.lock(); // never released: nothing else prints from here on
-  outs().flush();
-  WithColor::error(errs(), "loom")
-      << "rank " << rank << ": " << message << "\n";
-  errs().flush();
+  std::cout.flush();
+  std::cerr << "loom: error: rank " << rank << ": " << message << "\n";
+  std::cerr.flush();
   std::_Exit(1);
 }
 
@@ -287,54 +246,54 @@ std::mutex printMutex;
 /// inputs, the checkpoint to resume from, the token file, the metrics file.
 std::string setUpRank(Rank &rank, plan::Plan plan, Shared &shared,
                       int backendThreads) {
+  const RunOptions &o = shared.o;
   std::string error;
-  rank.backend = rt::createBackend(backendName, rank.device, error);
+  rank.backend = createBackend(o.backend, rank.device, error);
   if (!rank.backend)
     return error;
   if (backendThreads > 0)
     rank.backend->setNumThreads(backendThreads);
-  rt::Communicator *comm = rank.comm;
-  if (rank.comm && commFlag == "nccl") {
-    rank.nccl = rt::createNcclCommunicator(
-        *rank.comm, rank.device, rt::cudaStreamOf(*rank.backend),
-        rt::cudaCommStreamOf(*rank.backend), error);
+  Communicator *comm = rank.comm;
+  if (rank.comm && shared.comm == "nccl") {
+    rank.nccl = createNcclCommunicator(*rank.comm, rank.device,
+                                       cudaStreamOf(*rank.backend),
+                                       cudaCommStreamOf(*rank.backend), error);
     if (!rank.nccl)
       return error;
     comm = rank.nccl.get();
   }
-  rank.exec = rt::Executor::create(std::move(plan), *rank.backend, error,
-                                   {rank.index, comm});
+  rank.exec = Executor::create(std::move(plan), *rank.backend, error,
+                               {rank.index, comm});
   if (!rank.exec)
-    return planPath + ": " + error;
-  rt::Executor &exec = *rank.exec;
+    return o.planPath + ": " + error;
+  Executor &exec = *rank.exec;
   if (exec.numStages() > 1)
     shared.trace.setRankName(static_cast<int>(rank.index),
                              "rank " + std::to_string(rank.index) + " (stage " +
                                  std::to_string(exec.stage()) + ")");
-  exec.setRandomInputs(seed);
+  exec.setRandomInputs(o.seed);
   for (Shared::Input &in : shared.inputs)
     if (!exec.setInput(in.name, in.value.view(), error))
       return in.file + ": " + error;
   if (!exec.isTraining()) {
-    if (!resumeDir.empty() || !saveDir.empty() || steps != 1)
+    if (!o.resumeDir.empty() || !o.saveDir.empty() || o.steps != 1)
       return "--steps, --save and --resume need a training plan (loom "
              "compile --train)";
     return "";
   }
-  if (steps < 1)
+  if (o.steps < 1)
     return "--steps must be at least 1";
-  if (!resumeDir.empty() && !rt::loadCheckpoint(exec, resumeDir, error))
+  if (!o.resumeDir.empty() && !loadCheckpoint(exec, o.resumeDir, error))
     return error;
-  if (!tokensFile.empty()) {
+  if (!o.tokensFile.empty()) {
     rank.tokens.emplace();
-    if (!rank.tokens->open(tokensFile, shared.tokens, exec, error))
+    if (!rank.tokens->open(o.tokensFile, shared.tokens, exec, error))
       return error;
   }
-  if (!metricsFile.empty() && rank.leader()) {
-    std::error_code ec;
-    rank.metrics = std::make_unique<raw_fd_ostream>(metricsFile, ec);
-    if (ec)
-      return "cannot write '" + metricsFile + "': " + ec.message();
+  if (!o.metricsFile.empty() && rank.leader()) {
+    rank.metrics = std::make_unique<std::ofstream>(o.metricsFile);
+    if (!*rank.metrics)
+      return "cannot write '" + o.metricsFile + "': " + std::strerror(errno);
   }
   return "";
 }
@@ -343,10 +302,10 @@ std::string setUpRank(Rank &rank, plan::Plan plan, Shared &shared,
 /// collective), which writes them all.
 std::string writeTrace(Rank &rank, Shared &shared) {
   std::string error;
-  rt::Communicator *comm = rank.comm;
+  Communicator *comm = rank.comm;
   if (!shared.threaded && comm && comm->worldSize() > 1) {
     int64_t n = comm->worldSize();
-    rt::RankGroup world(n);
+    RankGroup world(n);
     for (int64_t r = 0; r < n; ++r)
       world[r] = r;
     std::string mine = shared.trace.serialize();
@@ -365,37 +324,39 @@ std::string writeTrace(Rank &rank, Shared &shared) {
       return "gathering the trace: " + e;
     if (!rank.leader())
       return "";
-    rt::TraceWriter merged;
+    TraceWriter merged;
     for (int64_t r = 0; r < n; ++r)
       if (!merged.merge(std::string_view(all).substr(r * longest, sizes[r]),
                         error))
         return "rank " + std::to_string(r) + "'s trace: " + error;
-    return merged.write(traceFile, error) ? "" : error;
+    return merged.write(shared.o.traceFile, error) ? "" : error;
   }
   if (!rank.leader())
     return "";
-  return shared.trace.write(traceFile, error) ? "" : error;
+  return shared.trace.write(shared.o.traceFile, error) ? "" : error;
 }
 
 /// --comm-report: rank 0's per-collective statistics.
-std::string writeCommReport(const rt::Executor &exec) {
-  if (commReportFile.empty())
+std::string writeCommReport(const Executor &exec, const std::string &path) {
+  if (path.empty())
     return "";
-  std::error_code ec;
-  raw_fd_ostream os(commReportFile, ec);
-  if (ec)
-    return "cannot write '" + commReportFile + "': " + ec.message();
-  for (const rt::Executor::CollectiveStat &s : exec.collectiveStats()) {
+  std::ofstream os(path);
+  if (!os)
+    return "cannot write '" + path + "': " + std::strerror(errno);
+  for (const Executor::CollectiveStat &s : exec.collectiveStats()) {
     double calls = static_cast<double>(std::max<int64_t>(s.calls, 1));
     os << "{\"instruction\": " << s.instruction << ", \"op\": \"" << s.op
        << "\", \"location\": \"" << s.location << "\", \"shape\": \""
-       << rt::formatShape(s.shape) << "\", \"calls\": " << s.calls
+       << formatShape(s.shape) << "\", \"calls\": " << s.calls
        << ", \"bytes_per_call\": "
        << format("%.1f", static_cast<double>(s.bytesReceived) / calls)
        << ", \"predicted_bytes\": " << s.predictedBytes
        << ", \"ms_per_call\": " << format("%.4f", 1e3 * s.seconds / calls)
        << "}\n";
   }
+  os.close();
+  if (!os)
+    return "cannot write '" + path + "': " + std::strerror(errno);
   return "";
 }
 
@@ -408,9 +369,7 @@ std::string formatBytes(int64_t bytes) {
   int unit = 0;
   for (; value >= 1024 && unit < 3; ++unit)
     value /= 1024;
-  std::string text;
-  raw_string_ostream(text) << format("%.1f ", value) << units[unit];
-  return text;
+  return format("%.1f ", value) + units[unit];
 }
 
 /// The schedule's name, as the compiler's --schedule spells it.
@@ -439,7 +398,7 @@ struct RankReport {
 /// Every rank's report of a pipelined plan (a collective over the host
 /// communicator), or this rank's alone for one stage.
 std::string gatherReports(Rank &rank, std::vector<RankReport> &reports) {
-  const rt::Executor &exec = *rank.exec;
+  const Executor &exec = *rank.exec;
   RankReport mine{static_cast<double>(exec.stage()),
                   static_cast<double>(exec.peakBytes()),
                   static_cast<double>(exec.plannedBytes()),
@@ -451,7 +410,7 @@ std::string gatherReports(Rank &rank, std::vector<RankReport> &reports) {
     return "";
   }
   int64_t n = rank.comm->worldSize();
-  rt::RankGroup world(n);
+  RankGroup world(n);
   for (int64_t r = 0; r < n; ++r)
     world[r] = r;
   reports.assign(n, {});
@@ -464,14 +423,14 @@ std::string gatherReports(Rank &rank, std::vector<RankReport> &reports) {
 
 /// Prints the reports of a run of `total` steps (see the file comment); the
 /// caller holds printMutex.
-void printReports(const std::vector<RankReport> &reports,
-                  const rt::Executor &exec, const Shared &shared, int total) {
+void printReports(const std::vector<RankReport> &reports, const Executor &exec,
+                  const Shared &shared, int total) {
   if (exec.numStages() == 1) {
     const RankReport &r = reports[0];
-    outs() << "loom: peak memory "
-           << formatBytes(static_cast<int64_t>(r.peakBytes)) << " (planned "
-           << formatBytes(static_cast<int64_t>(r.plannedBytes)) << ")"
-           << (exec.numRanks() > 1 ? " on rank 0" : "") << "\n";
+    std::cout << "loom: peak memory "
+              << formatBytes(static_cast<int64_t>(r.peakBytes)) << " (planned "
+              << formatBytes(static_cast<int64_t>(r.plannedBytes)) << ")"
+              << (exec.numRanks() > 1 ? " on rank 0" : "") << "\n";
     return;
   }
   int64_t p = exec.numStages();
@@ -482,57 +441,59 @@ void printReports(const std::vector<RankReport> &reports,
   std::string measured = total == 1   ? "its only step"
                          : total == 2 ? "step 2"
                                       : "steps 2 to " + std::to_string(total);
-  outs() << "loom: pipeline of " << p << " stages, "
-         << scheduleName(shared.schedule.kind()) << ", " << m
-         << (m == 1 ? " micro-batch" : " micro-batches")
-         << (v > 1 ? ", " + std::to_string(v) + " virtual stages"
-                   : std::string())
-         << (v > 1 ? ": ideal bubble (p - 1) / (v m + p - 1) = "
-                   : ": ideal bubble (p - 1) / (m + p - 1) = ")
-         << format("%.1f%%", 100 * ideal) << "; measured over " << measured
-         << "\n";
+  std::cout << "loom: pipeline of " << p << " stages, "
+            << scheduleName(shared.schedule.kind()) << ", " << m
+            << (m == 1 ? " micro-batch" : " micro-batches")
+            << (v > 1 ? ", " + std::to_string(v) + " virtual stages"
+                      : std::string())
+            << (v > 1 ? ": ideal bubble (p - 1) / (v m + p - 1) = "
+                      : ": ideal bubble (p - 1) / (m + p - 1) = ")
+            << format("%.1f%%", 100 * ideal) << "; measured over " << measured
+            << "\n";
   for (size_t r = 0; r < reports.size(); ++r) {
     const RankReport &report = reports[r];
     double steps = std::max(report.steps, 1.0);
-    outs() << "loom: rank " << r << " (stage "
-           << static_cast<int64_t>(report.stage) << "): peak memory "
-           << formatBytes(static_cast<int64_t>(report.peakBytes))
-           << " (planned "
-           << formatBytes(static_cast<int64_t>(report.plannedBytes))
-           << "), bubble "
-           << format("%.1f%%",
-                     report.seconds > 0
-                         ? 100 * report.recvWaitSeconds / report.seconds
-                         : 0.0)
-           << " (recv wait "
-           << format("%.3f", 1e3 * report.recvWaitSeconds / steps) << " ms of "
-           << format("%.3f", 1e3 * report.seconds / steps) << " ms per step)\n";
+    std::cout << "loom: rank " << r << " (stage "
+              << static_cast<int64_t>(report.stage) << "): peak memory "
+              << formatBytes(static_cast<int64_t>(report.peakBytes))
+              << " (planned "
+              << formatBytes(static_cast<int64_t>(report.plannedBytes))
+              << "), bubble "
+              << format("%.1f%%",
+                        report.seconds > 0
+                            ? 100 * report.recvWaitSeconds / report.seconds
+                            : 0.0)
+              << " (recv wait "
+              << format("%.3f", 1e3 * report.recvWaitSeconds / steps)
+              << " ms of " << format("%.3f", 1e3 * report.seconds / steps)
+              << " ms per step)\n";
   }
 }
 
 /// Training steps, then the trace and the checkpoint.
 std::string trainRank(Rank &rank, Shared &shared) {
-  rt::Executor &exec = *rank.exec;
-  rt::TraceWriter *trace = traceFile.empty() ? nullptr : &shared.trace;
+  const RunOptions &o = shared.o;
+  Executor &exec = *rank.exec;
+  TraceWriter *trace = o.traceFile.empty() ? nullptr : &shared.trace;
   std::string error;
-  for (int i = 0; i < steps; ++i) {
+  for (int i = 0; i < o.steps; ++i) {
     double loss = 0, lr = 0;
     if (rank.tokens && !rank.tokens->feed(exec, exec.stepsTaken(), error))
       return error;
     auto start = std::chrono::steady_clock::now();
     if (!exec.trainStep(error, trace, loss, lr))
-      return planPath + ": step " + std::to_string(exec.stepsTaken() + 1) +
+      return o.planPath + ": step " + std::to_string(exec.stepsTaken() + 1) +
              ": " + error;
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - start)
                     .count();
-    rank.measure(i, steps);
+    rank.measure(i, o.steps);
     if (rank.leader()) {
       std::lock_guard<std::mutex> lock(printMutex);
-      outs() << "loom: step " << exec.stepsTaken() << " loss "
-             << format("%.6g", loss) << " lr " << format("%.6g", lr) << " ("
-             << format("%.1f", ms) << " ms)\n";
-      outs().flush();
+      std::cout << "loom: step " << exec.stepsTaken() << " loss "
+                << format("%.6g", loss) << " lr " << format("%.6g", lr) << " ("
+                << format("%.1f", ms) << " ms)\n";
+      std::cout.flush();
       if (rank.metrics)
         *rank.metrics << "{\"step\": " << exec.stepsTaken()
                       << ", \"loss\": " << format("%.9g", loss)
@@ -552,22 +513,22 @@ std::string trainRank(Rank &rank, Shared &shared) {
     return e;
   if (rank.leader()) {
     std::lock_guard<std::mutex> lock(printMutex);
-    printReports(reports, exec, shared, steps);
-    outs().flush();
+    printReports(reports, exec, shared, o.steps);
+    std::cout.flush();
   }
   if (rank.leader())
-    if (std::string e = writeCommReport(exec); !e.empty())
+    if (std::string e = writeCommReport(exec, o.commReportFile); !e.empty())
       return e;
-  if (!traceFile.empty() && !shared.threaded)
+  if (!o.traceFile.empty() && !shared.threaded)
     if (std::string e = writeTrace(rank, shared); !e.empty())
       return e;
-  if (!saveDir.empty()) {
-    if (!rt::saveCheckpoint(exec, saveDir, error))
+  if (!o.saveDir.empty()) {
+    if (!saveCheckpoint(exec, o.saveDir, error))
       return error;
     if (rank.leader()) {
       std::lock_guard<std::mutex> lock(printMutex);
-      outs() << "loom: saved a checkpoint of step " << exec.stepsTaken()
-             << " to " << saveDir << "\n";
+      std::cout << "loom: saved a checkpoint of step " << exec.stepsTaken()
+                << " to " << o.saveDir << "\n";
     }
   }
   return "";
@@ -576,53 +537,57 @@ std::string trainRank(Rank &rank, Shared &shared) {
 /// Inference: --repeat steps, the trace, then the first rank of the last
 /// stage (rank 0 of a single-stage plan) reports the outputs.
 std::string inferRank(Rank &rank, Shared &shared) {
-  rt::Executor &exec = *rank.exec;
+  const RunOptions &o = shared.o;
+  Executor &exec = *rank.exec;
   std::string error;
   double totalMs = 0;
-  for (int i = 0; i < repeat; ++i) {
+  for (int i = 0; i < o.repeat; ++i) {
     auto start = std::chrono::steady_clock::now();
-    if (!exec.run(error, traceFile.empty() ? nullptr : &shared.trace))
-      return planPath + ": " + error;
+    if (!exec.run(error, o.traceFile.empty() ? nullptr : &shared.trace))
+      return o.planPath + ": " + error;
     totalMs += std::chrono::duration<double, std::milli>(
                    std::chrono::steady_clock::now() - start)
                    .count();
-    rank.measure(i, repeat);
+    rank.measure(i, o.repeat);
   }
-  if (!traceFile.empty() && !shared.threaded)
+  if (!o.traceFile.empty() && !shared.threaded)
     if (std::string e = writeTrace(rank, shared); !e.empty())
       return e;
   std::vector<RankReport> reports;
   if (std::string e = gatherReports(rank, reports); !e.empty())
     return e;
   if (rank.leader())
-    if (std::string e = writeCommReport(exec); !e.empty())
+    if (std::string e = writeCommReport(exec, o.commReportFile); !e.empty())
       return e;
   if (rank.index != exec.stageRanks(exec.numStages() - 1).front())
     return "";
-  if (!outputsDir.empty())
-    if (std::error_code ec = sys::fs::create_directories(outputsDir))
-      return "cannot create '" + outputsDir + "': " + ec.message();
+  if (!o.outputsDir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.outputsDir, ec);
+    if (ec)
+      return "cannot create '" + o.outputsDir + "': " + ec.message();
+  }
   std::lock_guard<std::mutex> lock(printMutex);
-  for (const rt::IOInfo &out : exec.outputs()) {
-    rt::TensorView v = exec.output(out.name);
-    outs() << "loom: output '" << out.name << "' " << rt::dtypeName(v.dtype)
-           << rt::formatShape(v.shape) << summarize(v) << "\n";
-    if (!outputsDir.empty()) {
-      SmallString<256> path(outputsDir);
-      sys::path::append(path, fileNameFor(out.name) + ".npy");
-      if (!rt::writeNpy(path.str().str(), v, error))
+  for (const IOInfo &out : exec.outputs()) {
+    TensorView v = exec.output(out.name);
+    std::cout << "loom: output '" << out.name << "' " << dtypeName(v.dtype)
+              << formatShape(v.shape) << summarize(v) << "\n";
+    if (!o.outputsDir.empty()) {
+      std::filesystem::path path = std::filesystem::path(o.outputsDir) /
+                                   (fileNameFor(out.name) + ".npy");
+      if (!writeNpy(path.string(), v, error))
         return error;
     }
   }
-  outs() << "loom: " << repeat << (repeat == 1 ? " step" : " steps") << " in "
-         << format("%.3f", totalMs / repeat) << " ms each on "
-         << rank.backend->name()
-         << (exec.numRanks() > 1
-                 ? " (" + std::to_string(exec.numRanks()) + " ranks)"
-                 : std::string())
-         << "\n";
-  printReports(reports, exec, shared, repeat);
-  outs().flush();
+  std::cout << "loom: " << o.repeat << (o.repeat == 1 ? " step" : " steps")
+            << " in " << format("%.3f", totalMs / o.repeat) << " ms each on "
+            << rank.backend->name()
+            << (exec.numRanks() > 1
+                    ? " (" + std::to_string(exec.numRanks()) + " ranks)"
+                    : std::string())
+            << "\n";
+  printReports(reports, exec, shared, o.repeat);
+  std::cout.flush();
   return "";
 }
 
@@ -634,9 +599,10 @@ std::string runRank(Rank &rank, Shared &shared) {
 /// `n` ranks as threads of this process (n = 1: no thread, no
 /// communicator, exactly a single-device run).
 int runThreadRanks(plan::Plan plan, int64_t n, Shared &shared) {
+  const RunOptions &o = shared.o;
   if (n == 1) {
     Rank rank;
-    if (std::string e = setUpRank(rank, std::move(plan), shared, threads);
+    if (std::string e = setUpRank(rank, std::move(plan), shared, o.threads);
         !e.empty())
       return reportError(e);
     if (std::string e = runRank(rank, shared); !e.empty())
@@ -644,12 +610,12 @@ int runThreadRanks(plan::Plan plan, int64_t n, Shared &shared) {
     return 0;
   }
   shared.threaded = true;
-  int total = threads > 0
-                  ? threads
+  int total = o.threads > 0
+                  ? o.threads
                   : static_cast<int>(std::thread::hardware_concurrency());
   int perRank = std::max(1, total / static_cast<int>(n));
-  std::vector<std::unique_ptr<rt::Communicator>> comms =
-      rt::createThreadsCommunicators(n);
+  std::vector<std::unique_ptr<Communicator>> comms =
+      createThreadsCommunicators(n);
   std::vector<Rank> ranks(n);
   std::vector<std::string> errors(n);
   auto onEveryRank = [&](const std::function<void(Rank &)> &fn) {
@@ -674,14 +640,14 @@ int runThreadRanks(plan::Plan plan, int64_t n, Shared &shared) {
     if (std::string e = runRank(rank, shared); !e.empty())
       abortRun(rank.index, e);
   });
-  if (!traceFile.empty())
+  if (!o.traceFile.empty())
     if (std::string e = writeTrace(ranks[0], shared); !e.empty())
       return reportError(e);
   return 0;
 }
 
 /// This process's rank of an MPI run.
-int runMpiRank(plan::Plan plan, rt::Communicator &comm, Shared &shared) {
+int runMpiRank(plan::Plan plan, Communicator &comm, Shared &shared) {
   int64_t n = comm.worldSize();
   Rank rank;
   rank.index = comm.rank();
@@ -692,12 +658,12 @@ int runMpiRank(plan::Plan plan, rt::Communicator &comm, Shared &shared) {
     rank.device = std::atoi(local);
   // Without --threads, the processes mpirun started on this node share its
   // cores (oversubscribed OpenMP teams would spin against each other).
-  int perProcess = threads;
-  if (!threads.getNumOccurrences())
+  int perProcess = shared.o.threads;
+  if (!shared.o.threadsGiven)
     if (const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
-      perProcess = std::max(
-          1, static_cast<int>(std::thread::hardware_concurrency()) /
-                 std::max(1, std::atoi(local)));
+      perProcess =
+          std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                          std::max(1, std::atoi(local)));
   std::string e = setUpRank(rank, std::move(plan), shared, perProcess);
   if (n == 1) {
     if (e.empty())
@@ -705,11 +671,11 @@ int runMpiRank(plan::Plan plan, rt::Communicator &comm, Shared &shared) {
     return e.empty() ? 0 : reportError(e);
   }
   // Agree on whether every rank is set up, so that all stop together.
-  rt::RankGroup world(n);
+  RankGroup world(n);
   for (int64_t r = 0; r < n; ++r)
     world[r] = r;
   int32_t failed = e.empty() ? 0 : 1;
-  if (std::string agree = comm.allReduceSum(world, rt::DType::I32, &failed, 1);
+  if (std::string agree = comm.allReduceSum(world, DType::I32, &failed, 1);
       !agree.empty())
     abortRun(rank.index, e.empty() ? agree : e);
   if (!e.empty())
@@ -724,74 +690,72 @@ int runMpiRank(plan::Plan plan, rt::Communicator &comm, Shared &shared) {
   return 0;
 }
 
-int runPlan() {
+} // namespace
+
+int runPlan(const RunOptions &o) {
   std::string error;
-  if (backendName != "cpu" && backendName != "cuda")
-    return reportError("--backend must be 'cpu' or 'cuda', not '" +
-                       backendName + "'");
-  if (backendName == "cuda" && rt::cudaDeviceCount(error) == 0)
+  if (o.backend != "cpu" && o.backend != "cuda")
+    return reportError("--backend must be 'cpu' or 'cuda', not '" + o.backend +
+                       "'");
+  if (o.backend == "cuda" && cudaDeviceCount(error) == 0)
     return reportError(error);
-  if (repeat < 1)
+  if (o.repeat < 1)
     return reportError("--repeat must be at least 1");
-  if (ranksFlag < 0)
+  if (o.ranks < 0)
     return reportError("--ranks must be at least 1");
-  std::string comm = commFlag;
+  std::string comm = o.comm;
   if (comm.empty())
-    comm = rt::launchedByMpirun() ? "mpi" : "threads";
+    comm = launchedByMpirun() ? "mpi" : "threads";
   if (comm != "threads" && comm != "mpi" && comm != "nccl")
     return reportError("--comm must be 'threads', 'mpi' or 'nccl', not '" +
                        comm + "'");
-  if (comm == "nccl" && backendName != "cuda")
+  if (comm == "nccl" && o.backend != "cuda")
     return reportError("--comm nccl exchanges GPU memory; use it with "
                        "--backend cuda");
-  if (comm == "nccl" && !rt::ncclAvailable())
+  if (comm == "nccl" && !ncclAvailable())
     return reportError("--comm nccl: this Loom was built without NCCL");
-  std::optional<plan::Plan> plan = rt::readPlanFile(planPath, error);
+  std::optional<plan::Plan> plan = readPlanFile(o.planPath, error);
   if (!plan)
     return reportError(error);
   // The plan's device count; an invalid mesh is left to the executor to
   // report.
   std::optional<layout::Mesh> mesh;
   int64_t devices = 1;
-  if (rt::meshFromProto(plan->mesh(), mesh, error) && mesh)
+  if (meshFromProto(plan->mesh(), mesh, error) && mesh)
     devices = mesh->numDevices();
 
-  Shared shared;
+  // The mode of a run that o.comm leaves open is filled in here.
+  Shared shared(o);
+  shared.comm = comm;
   shared.schedule = plan->schedule();
-  // --data (an alias) does not split on commas by itself.
-  SmallVector<StringRef> assignments;
-  for (const std::string &flags : inputFlags)
-    SplitString(flags, assignments, ",");
-  for (StringRef flag : assignments) {
-    auto [name, file] = flag.split('=');
-    if (name.empty() || file.empty())
+  for (const std::string &flag : splitAssignments(o.inputs)) {
+    size_t eq = flag.find('=');
+    if (eq == 0 || eq == std::string::npos || eq + 1 == flag.size())
       return reportError("--inputs expects NAME=FILE, got '" + flag + "'");
-    std::optional<rt::HostBuffer> value = rt::readTensorFile(file.str(), error);
+    std::string name = flag.substr(0, eq), file = flag.substr(eq + 1);
+    std::optional<HostBuffer> value = readTensorFile(file, error);
     if (!value)
       return reportError(error);
-    shared.inputs.push_back({name.str(), file.str(), std::move(*value)});
+    shared.inputs.push_back({name, file, std::move(*value)});
   }
-  if (!tokensFile.empty()) {
-    auto buffer = MemoryBuffer::getFile(tokensFile, /*IsText=*/false);
-    if (!buffer)
-      return reportError(tokensFile + ": cannot read the token file");
-    shared.tokens = (*buffer)->getBuffer().str();
-  }
+  if (!o.tokensFile.empty() &&
+      !readWholeFile(o.tokensFile, shared.tokens, error))
+    return reportError(o.tokensFile + ": cannot read the token file: " + error);
 
   // NCCL bootstraps over MPI under mpirun, else over threads.
-  if (comm == "mpi" || (comm == "nccl" && rt::launchedByMpirun())) {
-    std::unique_ptr<rt::Communicator> mpi = rt::createMpiCommunicator(error);
+  if (comm == "mpi" || (comm == "nccl" && launchedByMpirun())) {
+    std::unique_ptr<Communicator> mpi = createMpiCommunicator(error);
     if (!mpi)
       return reportError(error);
-    if (ranksFlag > 0 && ranksFlag != mpi->worldSize())
-      return reportError("--ranks " + std::to_string(ranksFlag) +
+    if (o.ranks > 0 && o.ranks != mpi->worldSize())
+      return reportError("--ranks " + std::to_string(o.ranks) +
                          " differs from the " +
                          std::to_string(mpi->worldSize()) +
                          " processes mpirun started; leave --ranks out "
                          "under mpirun");
     return runMpiRank(std::move(*plan), *mpi, shared);
   }
-  int64_t n = ranksFlag > 0 ? ranksFlag : devices;
+  int64_t n = o.ranks > 0 ? o.ranks : devices;
   if (n > kMaxThreadRanks)
     return reportError("this run needs " + std::to_string(n) +
                        " ranks, more than the " +
@@ -801,12 +765,4 @@ int runPlan() {
   return runThreadRanks(std::move(*plan), n, shared);
 }
 
-} // namespace
-
-std::optional<int> runRunCommand() {
-  if (runCmd)
-    return runPlan();
-  return std::nullopt;
-}
-
-} // namespace loom::driver
+} // namespace loom::rt

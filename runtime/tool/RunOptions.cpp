@@ -1,0 +1,108 @@
+//===- RunOptions.cpp - Parsing the options of `loom run` ----------------===//
+//
+// CLI11 (header-only) parses `loom run` and `loom-run` alike. The texts are
+// the options' documentation: `loom run --help` prints them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/tool/RunOptions.h"
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+namespace loom::rt {
+
+std::optional<RunOptions> parseRunOptions(int argc, const char *const *argv,
+                                          int &exitCode) {
+  RunOptions o;
+  std::string command = argc > 0 ? argv[0] : "loom run";
+  CLI::App app("Run a compiled plan: on one device, or a partitioned plan on "
+               "N ranks (threads of this process, one process per rank under "
+               "mpirun, or GPUs over NCCL)",
+               command);
+  app.get_formatter()->column_width(28);
+  app.add_option("plan", o.planPath, "The plan (loom compile -o MODEL.plan)")
+      ->required()
+      ->type_name("MODEL.plan");
+  std::vector<std::string> data;
+  app.add_option("--inputs", o.inputs,
+                 "Input files (.npy or ONNX TensorProto .pb); random by "
+                 "default")
+      ->type_name("NAME=FILE,...");
+  app.add_option("--data", data, "Alias for --inputs (training data)")
+      ->type_name("NAME=FILE,...");
+  app.add_option("--outputs", o.outputsDir, "Write each output as DIR/NAME.npy")
+      ->type_name("DIR");
+  app.add_option("--trace", o.traceFile,
+                 "Write a Chrome trace (one track per rank)")
+      ->type_name("FILE.json");
+  app.add_option("--backend", o.backend, "cpu (default) or cuda")
+      ->type_name("NAME");
+  app.add_option("--threads", o.threads,
+                 "Threads for the CPU kernels (default: all cores), shared "
+                 "evenly by the ranks of a --comm threads run; per process "
+                 "under mpirun")
+      ->type_name("N");
+  app.add_option("--seed", o.seed, "Seed of the random inputs")->type_name("N");
+  app.add_option("--steps", o.steps,
+                 "Training steps to run (training plans), reusing the same "
+                 "batch")
+      ->type_name("N");
+  app.add_option("--metrics", o.metricsFile,
+                 "Write one JSON object per training step")
+      ->type_name("FILE.jsonl");
+  app.add_option("--comm-report", o.commReportFile,
+                 "Write one JSON object per collective instruction: calls, "
+                 "bytes rank 0 received per call (counted by the "
+                 "communicator), the bytes the compiler's layout math "
+                 "predicted, and its time")
+      ->type_name("FILE.jsonl");
+  app.add_option("--save", o.saveDir, "Write a checkpoint after the last step")
+      ->type_name("DIR");
+  app.add_option("--resume", o.resumeDir, "Start from a checkpoint")
+      ->type_name("DIR");
+  app.add_option("--tokens", o.tokensFile,
+                 "Character-level language-model data: each byte of FILE is "
+                 "a token; step k reads the next batch of consecutive windows "
+                 "as the model's integer input, shifted by one as the labels")
+      ->type_name("FILE");
+  app.add_option("--repeat", o.repeat,
+                 "Run the step N times and report the mean time")
+      ->type_name("N");
+  app.add_option("--ranks", o.ranks,
+                 "Ranks to run the plan on (default: the plan's device "
+                 "count); with --comm threads each rank is a thread of this "
+                 "process")
+      ->type_name("N");
+  app.add_option("--comm", o.comm,
+                 "How ranks communicate: threads (ranks are threads of this "
+                 "process), mpi (one process per rank, under mpirun) or nccl "
+                 "(GPU memory, one GPU per rank; --backend cuda; threads of "
+                 "this process, or one process per GPU under mpirun). "
+                 "Default: mpi under mpirun, else threads")
+      ->type_name("threads|mpi|nccl");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp &) {
+    std::cout << app.help();
+    exitCode = 0;
+    return std::nullopt;
+  } catch (const CLI::ParseError &e) {
+    std::cerr << "loom: error: " << e.what() << "; run `" << command
+              << " --help`\n";
+    exitCode = 1;
+    return std::nullopt;
+  }
+  o.inputs.insert(o.inputs.end(), data.begin(), data.end());
+  o.threadsGiven = app.count("--threads") > 0;
+  return o;
+}
+
+int runMain(int argc, const char *const *argv) {
+  int exitCode = 0;
+  std::optional<RunOptions> options = parseRunOptions(argc, argv, exitCode);
+  return options ? runPlan(*options) : exitCode;
+}
+
+} // namespace loom::rt

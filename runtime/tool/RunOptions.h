@@ -1,0 +1,59 @@
+//===- RunOptions.h - Running a plan: the options of `loom run` -*- C++ -*-===//
+//
+// What `loom run` and `loom-run` are asked to do, parsed once from the same
+// command line by the same code (no MLIR or LLVM: `loom-run` is the runtime
+// alone). runPlan() runs a plan as they ask; runMain() is a whole tool.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_TOOL_RUNOPTIONS_H
+#define LOOM_RUNTIME_TOOL_RUNOPTIONS_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace loom::rt {
+
+/// The options of one run of a plan; see `loom run --help` for each.
+struct RunOptions {
+  std::string planPath;
+  /// NAME=FILE assignments, each flag's value possibly comma-separated.
+  std::vector<std::string> inputs;
+  std::string outputsDir;
+  std::string traceFile;
+  std::string backend = "cpu";
+  /// Threads for the CPU kernels; 0: every core (--threads not given).
+  int threads = 0;
+  bool threadsGiven = false;
+  uint64_t seed = 0;
+  int steps = 1;
+  std::string metricsFile;
+  std::string commReportFile;
+  std::string saveDir;
+  std::string resumeDir;
+  std::string tokensFile;
+  int repeat = 1;
+  /// 0: the plan's device count.
+  int ranks = 0;
+  /// threads, mpi or nccl; empty: mpi under mpirun, else threads.
+  std::string comm;
+};
+
+/// Parses the arguments after the subcommand (`argv[0]` names the command,
+/// e.g. "loom run"). Returns the options, or nullopt with `exitCode` set:
+/// 0 after --help, 1 after an error it printed.
+std::optional<RunOptions> parseRunOptions(int argc, const char *const *argv,
+                                          int &exitCode);
+
+/// Runs the plan as `options` ask; returns the process exit code. Messages
+/// go to stdout, errors to stderr as "loom: error: ...".
+int runPlan(const RunOptions &options);
+
+/// parseRunOptions() then runPlan().
+int runMain(int argc, const char *const *argv);
+
+} // namespace loom::rt
+
+#endif // LOOM_RUNTIME_TOOL_RUNOPTIONS_H

@@ -1,0 +1,335 @@
+#!/usr/bin/env python3
+"""The GPU check's steps, run by check.sh from a bundle made by scripts/gpu-bundle.sh.
+
+Each step is time-boxed; a failure is recorded and the check goes on. Steps:
+  a  unit       the runtime's unit-test binaries (the caching allocator; the CUDA kernels
+                against the CPU backend, where built)
+  b  node       the ONNX node tests on the backend, against their expected outputs
+  c  parity     each bundled model trained 5 steps (f32, bf16, f16; one device and dp=8)
+                against the CPU's losses, and inference (f32 and bf16) against its outputs
+  d  partition  the GPT on pp2 x dp2 x tp2 (1F1B, ZeRO-1, recompute) on 8 virtual devices
+                against the single device's losses
+  e  collective every collective of the communicator (cuda: NCCL, one rank; cpu: threads)
+  f  bench      a GPT training step against PyTorch eager on the same device (MFU; fused
+                against unfused; on cuda GEMM efficiency against cublasGemmEx)
+  g  memcheck   one GPT training step under compute-sanitizer memcheck (cuda), or plainly
+                (cpu: there is no sanitizer for the CPU in the bundle)
+Writes report.txt (the table), report.json and logs/ under --report.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+STEP_BUDGET = {"unit": 120, "node": 150, "parity": 150, "partition": 60, "collective": 60,
+               "bench": 150, "memcheck": 90}
+STEP_NAMES = {"unit": "a", "node": "b", "parity": "c", "partition": "d", "collective": "e",
+              "bench": "f", "memcheck": "g"}
+
+
+class Check:
+    def __init__(self, bundle, report, backend):
+        self.bundle, self.report, self.backend = bundle, report, backend
+        self.rows = []
+        self.logs = os.path.join(report, "logs")
+        os.makedirs(self.logs, exist_ok=True)
+        with open(os.path.join(bundle, "manifest.json")) as f:
+            self.manifest = json.load(f)
+        self.deadline = None
+
+    def bin(self, name):
+        return os.path.join(self.bundle, "bin", name)
+
+    def path(self, rel):
+        return os.path.join(self.bundle, rel)
+
+    def run(self, name, cmd, timeout):
+        """Runs cmd within the step's time left; (returncode, output). 124: timed out."""
+        left = self.deadline - time.time()
+        limit = max(1, min(timeout, left))
+        start = time.time()
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
+            code, out = r.returncode, r.stdout + r.stderr
+        except subprocess.TimeoutExpired as e:
+            code = 124
+            out = ((e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes)
+                   else (e.stdout or "")) + f"\n(timed out after {limit:.0f} s)\n"
+        except OSError as e:
+            code, out = 127, str(e)
+        with open(os.path.join(self.logs, name + ".log"), "w") as f:
+            f.write("$ " + " ".join(cmd) + "\n" + out + f"\n(exit {code}, "
+                    f"{time.time() - start:.1f} s)\n")
+        return code, out
+
+    def record(self, step, case, status, detail, seconds):
+        self.rows.append(dict(step=STEP_NAMES[step] + " " + step, case=case, status=status,
+                              detail=detail, seconds=round(seconds, 1)))
+        print(f"{status:5} {STEP_NAMES[step]} {step:10} {case:34} {detail}", flush=True)
+
+    def loom_run(self, plan, extra, name, timeout=120):
+        cmd = [self.bin("loom-run"), self.path(plan), "--backend", self.backend,
+               "--seed", str(self.manifest["seed"])] + extra
+        return self.run(name, cmd, timeout)
+
+    # --- the steps ------------------------------------------------------------------
+
+    def step_unit(self):
+        tests = ["loom-allocator-tests"]
+        if self.backend == "cuda":
+            tests.append("loom-cuda-kernel-tests")
+        for t in tests:
+            start = time.time()
+            if not os.path.exists(self.bin(t)):
+                self.record("unit", t, "FAIL", "not in the bundle (a build without CUDA?)", 0)
+                continue
+            code, out = self.run("unit-" + t, [self.bin(t), "--gtest_brief=1"], 110)
+            summary = [l for l in out.splitlines() if "tests ran" in l or "PASSED" in l
+                       or "FAILED" in l]
+            self.record("unit", t, "pass" if code == 0 else "FAIL",
+                        (summary[-1].strip() if summary else f"exit {code}"),
+                        time.time() - start)
+
+    def step_node(self):
+        start = time.time()
+        code, out = self.run("node", [self.bin("loom-node-tests"), "--backend", self.backend,
+                                      self.path("node"), self.path("node-known-failures.txt")],
+                             STEP_BUDGET["node"])
+        first = out.strip().splitlines()[0] if out.strip() else f"exit {code}"
+        self.record("node", "onnx node tests", "pass" if code == 0 else "FAIL",
+                    first.replace("ONNX node tests run on backend ", ""), time.time() - start)
+
+    def compare_losses(self, step, t, extra):
+        start = time.time()
+        metrics = os.path.join(self.logs, t["name"] + ".jsonl")
+        cmd = ["--steps", str(len(t["expected"])), "--metrics", metrics]
+        if t["ranks"] > 1:
+            cmd += ["--ranks", str(t["ranks"])]
+        code, out = self.loom_run(t["plan"], cmd + extra, t["name"])
+        if code != 0:
+            last = out.strip().splitlines()[-1] if out.strip() else ""
+            return self.record(step, t["name"], "FAIL", f"exit {code}: {last}",
+                               time.time() - start)
+        with open(metrics) as f:
+            got = [json.loads(l)["loss"] for l in f]
+        worst = max(abs(g - e) / max(abs(e), 1e-12) for g, e in zip(got, t["expected"]))
+        ok = len(got) == len(t["expected"]) and worst <= t["rtol"]
+        self.record(step, t["name"], "pass" if ok else "FAIL",
+                    f"losses {got[0]:.5g}..{got[-1]:.5g}, worst rel. diff {worst:.1e} "
+                    f"(rtol {t['rtol']:g})", time.time() - start)
+
+    def step_parity(self):
+        import numpy as np
+        for t in self.manifest["training"]:
+            self.compare_losses("parity", t, [])
+        for t in self.manifest["inference"]:
+            start = time.time()
+            outdir = os.path.join(self.logs, t["name"] + "-outputs")
+            extra = ["--outputs", outdir] + (["--ranks", str(t["ranks"])]
+                                             if t["ranks"] > 1 else [])
+            code, out = self.loom_run(t["plan"], extra, t["name"])
+            if code != 0:
+                last = out.strip().splitlines()[-1] if out.strip() else ""
+                self.record("parity", t["name"], "FAIL", f"exit {code}: {last}",
+                            time.time() - start)
+                continue
+            worst, detail = 0.0, ""
+            for f in sorted(os.listdir(self.path(t["expected"]))):
+                e = np.load(os.path.join(self.path(t["expected"]), f)).astype(np.float64)
+                g = np.load(os.path.join(outdir, f)).astype(np.float64)
+                if g.shape != e.shape:
+                    detail = f"{f}: shape {g.shape}, expected {e.shape}"
+                    worst = float("inf")
+                    break
+                rel = np.linalg.norm(g - e) / max(np.linalg.norm(e), 1e-30)
+                worst = max(worst, float(rel))
+            ok = worst <= t["rtol"]
+            self.record("parity", t["name"], "pass" if ok else "FAIL",
+                        detail or f"outputs' normwise rel. diff {worst:.1e} "
+                        f"(rtol {t['rtol']:g})", time.time() - start)
+
+    def step_partition(self):
+        for t in self.manifest["partitioned"]:
+            self.compare_losses("partition", t, [])
+
+    def step_collective(self):
+        start = time.time()
+        cmd = [self.bin("loom-collective-check"), "--comm",
+               "nccl" if self.backend == "cuda" else "threads"]
+        if self.backend != "cuda":
+            cmd += ["--ranks", "4"]
+        code, out = self.run("collective", cmd, STEP_BUDGET["collective"])
+        last = out.strip().splitlines()[-1] if out.strip() else f"exit {code}"
+        self.record("collective", cmd[2], "pass" if code == 0 else "FAIL", last,
+                    time.time() - start)
+
+    def step_bench(self):
+        b = self.manifest["bench"][self.backend]
+        start = time.time()
+        times = {}
+        for kind in ("fused", "unfused"):
+            metrics = os.path.join(self.logs, f"bench-{kind}.jsonl")
+            code, out = self.loom_run(b[kind], ["--steps", "8", "--metrics", metrics],
+                                      "bench-" + kind, timeout=60)
+            if code != 0:
+                last = out.strip().splitlines()[-1] if out.strip() else ""
+                return self.record("bench", "loom " + kind, "FAIL", f"exit {code}: {last}",
+                                   time.time() - start)
+            with open(metrics) as f:
+                ms = sorted(json.loads(l)["step_time_ms"] for l in f)[1:]
+            times[kind] = ms[len(ms) // 2]
+        code, out = self.run("bench-pytorch", [sys.executable, os.path.abspath(__file__),
+                                               "--torch-step", json.dumps(b),
+                                               "--backend", self.backend], 120)
+        torch_ms = None
+        for line in out.splitlines():
+            if line.startswith("torch_ms "):
+                torch_ms = float(line.split()[1])
+        L, d, T, V = b["layers"], b["d_model"], b["seq"], b["vocab"]
+        flops = b["batch"] * T * (6 * (12 * L * d * d + d * V) + 12 * L * T * d)
+        detail = (f"loom {times['fused']:.2f} ms ({flops / times['fused'] / 1e9:.1f} "
+                  f"TFLOP/s), unfused {times['unfused']:.2f} ms "
+                  f"({times['unfused'] / times['fused']:.2f}x)")
+        if torch_ms:
+            detail += f"; pytorch {torch_ms:.2f} ms, ratio {torch_ms / times['fused']:.2f}x"
+        else:
+            detail += "; pytorch peer failed (see logs/bench-pytorch.log)"
+        if self.backend == "cuda":
+            detail += f"; MFU {100 * flops / (times['fused'] / 1e3) / 66.9e12:.1f}% of 67 " \
+                      "TFLOP/s f32"
+        self.record("bench", "gpt step", "pass" if torch_ms else "FAIL", detail,
+                    time.time() - start)
+        if self.backend == "cuda":
+            start = time.time()
+            code, out = self.run("bench-gemm", [self.bin("loom-gemm-bench"), "--tokens",
+                                                str(b["batch"] * T), "--d-model", str(d),
+                                                "--vocab", str(V), "--dtype", "f32"], 60)
+            lines = [l for l in out.splitlines() if l.strip()]
+            self.record("bench", "gemm vs cublasGemmEx", "pass" if code == 0 else "FAIL",
+                        lines[-1].strip() if lines else f"exit {code}", time.time() - start)
+
+    def step_memcheck(self):
+        start = time.time()
+        plan = next(t for t in self.manifest["training"] if t["name"] == "gpt-f32-train")
+        cmd = [self.bin("loom-run"), self.path(plan["plan"]), "--backend", self.backend,
+               "--steps", "1", "--seed", str(self.manifest["seed"])]
+        sanitizer = shutil.which("compute-sanitizer") or (
+            "/usr/local/cuda/bin/compute-sanitizer"
+            if os.path.exists("/usr/local/cuda/bin/compute-sanitizer") else None)
+        if self.backend == "cuda":
+            if not sanitizer:
+                return self.record("memcheck", "gpt step", "FAIL",
+                                   "compute-sanitizer not found", 0)
+            cmd = [sanitizer, "--tool", "memcheck", "--error-exitcode", "99"] + cmd
+        code, out = self.run("memcheck", cmd, STEP_BUDGET["memcheck"])
+        summary = [l for l in out.splitlines() if "ERROR SUMMARY" in l]
+        detail = summary[-1].strip() if summary else (
+            "one step, no sanitizer on the cpu backend" if code == 0 else f"exit {code}")
+        self.record("memcheck", "gpt step", "pass" if code == 0 else "FAIL", detail,
+                    time.time() - start)
+
+    def environment(self):
+        lines = [f"backend {self.backend}", f"bundle {self.bundle}",
+                 f"LD_LIBRARY_PATH {os.environ.get('LD_LIBRARY_PATH', '')}"]
+        for cmd in (["nvidia-smi"], ["nvidia-smi", "--query-gpu=name,driver_version,"
+                                     "memory.total", "--format=csv"],
+                    ["ldd", self.bin("loom-run")]):
+            if shutil.which(cmd[0]) or os.path.exists(cmd[0]):
+                try:
+                    r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+                    lines.append("$ " + " ".join(cmd) + "\n" + r.stdout + r.stderr)
+                except (OSError, subprocess.TimeoutExpired) as e:
+                    lines.append(f"$ {' '.join(cmd)}: {e}")
+        try:
+            import torch
+            lines.append(f"PyTorch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN "
+                         f"{torch.backends.cudnn.version()}, NCCL "
+                         f"{'.'.join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else '-'}")
+        except Exception as e:  # noqa: BLE001 (any import failure is worth a line)
+            lines.append(f"PyTorch: not usable ({e})")
+        text = "\n".join(lines)
+        with open(os.path.join(self.report, "environment.txt"), "w") as f:
+            f.write(text + "\n")
+        print(text, flush=True)
+
+
+def torch_step(size, backend):
+    """Times PyTorch eager's AdamW step of the bench's GPT; prints 'torch_ms X'."""
+    import torch
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "models"))
+    import export
+    device = "cuda" if backend == "cuda" else "cpu"
+    gpt = {k: size[k] for k in ("layers", "d_model", "heads", "vocab", "seq")}
+    model = export.build_model("gpt", **gpt).to(device)
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, size["vocab"], (size["batch"], size["seq"]), generator=gen)
+    labels = torch.randint(0, size["vocab"], ids.shape, generator=gen)
+    ids, labels = ids.to(device), labels.to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    times = []
+    for i in range(8):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        logits = model(ids)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                 labels.reshape(-1))
+        loss.backward()
+        opt.step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        times.append(1e3 * (time.perf_counter() - start))
+    times = sorted(times[1:])
+    print(f"torch_ms {times[len(times) // 2]:.3f}")
+
+
+def main():
+    p = argparse.ArgumentParser(description="The GPU check (docs/gpu.md)")
+    p.add_argument("--bundle", default=os.path.dirname(os.path.abspath(__file__)))
+    p.add_argument("--report", default=None)
+    p.add_argument("--backend", default="cuda", choices=("cuda", "cpu"))
+    p.add_argument("--only", default="", help="comma-separated steps (default: all)")
+    p.add_argument("--torch-step", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.torch_step:
+        torch_step(json.loads(args.torch_step), args.backend)
+        return 0
+    report = args.report or os.path.join(args.bundle, "gpu-report")
+    os.makedirs(report, exist_ok=True)
+    check = Check(args.bundle, report, args.backend)
+    began = time.time()
+    check.environment()
+    steps = [s for s in STEP_BUDGET if not args.only or s in args.only.split(",")]
+    for step in steps:
+        check.deadline = time.time() + STEP_BUDGET[step]
+        start = time.time()
+        try:
+            getattr(check, "step_" + step)()
+        except Exception as e:  # noqa: BLE001 (a step's crash is its failure, not the check's)
+            check.record(step, "(step)", "FAIL", f"{type(e).__name__}: {e}",
+                         time.time() - start)
+    passed = sum(r["status"] == "pass" for r in check.rows)
+    failed = len(check.rows) - passed
+    width = max(len(r["case"]) for r in check.rows) if check.rows else 10
+    table = [f"{'step':13} {'case':{width}} {'result':6} {'s':>6}  detail"]
+    for r in check.rows:
+        table.append(f"{r['step']:13} {r['case']:{width}} {r['status']:6} "
+                     f"{r['seconds']:6.1f}  {r['detail']}")
+    table.append(f"check: {passed} passed, {failed} failed in {time.time() - began:.0f} s "
+                 f"on {args.backend}")
+    text = "\n".join(table)
+    with open(os.path.join(report, "report.txt"), "w") as f:
+        f.write(text + "\n")
+    with open(os.path.join(report, "report.json"), "w") as f:
+        json.dump(dict(backend=args.backend, passed=passed, failed=failed,
+                       seconds=round(time.time() - began, 1), rows=check.rows), f, indent=1)
+    print("\n" + text)
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

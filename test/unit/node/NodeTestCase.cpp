@@ -1,0 +1,186 @@
+//===- NodeTestCase.cpp - Running one ONNX node test on a backend ---------===//
+
+#include "test/unit/node/NodeTestCase.h"
+
+#include "runtime/io/TensorFile.h"
+
+#include "onnx/onnx_pb.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace loom::nodetest {
+namespace {
+
+double elementAsDouble(const rt::TensorView &v, int64_t i) {
+  switch (v.dtype) {
+  case rt::DType::F32:
+    return v.as<float>()[i];
+  case rt::DType::F16:
+    return rt::halfToFloat(v.as<uint16_t>()[i]);
+  case rt::DType::BF16:
+    return rt::bf16ToFloat(v.as<uint16_t>()[i]);
+  case rt::DType::I32:
+    return v.as<int32_t>()[i];
+  case rt::DType::I64:
+    return static_cast<double>(v.as<int64_t>()[i]);
+  case rt::DType::Bool:
+    return v.as<uint8_t>()[i];
+  }
+  return 0;
+}
+
+/// Reads a test data file. ONNX's test data stores bfloat16 tensors as their
+/// UINT16 bit patterns (numpy has no bfloat16): when the tensor a plan
+/// expects is BF16, such a file is read as BF16.
+std::optional<rt::HostBuffer> readTestTensor(const fs::path &file,
+                                             rt::DType expected,
+                                             std::string &error,
+                                             std::string *name = nullptr) {
+  if (expected == rt::DType::BF16) {
+    onnx::TensorProto proto;
+    std::ifstream in(file, std::ios::binary);
+    if (proto.ParseFromIstream(&in) &&
+        proto.data_type() == onnx::TensorProto::UINT16) {
+      proto.set_data_type(onnx::TensorProto::BFLOAT16);
+      std::string bytes = proto.SerializeAsString();
+      return rt::parseOnnxTensor(bytes, error, name, file.string());
+    }
+  }
+  return rt::readOnnxTensorFile(file.string(), error, name);
+}
+
+} // namespace
+
+std::string compare(const rt::TensorView &actual,
+                    const rt::TensorView &expected) {
+  if (actual.shape != expected.shape)
+    return "shape " + rt::formatShape(actual.shape) + ", expected " +
+           rt::formatShape(expected.shape);
+  if (actual.dtype != expected.dtype)
+    return std::string("element type ") + rt::dtypeName(actual.dtype) +
+           ", expected " + rt::dtypeName(expected.dtype);
+  bool exact = !rt::isFloat(actual.dtype);
+  for (int64_t i = 0; i < actual.numElements(); ++i) {
+    double a = elementAsDouble(actual, i), e = elementAsDouble(expected, i);
+    if (std::isnan(e) && std::isnan(a))
+      continue;
+    if (std::isinf(e) && a == e)
+      continue;
+    bool ok = exact ? a == e : std::fabs(a - e) <= 1e-7 + 1e-3 * std::fabs(e);
+    if (!ok)
+      return "element " + std::to_string(i) + " is " + std::to_string(a) +
+             ", expected " + std::to_string(e);
+  }
+  return "";
+}
+
+std::string runDataSets(const fs::path &dir, rt::Executor &exec) {
+  std::vector<fs::path> sets;
+  for (const auto &entry : fs::directory_iterator(dir))
+    if (entry.is_directory() &&
+        entry.path().filename().string().rfind("test_data_set_", 0) == 0)
+      sets.push_back(entry.path());
+  std::sort(sets.begin(), sets.end());
+  if (sets.empty())
+    return "no test data";
+  std::string error;
+  for (const fs::path &set : sets) {
+    for (size_t i = 0; i < exec.inputs().size(); ++i) {
+      std::string name;
+      fs::path file = set / ("input_" + std::to_string(i) + ".pb");
+      std::optional<rt::HostBuffer> value =
+          readTestTensor(file, exec.inputs()[i].dtype, error, &name);
+      if (!value)
+        return "input: " + error;
+      // Files name their input; fall back to the position.
+      if (name.empty())
+        name = exec.inputs()[i].name;
+      if (!exec.setInput(name, value->view(), error))
+        return "input " + name + ": " + error;
+    }
+    if (!exec.run(error))
+      return "run: " + error;
+    for (size_t j = 0; j < exec.outputs().size(); ++j) {
+      fs::path file = set / ("output_" + std::to_string(j) + ".pb");
+      std::optional<rt::HostBuffer> expected =
+          readTestTensor(file, exec.outputs()[j].dtype, error);
+      if (!expected)
+        return "expected output: " + error;
+      std::string diff =
+          compare(exec.output(exec.outputs()[j].name), expected->view());
+      if (!diff.empty())
+        return set.filename().string() + " output '" + exec.outputs()[j].name +
+               "': " + diff;
+    }
+  }
+  return "";
+}
+
+std::map<std::string, std::string> readKnownFailures(const fs::path &file) {
+  std::map<std::string, std::string> known;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#')
+      continue;
+    size_t space = line.find_first_of(" \t");
+    std::string name = line.substr(0, space);
+    std::string reason =
+        space == std::string::npos
+            ? ""
+            : line.substr(line.find_first_not_of(" \t", space));
+    known[name] = reason;
+  }
+  return known;
+}
+
+void Summary::add(const std::string &name, const std::string &failure,
+                  const std::map<std::string, std::string> &known) {
+  ++ran;
+  bool listed = known.count(name) != 0;
+  if (failure.empty()) {
+    ++passed;
+    if (listed)
+      fixed.push_back(name);
+  } else if (backend != "cpu" &&
+             (failure.find("does not support op") != std::string::npos ||
+              failure.find("does not support element type") !=
+                  std::string::npos)) {
+    unsupported.push_back(name + ": " + failure);
+  } else if (!listed) {
+    unexpected.push_back(name + ": " + failure);
+  }
+}
+
+std::string Summary::report() const {
+  int notRun = static_cast<int>(unsupported.size());
+  std::ostringstream os;
+  os << "ONNX node tests run on backend '" << backend << "': " << ran
+     << " imported cases, " << passed << " match, " << ran - passed - notRun
+     << " fail (" << ran - passed - notRun - static_cast<int>(unexpected.size())
+     << " listed in onnx_node_known_failures.txt), " << notRun
+     << " use ops or types the backend does not support\n";
+  for (const std::string &u : unsupported)
+    os << "UNSUPPORTED " << u << "\n";
+  for (const std::string &u : unexpected)
+    os << "UNEXPECTED FAILURE " << u << "\n";
+  for (const std::string &f : fixed)
+    os << "NOW PASSES (remove from the list) " << f << "\n";
+  return os.str();
+}
+
+bool Summary::ok() const {
+  if (!unexpected.empty())
+    return false;
+  if (backend == "cpu")
+    return fixed.empty() && ran > 150;
+  return passed > 100;
+}
+
+} // namespace loom::nodetest

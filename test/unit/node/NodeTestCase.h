@@ -1,0 +1,56 @@
+//===- NodeTestCase.h - Running one ONNX node test on a backend -*- C++ -*-===//
+//
+// The runtime half of the ONNX node tests, shared by the in-process test
+// (OnnxNodeRunTest.cpp: import, emit, run) and by `loom-node-tests`, which
+// runs plans emitted ahead of time (`loom-node-test-plans`, the GPU bundle)
+// with the runtime alone. Outputs are compared as ONNX's own runner does:
+// |actual - expected| <= atol + rtol * |expected|, rtol 1e-3, atol 1e-7;
+// integers and bools exactly.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_TEST_UNIT_NODE_NODETESTCASE_H
+#define LOOM_TEST_UNIT_NODE_NODETESTCASE_H
+
+#include "runtime/Executor.h"
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace loom::nodetest {
+
+/// "" when `actual` matches `expected`, else the first mismatch.
+std::string compare(const rt::TensorView &actual,
+                    const rt::TensorView &expected);
+
+/// Runs every test_data_set_* of the case in `dir` through `exec` and
+/// compares the outputs; "" if all match, else the first failure.
+std::string runDataSets(const std::filesystem::path &dir, rt::Executor &exec);
+
+/// The known failures: "test_name  reason" lines ('#' starts a comment).
+std::map<std::string, std::string>
+readKnownFailures(const std::filesystem::path &file);
+
+/// The cases of one backend's run, sorted out.
+struct Summary {
+  std::string backend;
+  int ran = 0, passed = 0;
+  /// Failures not in the known list; known failures that now pass; cases
+  /// whose op or element type a non-CPU backend says it does not support.
+  std::vector<std::string> unexpected, fixed, unsupported;
+
+  /// Counts the result of case `name` ("" passed, else its failure).
+  void add(const std::string &name, const std::string &failure,
+           const std::map<std::string, std::string> &known);
+  /// The report: one summary line, then a line per case worth naming.
+  std::string report() const;
+  /// Whether the run holds: no unexpected failure; on the CPU no listed
+  /// case passing and more than 150 cases; elsewhere more than 100 passing.
+  bool ok() const;
+};
+
+} // namespace loom::nodetest
+
+#endif // LOOM_TEST_UNIT_NODE_NODETESTCASE_H
