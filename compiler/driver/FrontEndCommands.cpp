@@ -329,13 +329,14 @@ std::optional<std::string> readBindings(onnx_import::ImportOptions &options) {
 
 /// Imports the model named on the command line; nullptr after reporting.
 OwningOpRef<ModuleOp> importModel(MLIRContext &context, bool withWeights,
-                                  int &exitCode) {
+                                  int &exitCode, bool withBuffers = false) {
   onnx_import::ImportOptions options;
   if (auto bad = readBindings(options)) {
     exitCode = reportError(*bad);
     return nullptr;
   }
   options.withWeights = withWeights;
+  options.withBuffers = withBuffers;
   onnx_import::ImportResult result =
       onnx_import::importOnnxFile(modelPath, options, context);
   if (result.status == onnx_import::ImportStatus::InternalError) {
@@ -977,10 +978,12 @@ std::optional<plan::Plan> buildPlan(const cost::HardwareProfile &cluster,
     exitCode = code;
     return std::nullopt;
   };
-  // A simulation needs only shapes, and seeded initialisation replaces the
-  // weights: neither reads them (a shape-only model, gpt_shapes.py, will do).
-  OwningOpRef<ModuleOp> module =
-      importModel(context, !simulating && initFlag != "seeded", exitCode);
+  // A simulation needs only shapes, and seeded initialisation draws the
+  // parameters: neither reads them (a shape-only model, gpt_shapes.py, will
+  // do). Seeded initialisation keeps the buffers' data.
+  bool seeded = initFlag == "seeded";
+  OwningOpRef<ModuleOp> module = importModel(
+      context, !simulating && !seeded, exitCode, !simulating && seeded);
   if (!module)
     return std::nullopt;
   if (failed(runCleanup(*module)))

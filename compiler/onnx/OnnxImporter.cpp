@@ -349,8 +349,10 @@ std::optional<ImportResult> Importer::createArguments(func::FuncOp func) {
     bool trainable = isFloat(*dtype) && *count > 1;
     // Without weights (shapes only, e.g. `loom simulate`), the data of
     // trainable state is never read: its external files need not exist.
+    bool withData =
+        options.withWeights || (options.withBuffers && buffers.contains(name));
     std::optional<std::string> bytes;
-    if (!trainable || options.withWeights) {
+    if (!trainable || withData) {
       std::string why;
       bytes = tensorBytes(init, *dtype, baseDir, why);
       if (!bytes)
@@ -374,7 +376,7 @@ std::optional<ImportResult> Importer::createArguments(func::FuncOp func) {
     attrs.append(buffers.contains(name) ? LoomDialect::kBufferAttrName
                                         : LoomDialect::kParamAttrName,
                  builder.getStringAttr(name));
-    if (options.withWeights) {
+    if (withData) {
       AsmResourceBlob blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
           ArrayRef<char>(bytes->data(), bytes->size()), alignof(uint64_t));
       attrs.append(

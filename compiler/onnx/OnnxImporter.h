@@ -33,6 +33,10 @@ struct ImportOptions {
   llvm::StringMap<int64_t> dims;
   /// Attach initializer data (`loom.init`) to parameter arguments.
   bool withWeights = true;
+  /// Without weights, still attach the buffers' data (batch normalization's
+  /// running statistics): for seeded initialisation, which draws the
+  /// parameters but has no rule for buffers.
+  bool withBuffers = false;
 };
 
 enum class ImportStatus {

@@ -78,7 +78,8 @@ public:
     cuda::registerLossKernels(table);
     cuda::registerOptimizerKernels(table);
     cuda::registerMatmulKernels(table);
-    cuda::registerConvPoolKernels(table);
+    cuda::registerConvKernels(table);
+    cuda::registerPoolKernels(table);
     for (auto &[op, entry] : table)
       kernels.emplace(op, wrap(op, std::move(entry)));
   }
@@ -91,6 +92,8 @@ public:
     ctx->allocator.reset();
     if (ctx->lt)
       cublasLtDestroy(ctx->lt);
+    if (ctx->cudnn)
+      cudnnDestroy(ctx->cudnn);
     for (cudaEvent_t e : events)
       cudaEventDestroy(e);
     for (cudaStream_t s : {ctx->stream, commStream})

@@ -2,11 +2,11 @@
 //
 // Internal to the CUDA backend: the per-backend state its kernels share (the
 // device, the stream every kernel is queued on, the cuBLASLt handle and
-// workspace, the caching allocator for scratch, the device error word), the
-// kernel table they register into, and one registration function per kernel
-// family. Kernels are asynchronous: what they can only detect on the device
-// (an index out of range) is written to the error word, which the backend's
-// synchronize() reads and reports.
+// workspace, the cuDNN handle, the caching allocator for scratch, the device
+// error word), the kernel table they register into, and one registration
+// function per kernel family. Kernels are asynchronous: what they can only
+// detect on the device (an index out of range) is written to the error word,
+// which the backend's synchronize() reads and reports.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +18,7 @@
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
 
 #include <functional>
 #include <map>
@@ -38,6 +39,14 @@ enum DeviceError : int {
 /// The message of a device error word.
 const char *deviceErrorMessage(int code);
 
+/// A cuDNN convolution algorithm chosen for one problem (Conv.cu).
+struct CudnnAlgorithm {
+  int algorithm = 0;
+  size_t workspaceBytes = 0;
+  /// The cudnnMathType_t the algorithm runs with.
+  int mathType = 0;
+};
+
 struct CudaContext {
   int device = 0;
   cudaStream_t stream = nullptr;
@@ -51,9 +60,13 @@ struct CudaContext {
   std::map<std::string, cublasLtMatmulAlgo_t> algorithms;
   /// Problems whose heuristic has no algorithm with their epilogue.
   std::set<std::string> unfusable;
-  /// f32 GEMMs on tensor cores in TF32 (LOOM_CUDA_TF32=1): faster, about
-  /// 1e-3 relative.
+  /// f32 GEMMs and convolutions on tensor cores in TF32 (LOOM_CUDA_TF32=1):
+  /// faster, about 1e-3 relative.
   bool tf32 = false;
+  /// cuDNN, for convolution and pooling: created on first use.
+  cudnnHandle_t cudnn = nullptr;
+  /// Per convolution problem and direction: cuDNN's algorithm.
+  std::map<std::string, CudnnAlgorithm> cudnnAlgorithms;
 };
 
 /// Scratch device memory for one kernel call, returned to the cache when
@@ -99,9 +112,10 @@ void registerLossKernels(KernelTable &table);
 void registerOptimizerKernels(KernelTable &table);
 /// matmul and fused_matmul on cuBLASLt (Matmul.cpp).
 void registerMatmulKernels(KernelTable &table);
-/// conv2d, conv2d_grad_input, conv2d_grad_weight, max_pool2d, avg_pool2d
-/// and their gradients (ConvPool.cu).
-void registerConvPoolKernels(KernelTable &table);
+/// conv2d, conv2d_grad_input, conv2d_grad_weight on cuDNN (Conv.cu).
+void registerConvKernels(KernelTable &table);
+/// max_pool2d, avg_pool2d and their gradients on cuDNN (Pool.cu).
+void registerPoolKernels(KernelTable &table);
 
 /// fused_matmul's epilogue as a pass over the product in `out` (where
 /// cuBLASLt has no algorithm with it): + bias per row, then relu.
