@@ -170,14 +170,19 @@ def main():
              "--layers", str(size["layers"]), "--d-model", str(size["d_model"]),
              "--heads", str(size["heads"]), "--vocab", str(size["vocab"]),
              "--seq", str(size["seq"]), "-o", shapes])
-        plans = {}
-        for fuse in ("true", "false"):
-            name = f"bench-{backend}-gpt-fuse-{fuse}"
-            run([loom, "compile", shapes, "--batch", str(size["batch"]), "--train",
-                 "--optimizer", "adamw", "--lr", "1e-4", "--init", "seeded", "--seed", "1",
-                 f"--fuse={fuse}", "-o", plan_path(name)])
-            plans[fuse] = "plans/" + name + ".plan"
-        manifest["bench"][backend] = dict(size, fused=plans["true"], unfused=plans["false"])
+        runs = []
+        # f32, and on the GPU bf16 mixed precision (the MFU goal's case).
+        for dtype in ("f32", "bf16") if backend == "cuda" else ("f32",):
+            plans = {}
+            for fuse in ("true", "false"):
+                name = f"bench-{backend}-gpt-{dtype}-fuse-{fuse}"
+                run([loom, "compile", shapes, "--batch", str(size["batch"]), "--train",
+                     "--optimizer", "adamw", "--lr", "1e-4", "--init", "seeded",
+                     "--seed", "1", f"--fuse={fuse}", "-o", plan_path(name)]
+                    + (["--precision", dtype] if dtype != "f32" else []))
+                plans[fuse] = "plans/" + name + ".plan"
+            runs.append(dict(dtype=dtype, fused=plans["true"], unfused=plans["false"]))
+        manifest["bench"][backend] = dict(size, runs=runs)
     shutil.copy(os.path.join(SOURCE, "models", "export.py"), os.path.join(out, "models"))
 
     # The ONNX node tests as plans, with their data and the known failures.

@@ -17,6 +17,7 @@ Each step is time-boxed; a failure is recorded and the check goes on. Steps:
 Writes report.txt (the table), report.json and logs/ under --report.
 """
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -26,6 +27,8 @@ import time
 
 STEP_BUDGET = {"unit": 120, "node": 150, "parity": 150, "partition": 60, "collective": 60,
                "bench": 150, "memcheck": 90}
+# Dense peaks of an H100/H200 SXM (as bench/gpu_gpt.py), for the bench's MFU.
+PEAK = {"bf16": 989.4e12, "f32": 66.9e12}
 STEP_NAMES = {"unit": "a", "node": "b", "parity": "c", "partition": "d", "collective": "e",
               "bench": "f", "memcheck": "g"}
 
@@ -170,48 +173,55 @@ class Check:
 
     def step_bench(self):
         b = self.manifest["bench"][self.backend]
-        start = time.time()
-        times = {}
-        for kind in ("fused", "unfused"):
-            metrics = os.path.join(self.logs, f"bench-{kind}.jsonl")
-            code, out = self.loom_run(b[kind], ["--steps", "8", "--metrics", metrics],
-                                      "bench-" + kind, timeout=60)
-            if code != 0:
-                last = out.strip().splitlines()[-1] if out.strip() else ""
-                return self.record("bench", "loom " + kind, "FAIL", f"exit {code}: {last}",
-                                   time.time() - start)
-            with open(metrics) as f:
-                ms = sorted(json.loads(l)["step_time_ms"] for l in f)[1:]
-            times[kind] = ms[len(ms) // 2]
-        code, out = self.run("bench-pytorch", [sys.executable, os.path.abspath(__file__),
-                                               "--torch-step", json.dumps(b),
-                                               "--backend", self.backend], 120)
-        torch_ms = None
-        for line in out.splitlines():
-            if line.startswith("torch_ms "):
-                torch_ms = float(line.split()[1])
         L, d, T, V = b["layers"], b["d_model"], b["seq"], b["vocab"]
         flops = b["batch"] * T * (6 * (12 * L * d * d + d * V) + 12 * L * T * d)
-        detail = (f"loom {times['fused']:.2f} ms ({flops / times['fused'] / 1e9:.1f} "
-                  f"TFLOP/s), unfused {times['unfused']:.2f} ms "
-                  f"({times['unfused'] / times['fused']:.2f}x)")
-        if torch_ms:
-            detail += f"; pytorch {torch_ms:.2f} ms, ratio {torch_ms / times['fused']:.2f}x"
-        else:
-            detail += "; pytorch peer failed (see logs/bench-pytorch.log)"
-        if self.backend == "cuda":
-            detail += f"; MFU {100 * flops / (times['fused'] / 1e3) / 66.9e12:.1f}% of 67 " \
-                      "TFLOP/s f32"
-        self.record("bench", "gpt step", "pass" if torch_ms else "FAIL", detail,
-                    time.time() - start)
-        if self.backend == "cuda":
+        for r in b["runs"]:
             start = time.time()
-            code, out = self.run("bench-gemm", [self.bin("loom-gemm-bench"), "--tokens",
-                                                str(b["batch"] * T), "--d-model", str(d),
-                                                "--vocab", str(V), "--dtype", "f32"], 60)
-            lines = [l for l in out.splitlines() if l.strip()]
-            self.record("bench", "gemm vs cublasGemmEx", "pass" if code == 0 else "FAIL",
-                        lines[-1].strip() if lines else f"exit {code}", time.time() - start)
+            times = {}
+            for kind in ("fused", "unfused"):
+                name = f"bench-{r['dtype']}-{kind}"
+                metrics = os.path.join(self.logs, name + ".jsonl")
+                code, out = self.loom_run(r[kind], ["--steps", "8", "--metrics", metrics],
+                                          name, timeout=60)
+                if code != 0:
+                    last = out.strip().splitlines()[-1] if out.strip() else ""
+                    self.record("bench", f"gpt step {r['dtype']}", "FAIL",
+                                f"loom {kind}: exit {code}: {last}", time.time() - start)
+                    break
+                with open(metrics) as f:
+                    ms = sorted(json.loads(l)["step_time_ms"] for l in f)[1:]
+                times[kind] = ms[len(ms) // 2]
+            if len(times) < 2:
+                continue
+            code, out = self.run(f"bench-{r['dtype']}-pytorch",
+                                 [sys.executable, os.path.abspath(__file__), "--torch-step",
+                                  json.dumps(dict(b, dtype=r["dtype"])),
+                                  "--backend", self.backend], 120)
+            torch_ms = next((float(l.split()[1]) for l in out.splitlines()
+                             if l.startswith("torch_ms ")), None)
+            rate = flops / (times["fused"] / 1e3)
+            detail = (f"loom {times['fused']:.2f} ms ({rate / 1e12:.3g} TFLOP/s), unfused "
+                      f"{times['unfused']:.2f} ms ({times['unfused'] / times['fused']:.2f}x)")
+            detail += (f"; pytorch {torch_ms:.2f} ms, ratio (pytorch / loom) "
+                       f"{torch_ms / times['fused']:.2f}x" if torch_ms else
+                       "; pytorch peer failed (see its log)")
+            if self.backend == "cuda":
+                detail += (f"; MFU {100 * rate / PEAK[r['dtype']]:.1f}% of "
+                           f"{PEAK[r['dtype']] / 1e12:.0f} TFLOP/s")
+            self.record("bench", f"gpt step {r['dtype']}", "pass" if torch_ms else "FAIL",
+                        detail, time.time() - start)
+        if self.backend == "cuda":
+            for dtype in (r["dtype"] for r in b["runs"]):
+                start = time.time()
+                code, out = self.run(f"bench-gemm-{dtype}",
+                                     [self.bin("loom-gemm-bench"), "--tokens",
+                                      str(b["batch"] * T), "--d-model", str(d), "--vocab",
+                                      str(V), "--dtype", dtype], 60)
+                lines = [l for l in out.splitlines() if l.strip()]
+                self.record("bench", f"gemm {dtype} vs cublasGemmEx",
+                            "pass" if code == 0 else "FAIL",
+                            lines[-1].strip() if lines else f"exit {code}",
+                            time.time() - start)
 
     def step_memcheck(self):
         start = time.time()
@@ -266,6 +276,9 @@ def torch_step(size, backend):
     device = "cuda" if backend == "cuda" else "cpu"
     gpt = {k: size[k] for k in ("layers", "d_model", "heads", "vocab", "seq")}
     model = export.build_model("gpt", **gpt).to(device)
+    # bf16: mixed precision as Loom's --precision bf16 (f32 weights, bf16 compute).
+    autocast = (torch.autocast(device_type=device, dtype=torch.bfloat16)
+                if size.get("dtype") == "bf16" else contextlib.nullcontext())
     gen = torch.Generator().manual_seed(1)
     ids = torch.randint(0, size["vocab"], (size["batch"], size["seq"]), generator=gen)
     labels = torch.randint(0, size["vocab"], ids.shape, generator=gen)
@@ -277,9 +290,10 @@ def torch_step(size, backend):
             torch.cuda.synchronize()
         start = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        logits = model(ids)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                                 labels.reshape(-1))
+        with autocast:
+            logits = model(ids)
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1))
         loss.backward()
         opt.step()
         if device == "cuda":
