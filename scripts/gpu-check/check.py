@@ -25,8 +25,10 @@ import subprocess
 import sys
 import time
 
-STEP_BUDGET = {"unit": 120, "node": 150, "parity": 150, "partition": 60, "collective": 60,
-               "bench": 150, "memcheck": 90}
+# Each step's time box, in seconds; together under 8 minutes, the whole check's limit.
+STEP_BUDGET = {"unit": 60, "node": 60, "parity": 90, "partition": 30, "collective": 30,
+               "bench": 120, "memcheck": 60}
+TOTAL_BUDGET = 470
 # Dense peaks of an H100/H200 SXM (as bench/gpu_gpt.py), for the bench's MFU.
 PEAK = {"bf16": 989.4e12, "f32": 66.9e12}
 STEP_NAMES = {"unit": "a", "node": "b", "parity": "c", "partition": "d", "collective": "e",
@@ -90,7 +92,7 @@ class Check:
             if not os.path.exists(self.bin(t)):
                 self.record("unit", t, "FAIL", "not in the bundle (a build without CUDA?)", 0)
                 continue
-            code, out = self.run("unit-" + t, [self.bin(t), "--gtest_brief=1"], 110,
+            code, out = self.run("unit-" + t, [self.bin(t), "--gtest_brief=1"], 55,
                                  env=env if t == "loom-cuda-kernel-tests" else None)
             summary = [l for l in out.splitlines() if "tests ran" in l or "PASSED" in l
                        or "FAILED" in l]
@@ -196,7 +198,7 @@ class Check:
             code, out = self.run(f"bench-{r['dtype']}-pytorch",
                                  [sys.executable, os.path.abspath(__file__), "--torch-step",
                                   json.dumps(dict(b, dtype=r["dtype"])),
-                                  "--backend", self.backend], 120)
+                                  "--backend", self.backend], 50)
             torch_ms = next((float(l.split()[1]) for l in out.splitlines()
                              if l.startswith("torch_ms ")), None)
             rate = flops / (times["fused"] / 1e3)
@@ -320,8 +322,9 @@ def main():
     began = time.time()
     check.environment()
     steps = [s for s in STEP_BUDGET if not args.only or s in args.only.split(",")]
+    end = began + TOTAL_BUDGET
     for step in steps:
-        check.deadline = time.time() + STEP_BUDGET[step]
+        check.deadline = min(time.time() + STEP_BUDGET[step], end)
         start = time.time()
         try:
             getattr(check, "step_" + step)()
