@@ -7,8 +7,9 @@
 // problem's algorithm is the first deterministic one of cuDNN's heuristic
 // (best first) within the workspace limit, cached per problem. cuDNN pads
 // symmetrically: an asymmetric padding (ONNX's SAME_UPPER, or explicit
-// pads) is made explicit, the input copied into a zero-padded scratch that
-// the convolution reads with no padding of its own (and the input gradient
+// pads) that the begin padding on both sides does not reproduce is made
+// explicit, the input copied into a zero-padded scratch that the
+// convolution reads with no padding of its own (and the input gradient
 // computed there and cut out).
 //
 //===----------------------------------------------------------------------===//
@@ -136,7 +137,19 @@ struct CudnnConv {
 std::string describeConv(CudaContext &ctx, std::string_view op,
                          const ConvGeometry &g, DType dtype, CudnnConv &d) {
   CudnnStatus ok(op);
-  d.explicitPad = g.padTop != g.padBottom || g.padLeft != g.padRight;
+  // cuDNN pads both sides by the same amount. The begin padding on both
+  // sides serves where it gives the plan's output size (the windows then
+  // start where the plan's do, and zeros add nothing); else the padding is
+  // made explicit.
+  auto symmetricFits = [](int64_t in, int64_t pad, int64_t kernel,
+                          int64_t dilation, int64_t stride, int64_t out) {
+    int64_t span = in + 2 * pad - (dilation * (kernel - 1) + 1);
+    return pad >= 0 && span >= 0 && span / stride + 1 == out;
+  };
+  d.explicitPad = !symmetricFits(g.height, g.padTop, g.kernelH, g.dilationH,
+                                 g.strideH, g.outH) ||
+                  !symmetricFits(g.width, g.padLeft, g.kernelW, g.dilationW,
+                                 g.strideW, g.outW);
   d.hp = d.explicitPad ? g.height + g.padTop + g.padBottom : g.height;
   d.wp = d.explicitPad ? g.width + g.padLeft + g.padRight : g.width;
   int padH = d.explicitPad ? 0 : static_cast<int>(g.padTop);

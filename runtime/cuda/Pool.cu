@@ -2,12 +2,13 @@
 //
 // NCHW pooling with the CPU backend's semantics (runtime/cpu/Pooling.cpp,
 // ConvPoolGrad.cpp): the same attributes, checks and window rules, computed
-// by cuDNN wherever its windows are ONNX's: symmetric padding whose end
-// covers exactly the last window (the floor formula). Else (asymmetric
-// padding, ceil mode) the input is copied into a padded scratch that holds
-// every window whole (-inf around a max, 0 around an average), pooled with
-// no padding, and an average is rescaled from cuDNN's divisor, the window's
-// size, to ONNX's: the window positions inside the declared padding
+// by cuDNN wherever its windows are ONNX's: with the begin padding on both
+// sides, cuDNN's floor formula gives ONNX's output size (an average counting
+// padding also needs every window inside ONNX's end padding). Else
+// (asymmetric padding, ceil mode) the input is copied into a padded scratch
+// that holds every window whole (-inf around a max, 0 around an average),
+// pooled with no padding, and an average is rescaled from cuDNN's divisor, the
+// window's size, to ONNX's: the window positions inside the declared padding
 // (count_include_pad) or inside the input; a window with no such position
 // gives 0, as on the CPU. max_pool2d: NaN propagates; padding never wins;
 // max_pool2d_grad recomputes the pooled values for cuDNN, which routes each
@@ -292,13 +293,16 @@ struct CudnnPool {
   int64_t hp = 0, wp = 0;
 };
 
-/// Whether cuDNN's window rules along axis `a` are ONNX's: the end padding
-/// that the last window reaches equals the begin padding, and an average
-/// counting padding counts all of it.
+/// Whether cuDNN's windows along axis `a` are ONNX's: with the begin
+/// padding on both sides, cuDNN's floor formula gives ONNX's output size
+/// (so every window starts where ONNX's does and ends within that padding),
+/// and an average counting padding finds every window inside ONNX's
+/// declared end padding, as cuDNN counts the whole window.
 bool cudnnAxis(const PoolAxis &a, bool isMax, bool includePad) {
+  int64_t span = a.in + 2 * a.padBegin - a.kernel;
   int64_t reached = (a.out - 1) * a.stride + a.kernel - a.in - a.padBegin;
-  return reached == a.padBegin && a.padBegin >= 0 &&
-         (isMax || !includePad || a.padEnd >= reached);
+  return a.padBegin >= 0 && span >= 0 && span / a.stride + 1 == a.out &&
+         (isMax || !includePad || reached <= a.padEnd);
 }
 
 std::string describePool(std::string_view op, const PoolGeometry &g,
