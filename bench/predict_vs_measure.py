@@ -159,12 +159,12 @@ DTYPE_PEAK = {2: "f16", 3: "bf16"}
 
 
 def plan_module(tmp):
-    """Python classes of runtime/plan.proto (protoc and python3-protobuf), or None."""
+    """Python classes of common/plan/plan.proto (protoc and python3-protobuf), or None."""
     out = os.path.join(tmp, "proto")
     os.makedirs(out, exist_ok=True)
     try:
-        subprocess.run(["protoc", f"--proto_path={ROOT}/runtime", f"--python_out={out}",
-                        f"{ROOT}/runtime/plan.proto"], check=True, capture_output=True)
+        subprocess.run(["protoc", f"--proto_path={ROOT}/common/plan", f"--python_out={out}",
+                        f"{ROOT}/common/plan/plan.proto"], check=True, capture_output=True)
         sys.path.insert(0, out)
         import plan_pb2  # noqa: E402
         return plan_pb2

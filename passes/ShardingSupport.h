@@ -11,7 +11,7 @@
 #ifndef LOOM_PASSES_SHARDINGSUPPORT_H
 #define LOOM_PASSES_SHARDINGSUPPORT_H
 
-#include "compiler/layout/Redistribution.h"
+#include "common/layout/Redistribution.h"
 #include "dialects/LoomDialect.h"
 
 #include <map>

@@ -6,7 +6,7 @@
 #include "runtime/Pipeline.h"
 #include "runtime/PlanLayout.h"
 #include "runtime/ShapeCheck.h"
-#include "runtime/comm/CollectiveScratch.h"
+#include "common/plan/CollectiveScratch.h"
 #include "runtime/comm/Collectives.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/io/Trace.h"
@@ -733,7 +733,7 @@ std::string Executor::Impl::planMessage(Step &step, int32_t partner) const {
 }
 
 /// A collective packing along an inner dimension has the scratch its rule
-/// needs (runtime/comm/CollectiveScratch.h) in the step arena; other
+/// needs (common/plan/CollectiveScratch.h) in the step arena; other
 /// instructions have none.
 std::string Executor::Impl::checkScratch(const Step &step) const {
   const plan::Instruction &inst = *step.inst;

@@ -31,9 +31,9 @@
 #define LOOM_RUNTIME_EXECUTOR_H
 
 #include "runtime/Backend.h"
-#include "runtime/PlanFormat.h"
+#include "common/plan/PlanFormat.h"
 #include "runtime/Tensor.h"
-#include "runtime/plan.pb.h"
+#include "common/plan/plan.pb.h"
 
 #include <memory>
 #include <optional>

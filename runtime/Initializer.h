@@ -11,7 +11,7 @@
 #define LOOM_RUNTIME_INITIALIZER_H
 
 #include "runtime/Tensor.h"
-#include "runtime/plan.pb.h"
+#include "common/plan/plan.pb.h"
 
 #include <string>
 #include <vector>

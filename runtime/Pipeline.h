@@ -18,10 +18,10 @@
 #ifndef LOOM_RUNTIME_PIPELINE_H
 #define LOOM_RUNTIME_PIPELINE_H
 
-#include "compiler/layout/Mesh.h"
-#include "compiler/layout/TensorLayout.h"
+#include "common/layout/Mesh.h"
+#include "common/layout/TensorLayout.h"
 #include "runtime/Tensor.h"
-#include "runtime/plan.pb.h"
+#include "common/plan/plan.pb.h"
 
 #include <cstdint>
 #include <map>

@@ -13,10 +13,10 @@
 #ifndef LOOM_RUNTIME_PLANLAYOUT_H
 #define LOOM_RUNTIME_PLANLAYOUT_H
 
-#include "compiler/layout/Mesh.h"
-#include "compiler/layout/TensorLayout.h"
+#include "common/layout/Mesh.h"
+#include "common/layout/TensorLayout.h"
 #include "runtime/Tensor.h"
-#include "runtime/plan.pb.h"
+#include "common/plan/plan.pb.h"
 
 #include <cstdint>
 #include <functional>

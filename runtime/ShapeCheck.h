@@ -10,7 +10,7 @@
 #ifndef LOOM_RUNTIME_SHAPECHECK_H
 #define LOOM_RUNTIME_SHAPECHECK_H
 
-#include "compiler/layout/Mesh.h"
+#include "common/layout/Mesh.h"
 #include "runtime/Kernel.h"
 #include "runtime/Tensor.h"
 

@@ -1,6 +1,6 @@
 //===- Explain.h - What a plan is predicted to cost, and why ----*- C++ -*-===//
 //
-// A plan carries an Explanation (runtime/plan.proto): per ONNX node the
+// A plan carries an Explanation (common/plan/plan.proto): per ONNX node the
 // layouts chosen, its compute, communication and memory terms, how its
 // layouts were chosen and, under --mode auto, the runner-up it beat; and
 // the predicted step time and memory per device. `loom compile` and `loom
@@ -22,7 +22,7 @@
 #include "passes/OptimizerSharding.h"
 #include "passes/Pipeline.h"
 #include "passes/Recompute.h"
-#include "runtime/plan.pb.h"
+#include "common/plan/plan.pb.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/raw_ostream.h"

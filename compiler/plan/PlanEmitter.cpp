@@ -3,7 +3,7 @@
 #include "compiler/plan/PlanEmitter.h"
 
 #include "dialects/LoomDialect.h"
-#include "runtime/comm/CollectiveScratch.h"
+#include "common/plan/CollectiveScratch.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"

@@ -11,8 +11,8 @@
 #define LOOM_COMPILER_PLAN_PLANEMITTER_H
 
 #include "mlir/IR/BuiltinOps.h"
-#include "runtime/PlanFormat.h"
-#include "runtime/plan.pb.h"
+#include "common/plan/PlanFormat.h"
+#include "common/plan/plan.pb.h"
 
 #include <optional>
 #include <string>

@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/Collectives.h"
-#include "runtime/comm/CollectiveScratch.h"
+#include "common/plan/CollectiveScratch.h"
 
 #include <algorithm>
 #include <cstdlib>

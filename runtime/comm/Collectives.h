@@ -2,7 +2,7 @@
 //
 // The redistribution instructions of a partitioned plan, executed on one
 // rank's local buffers over a communicator. Their semantics are exactly
-// those of the layout library's steps (compiler/layout/Redistribution.h);
+// those of the layout library's steps (common/layout/Redistribution.h);
 // `axis` and `axes` are mesh axis indices, and a step's group is the set of
 // ranks that differ from this one only along those axes (layout::commGroups),
 // member i having coordinate i along the axis.
@@ -28,7 +28,7 @@
 #ifndef LOOM_RUNTIME_COMM_COLLECTIVES_H
 #define LOOM_RUNTIME_COMM_COLLECTIVES_H
 
-#include "compiler/layout/Mesh.h"
+#include "common/layout/Mesh.h"
 #include "runtime/Kernel.h"
 #include "runtime/comm/Communicator.h"
 

@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/Collectives.h"
-#include "runtime/comm/CollectiveScratch.h"
+#include "common/plan/CollectiveScratch.h"
 #include "test/unit/comm/CommTestSupport.h"
 
 #include <gtest/gtest.h>

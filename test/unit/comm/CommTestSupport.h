@@ -10,7 +10,7 @@
 #ifndef LOOM_TEST_UNIT_COMM_COMMTESTSUPPORT_H
 #define LOOM_TEST_UNIT_COMM_COMMTESTSUPPORT_H
 
-#include "compiler/layout/Redistribution.h"
+#include "common/layout/Redistribution.h"
 #include "runtime/comm/Collectives.h"
 
 #include <condition_variable>

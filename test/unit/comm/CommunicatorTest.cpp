@@ -10,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/Communicator.h"
-#include "compiler/layout/Mesh.h"
+#include "common/layout/Mesh.h"
 #include "test/unit/comm/CommTestSupport.h"
 
 #include <gtest/gtest.h>

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/layout/Redistribution.h"
+#include "common/layout/Redistribution.h"
 #include "test/unit/layout/Simulator.h"
 
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 //===- LayoutTest.cpp - Unit tests of Mesh and TensorLayout ---------------===//
 
-#include "compiler/layout/TensorLayout.h"
+#include "common/layout/TensorLayout.h"
 
 #include <gtest/gtest.h>
 

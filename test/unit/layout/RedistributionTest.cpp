@@ -1,6 +1,6 @@
 //===- RedistributionTest.cpp - Hand-derived plans and step semantics -----===//
 
-#include "compiler/layout/Redistribution.h"
+#include "common/layout/Redistribution.h"
 #include "test/unit/layout/Simulator.h"
 
 #include <gtest/gtest.h>

@@ -11,7 +11,7 @@
 #ifndef LOOM_TEST_UNIT_LAYOUT_SIMULATOR_H
 #define LOOM_TEST_UNIT_LAYOUT_SIMULATOR_H
 
-#include "compiler/layout/Redistribution.h"
+#include "common/layout/Redistribution.h"
 
 #include <cstdint>
 #include <optional>

@@ -3,9 +3,9 @@
 #include "PlanBuilder.h"
 #include "StagedBackend.h"
 
-#include "compiler/layout/TensorLayout.h"
+#include "common/layout/TensorLayout.h"
 #include "runtime/PlanLayout.h"
-#include "runtime/comm/CollectiveScratch.h"
+#include "common/plan/CollectiveScratch.h"
 #include "runtime/comm/Collectives.h"
 
 #include <cstring>

@@ -12,11 +12,11 @@
 #ifndef LOOM_TEST_UNIT_MULTIRANK_PLANBUILDER_H
 #define LOOM_TEST_UNIT_MULTIRANK_PLANBUILDER_H
 
-#include "compiler/layout/Mesh.h"
+#include "common/layout/Mesh.h"
 #include "runtime/Backend.h"
 #include "runtime/Executor.h"
 #include "runtime/comm/Communicator.h"
-#include "runtime/plan.pb.h"
+#include "common/plan/plan.pb.h"
 
 #include <functional>
 #include <memory>
@@ -108,7 +108,7 @@ public:
                DimAxes dims = {});
 
   /// The plan so far, with the scratch its collectives need (see
-  /// runtime/comm/CollectiveScratch.h) added on top of each stage's arena
+  /// common/plan/CollectiveScratch.h) added on top of each stage's arena
   /// where not set yet.
   plan::Plan &plan();
   plan::Program &program() {

@@ -15,7 +15,7 @@
 
 #include "runtime/Backend.h"
 #include "runtime/comm/Communicator.h"
-#include "runtime/plan.pb.h"
+#include "common/plan/plan.pb.h"
 
 #include <cstdint>
 #include <memory>

@@ -19,8 +19,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOOM_RUNTIME_COMM_COLLECTIVESCRATCH_H
-#define LOOM_RUNTIME_COMM_COLLECTIVESCRATCH_H
+#ifndef LOOM_COMMON_PLAN_COLLECTIVESCRATCH_H
+#define LOOM_COMMON_PLAN_COLLECTIVESCRATCH_H
 
 #include <cstdint>
 #include <string_view>
@@ -83,4 +83,4 @@ inline CollectiveScratch collectiveScratch(std::string_view op,
 
 } // namespace loom::rt
 
-#endif // LOOM_RUNTIME_COMM_COLLECTIVESCRATCH_H
+#endif // LOOM_COMMON_PLAN_COLLECTIVESCRATCH_H

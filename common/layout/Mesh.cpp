@@ -1,6 +1,6 @@
 //===- Mesh.cpp - The device matrix: named mesh axes over ranks -----------===//
 
-#include "compiler/layout/Mesh.h"
+#include "common/layout/Mesh.h"
 
 #include <algorithm>
 

@@ -13,8 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOOM_RUNTIME_PLANFORMAT_H
-#define LOOM_RUNTIME_PLANFORMAT_H
+#ifndef LOOM_COMMON_PLAN_PLANFORMAT_H
+#define LOOM_COMMON_PLAN_PLANFORMAT_H
 
 #include <cstdint>
 
@@ -25,4 +25,4 @@ inline constexpr uint32_t kPlanFormatVersion = 3;
 
 } // namespace loom
 
-#endif // LOOM_RUNTIME_PLANFORMAT_H
+#endif // LOOM_COMMON_PLAN_PLANFORMAT_H

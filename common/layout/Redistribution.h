@@ -8,11 +8,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOOM_COMPILER_LAYOUT_REDISTRIBUTION_H
-#define LOOM_COMPILER_LAYOUT_REDISTRIBUTION_H
+#ifndef LOOM_COMMON_LAYOUT_REDISTRIBUTION_H
+#define LOOM_COMMON_LAYOUT_REDISTRIBUTION_H
 
-#include "compiler/layout/Mesh.h"
-#include "compiler/layout/TensorLayout.h"
+#include "common/layout/Mesh.h"
+#include "common/layout/TensorLayout.h"
 
 #include <cstdint>
 #include <map>
@@ -164,4 +164,4 @@ naivePlan(const Mesh &mesh, const TensorLayout &source,
 
 } // namespace loom::layout
 
-#endif // LOOM_COMPILER_LAYOUT_REDISTRIBUTION_H
+#endif // LOOM_COMMON_LAYOUT_REDISTRIBUTION_H

@@ -25,7 +25,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/layout/Redistribution.h"
+#include "common/layout/Redistribution.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 //===- TensorLayout.cpp - How a global tensor is spread over a mesh -------===//
 
-#include "compiler/layout/TensorLayout.h"
+#include "common/layout/TensorLayout.h"
 
 #include <algorithm>
 

@@ -8,10 +8,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOOM_COMPILER_LAYOUT_TENSORLAYOUT_H
-#define LOOM_COMPILER_LAYOUT_TENSORLAYOUT_H
+#ifndef LOOM_COMMON_LAYOUT_TENSORLAYOUT_H
+#define LOOM_COMMON_LAYOUT_TENSORLAYOUT_H
 
-#include "compiler/layout/Mesh.h"
+#include "common/layout/Mesh.h"
 
 #include <cstdint>
 #include <optional>
@@ -97,4 +97,4 @@ private:
 
 } // namespace loom::layout
 
-#endif // LOOM_COMPILER_LAYOUT_TENSORLAYOUT_H
+#endif // LOOM_COMMON_LAYOUT_TENSORLAYOUT_H

@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOOM_COMPILER_LAYOUT_MESH_H
-#define LOOM_COMPILER_LAYOUT_MESH_H
+#ifndef LOOM_COMMON_LAYOUT_MESH_H
+#define LOOM_COMMON_LAYOUT_MESH_H
 
 #include <cstdint>
 #include <optional>
@@ -69,4 +69,4 @@ commGroups(const Mesh &mesh, const std::vector<int> &axisIndices);
 
 } // namespace loom::layout
 
-#endif // LOOM_COMPILER_LAYOUT_MESH_H
+#endif // LOOM_COMMON_LAYOUT_MESH_H
