@@ -21,7 +21,8 @@ llvm::cl::OptionCategory &loomCategory();
 /// Prints "loom: error: MESSAGE" and returns exit code 1.
 int reportError(const llvm::Twine &message);
 
-/// `loom import`, `loom compile` and `loom simulate` (FrontEndCommands.cpp).
+/// `loom import` (ImportCommand.cpp), `loom compile` and `loom simulate`
+/// (CompileCommand.cpp, CompileFlags.cpp).
 std::optional<int> runFrontEndCommand();
 /// `loom export` (ExportCommand.cpp).
 std::optional<int> runExportCommand();

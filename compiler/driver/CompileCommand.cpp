@@ -1,0 +1,121 @@
+//===- CompileCommand.cpp - `loom compile` and `loom simulate` -------------===//
+//
+// Both compile an ONNX model with the compiler library
+// (compiler/pipeline): compile writes the plan and a one-line summary,
+// simulate compiles without the weights and prints the explanation (what
+// the plan is predicted to cost, as `loom explain` prints it).
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/driver/Commands.h"
+#include "compiler/driver/FrontEndFlags.h"
+
+#include "compiler/pipeline/Compiler.h"
+#include "compiler/plan/Explain.h"
+
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+
+namespace loom::driver {
+
+int runImport();
+
+namespace {
+
+/// "loom: compiled M into P: N instructions, partitioned over ...; per
+/// device ... bytes of parameters and constants, ... of activations".
+void printSummary(const pipeline::CompileOptions &options,
+                  const pipeline::CompileResult &result) {
+  const plan::Plan &plan = result.plan;
+  const pipeline::ParallelConfig &parallel = result.parallel;
+  // The largest stage's program (the only one without a pipeline).
+  const plan::Program *program = &plan.stages(0).program();
+  int collectives = 0, instructions = 0;
+  int64_t ranks = 0;
+  for (const plan::Stage &stage : plan.stages()) {
+    const plan::Program &p = stage.program();
+    if (p.state_bytes() + p.arena_bytes() >
+        program->state_bytes() + program->arena_bytes())
+      program = &p;
+    for (const plan::Instruction &inst : p.instructions())
+      collectives += inst.op() == "all_reduce" || inst.op() == "all_gather" ||
+                     inst.op() == "reduce_scatter" || inst.op() == "all_to_all";
+    ranks += stage.ranks_size();
+    instructions += p.instructions_size();
+  }
+  std::string devices;
+  if (!parallel.mesh.empty() || !parallel.stageMeshes.empty())
+    devices = ", partitioned over " + std::to_string(ranks) + " devices (" +
+              (parallel.stageMeshes.empty()
+                   ? parallel.mesh
+                   : "stage meshes " + parallel.stageMeshes) +
+              ") with " + std::to_string(collectives) + " collectives";
+  if (plan.stages_size() > 1)
+    devices +=
+        " in " + std::to_string(plan.stages_size()) + " stages (" +
+        pipeline::toString(parallel.schedule).str() +
+        (parallel.schedule == pipeline::Schedule::Interleaved
+             ? " with " + std::to_string(parallel.virtualStages) +
+                   " virtual stages"
+             : std::string()) +
+        ", " + std::to_string(parallel.microBatches) + " micro-batches)";
+  outs() << "loom: compiled " << options.model.path
+         << (options.training.enabled
+                 ? " (training step, " +
+                       pipeline::toString(options.training.optimizer).str() +
+                       ")"
+                 : "")
+         << " into " << planOutputFlag() << ": " << instructions
+         << " instructions" << devices << "; per device"
+         << (plan.stages_size() > 1 ? " (largest stage) " : " ")
+         << program->state_bytes() << " bytes of parameters and constants, "
+         << program->arena_bytes() << " bytes of activations\n";
+}
+
+int runCompile() {
+  std::string error;
+  std::optional<pipeline::CompileOptions> options =
+      compileOptionsFromFlags(error);
+  if (!options)
+    return reportError(error);
+  if (!options->simulate && planOutputFlag().empty())
+    return reportError("compile needs -o MODEL.plan");
+  std::optional<pipeline::CompileResult> result =
+      pipeline::compile(*options, outs(), error);
+  if (!result)
+    return reportError(error);
+  if (!planOutputFlag().empty()) {
+    std::string bytes;
+    if (!result->plan.SerializeToString(&bytes))
+      return reportError("cannot serialise the plan");
+    auto output = mlir::openOutputFile(planOutputFlag(), &error);
+    if (!output)
+      return reportError(error);
+    output->os() << bytes;
+    output->keep();
+  }
+  if (options->simulate) {
+    explain::PrintOptions print;
+    print.top = topFlagValue();
+    explain::printExplanation(result->plan, "simulated " + options->model.path,
+                              print, outs());
+    return 0;
+  }
+  printSummary(*options, *result);
+  return 0;
+}
+
+} // namespace
+
+std::optional<int> runFrontEndCommand() {
+  if (importCommand())
+    return runImport();
+  if (compileCommand() || simulateCommand())
+    return runCompile();
+  return std::nullopt;
+}
+
+} // namespace loom::driver

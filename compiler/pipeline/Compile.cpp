@@ -1,0 +1,299 @@
+//===- Compile.cpp - One attempt: from the model file to a plan ------------===//
+//
+// buildPlan imports the model into a context of its own (the next attempt
+// starts from the file again, with the same names), builds the training
+// step, shards and partitions it (Partition.cpp), and emits the plan with
+// its explanation. finishPlan adds what the plan says beyond the program:
+// the training loop's settings and the seeded initializers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/pipeline/CompileSession.h"
+#include "compiler/pipeline/Compiler.h"
+
+#include "compiler/Registration.h"
+#include "compiler/onnx/OnnxImporter.h"
+#include "compiler/plan/PlanEmitter.h"
+#include "passes/Passes.h"
+#include "passes/Recompute.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <cmath>
+
+using namespace llvm;
+using namespace mlir;
+
+namespace loom::pipeline {
+
+OwningOpRef<ModuleOp> importModel(MLIRContext &context,
+                                  const ModelInput &model, bool withWeights,
+                                  bool withBuffers, std::string &error) {
+  onnx_import::ImportOptions options;
+  options.batch = model.batch;
+  for (const auto &[name, n] : model.dims)
+    options.dims[name] = n;
+  for (const auto &[name, shape] : model.inputShapes)
+    options.inputShapes[name] = SmallVector<int64_t>(shape.begin(), shape.end());
+  options.withWeights = withWeights;
+  options.withBuffers = withBuffers;
+  onnx_import::ImportResult result =
+      onnx_import::importOnnxFile(model.path, options, context);
+  if (result.status == onnx_import::ImportStatus::InternalError) {
+    error = result.message +
+            "\nThis is a bug in Loom; please report it with the model.";
+    return nullptr;
+  }
+  if (!result.ok()) {
+    error = result.message;
+    return nullptr;
+  }
+  return std::move(result.module);
+}
+
+LogicalResult runImportCleanup(ModuleOp module) {
+  PassManager pm(module->getContext());
+  pm.addNestedPass<func::FuncOp>(createFuseLayerNorm());
+  pm.addPass(createCSEPass());
+  return pm.run(module);
+}
+
+int64_t peakBytes(const plan::Plan &plan) {
+  int64_t peak = 0;
+  for (const plan::Stage &stage : plan.stages())
+    peak = std::max(peak, stage.program().state_bytes() +
+                              stage.program().arena_bytes());
+  return peak;
+}
+
+std::optional<std::string> verifyOptions(const CompileOptions &options) {
+  const bool train = options.training.enabled;
+  const ParallelConfig &parallel = options.parallel;
+  if (!parallel.stageMeshes.empty() &&
+      (!parallel.mesh.empty() || options.searchStages || !train))
+    return std::string("--stage-meshes pipelines a training step (--train) "
+                       "over the submeshes it lists: it replaces --mesh and "
+                       "--stages");
+  if (options.training.lossScale && !train)
+    return std::string("--loss-scale needs --train");
+  if (train && !(options.training.lr > 0))
+    return std::string("--lr must be positive");
+  if (!parallel.recompute.empty() && !train)
+    return std::string("--recompute needs --train");
+  if (parallel.zero && *parallel.zero > 0 && !train)
+    return "--zero " + std::to_string(*parallel.zero) +
+           " shards optimizer state: it needs --train";
+  if (parallel.mesh.empty() && parallel.stageMeshes.empty() &&
+      !options.searchStages &&
+      (options.mode || !options.strategyFile.empty() ||
+       !options.saveStrategyFile.empty()))
+    return std::string("--mode, --strategy and --save-strategy need --mesh");
+  return std::nullopt;
+}
+
+std::optional<CompileResult> compile(const CompileOptions &options,
+                                     raw_ostream &log, std::string &error) {
+  if (std::optional<std::string> bad = verifyOptions(options)) {
+    error = *bad;
+    return std::nullopt;
+  }
+  std::optional<cost::HardwareProfile> cluster =
+      cost::findProfile(options.cluster, error);
+  if (!cluster) {
+    error = "--cluster: " + error;
+    return std::nullopt;
+  }
+  CompileSession session(options, std::move(*cluster), log);
+  std::optional<CompileResult> result = session.run();
+  if (!result)
+    error = session.message();
+  return result;
+}
+
+std::optional<int64_t>
+CompileSession::importBatch(const ParallelConfig &config) const {
+  if (!options.model.batch)
+    return std::nullopt;
+  return *options.model.batch / config.microBatches;
+}
+
+/// Precision, the training step and recompute marks: what the step is
+/// before it is spread over devices.
+LogicalResult CompileSession::buildStep(ModuleOp module,
+                                        const ParallelConfig &config,
+                                        int &code) {
+  MLIRContext &context = *module->getContext();
+  if (options.precision != Precision::F32) {
+    MixedPrecisionOptions precision;
+    precision.precision = toString(options.precision).str();
+    PassManager pm(&context);
+    pm.addNestedPass<func::FuncOp>(createMixedPrecision(precision));
+    if (failed(pm.run(module))) {
+      code = fail(modelPath() + ": cannot compute in " +
+                  toString(options.precision));
+      return failure();
+    }
+  }
+  const TrainingOptions &training = options.training;
+  if (training.enabled) {
+    BuildTrainingGraphOptions step;
+    step.loss = toString(training.loss).str();
+    step.optimizer = toString(training.optimizer).str();
+    step.momentum = training.momentum;
+    step.nesterov = training.nesterov;
+    step.beta1 = training.beta1;
+    step.beta2 = training.beta2;
+    step.epsilon = training.epsilon;
+    step.weightDecay = training.weightDecay;
+    step.ignoreIndex = training.ignoreIndex;
+    step.lossScale = training.lossScale.value_or(1.0);
+    // On a mesh, micro-batches are unrolled after partitioning (with the
+    // pipeline stages), so that their gradients are reduced once.
+    step.microBatches = config.mesh.empty() ? config.microBatches : 1;
+    PassManager pm(&context);
+    pm.addPass(createBuildTrainingGraph(step));
+    pm.addPass(createCSEPass());
+    std::string diagnostics;
+    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
+      diagnostics += d.str() + "\n";
+      return success();
+    });
+    if (failed(pm.run(module))) {
+      code = fail(modelPath() +
+                  ": cannot build the training step: " + diagnostics);
+      return failure();
+    }
+  }
+  if (!options.parallel.recompute.empty()) {
+    std::string error;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (failed(sharding::markRecompute(func, options.parallel.recompute,
+                                         error))) {
+        code = fail(modelPath() + ": " + error);
+        return failure();
+      }
+  }
+  return success();
+}
+
+std::optional<plan::Plan> CompileSession::buildPlan(const Attempt &attempt,
+                                                    int &code) {
+  DialectRegistry registry;
+  registerLoomDialects(registry);
+  MLIRContext context(registry);
+  // A simulation needs only shapes, and seeded initialisation draws the
+  // parameters: neither reads them (a shape-only model, gpt_shapes.py, will
+  // do). Seeded initialisation keeps the buffers' data.
+  const bool seeded = options.init == Init::Seeded;
+  ModelInput model = options.model;
+  model.batch = importBatch(attempt.parallel);
+  std::string error;
+  OwningOpRef<ModuleOp> module =
+      importModel(context, model, !options.simulate && !seeded,
+                  !options.simulate && seeded, error);
+  if (!module) {
+    code = fail(error);
+    return std::nullopt;
+  }
+  if (failed(runImportCleanup(*module))) {
+    code = fail("the clean-up passes failed");
+    return std::nullopt;
+  }
+  if (failed(buildStep(*module, attempt.parallel, code)))
+    return std::nullopt;
+  std::optional<explain::ExplanationBuilder> explanation;
+  if (!attempt.parallel.mesh.empty()) {
+    if ((code = partition(*module, attempt, explanation)))
+      return std::nullopt;
+  } else {
+    explanation.emplace(cluster, std::nullopt, "single");
+    for (auto func : module->getOps<func::FuncOp>()) {
+      explanation->recordShardings(func, nullptr);
+      explanation->recordRecompute(sharding::applyRecompute(func),
+                                   options.parallel.recompute);
+      explanation->recordProgram(func);
+    }
+  }
+  if (options.fuse) {
+    PassManager pm(&context);
+    pm.addNestedPass<func::FuncOp>(createFuseMatmulEpilogue());
+    if (failed(pm.run(*module))) {
+      code = fail(modelPath() + ": cannot fuse matmul epilogues");
+      return std::nullopt;
+    }
+  }
+  if (!options.emitMlir.empty()) {
+    auto output = mlir::openOutputFile(options.emitMlir, &error);
+    if (!output) {
+      code = fail(error);
+      return std::nullopt;
+    }
+    module->print(output->os());
+    output->os() << "\n";
+    output->keep();
+  }
+  std::optional<plan::Plan> plan = emitPlan(*module, error);
+  if (!plan) {
+    code = fail(modelPath() + ": " + error);
+    return std::nullopt;
+  }
+  *plan->mutable_explanation() = explanation->finish();
+  return plan;
+}
+
+/// The seeded rule's bounds for a parameter of `shape` named `name`:
+/// uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) from rank 2, ones for the
+/// scales of normalisations, zeros for biases.
+static std::pair<double, double> seededBounds(
+    const google::protobuf::RepeatedField<int64_t> &shape, StringRef name) {
+  if (shape.size() >= 2) {
+    int64_t fanIn = 1;
+    for (int d = 1; d < shape.size(); ++d)
+      fanIn *= shape[d];
+    double bound =
+        1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(fanIn, 1)));
+    return {-bound, bound};
+  }
+  if (!name.ends_with("bias"))
+    return {1.0, 1.0};
+  return {0.0, 0.0};
+}
+
+void CompileSession::finishPlan(plan::Plan &plan,
+                                const ParallelConfig &config) const {
+  if (options.init == Init::Seeded) {
+    // Replace the initializers' data by a seeded rule on the global tensor
+    // (in every pipeline stage).
+    for (plan::Stage &stage : *plan.mutable_stages())
+      for (plan::Value &v : *stage.mutable_program()->mutable_values()) {
+        if (v.kind() != plan::Value::PARAMETER)
+          continue;
+        auto [low, high] = seededBounds(v.global_type().shape(), v.name());
+        v.clear_data();
+        plan::Initializer *init = v.mutable_init();
+        init->set_distribution("uniform");
+        init->set_low(low);
+        init->set_high(high);
+        init->set_seed(options.seed);
+      }
+  }
+  const TrainingOptions &training = options.training;
+  if (training.enabled) {
+    plan::Training *t = plan.mutable_training();
+    t->set_loss(toString(training.loss).str());
+    t->set_optimizer(toString(training.optimizer).str());
+    t->set_lr(training.lr);
+    t->set_lr_schedule(toString(training.lrSchedule).str());
+    t->set_warmup_steps(training.warmupSteps);
+    t->set_total_steps(training.totalSteps);
+    t->set_min_lr(training.minLr);
+    plan.mutable_schedule()->set_micro_batches(config.microBatches);
+  }
+}
+
+} // namespace loom::pipeline
