@@ -37,11 +37,6 @@
 #include <memory>
 #include <set>
 
-namespace loom {
-#define GEN_PASS_DEF_AUTOSHARDING
-#include "passes/Passes.h.inc"
-} // namespace loom
-
 using namespace mlir;
 using namespace loom;
 using namespace loom::sharding;
@@ -682,39 +677,6 @@ FailureOr<SearchReport> AutoSharder::run() {
     report.seconds += e.costs->seconds[best.choice[e.from]][best.choice[e.to]];
   return report;
 }
-
-struct AutoShardingPass
-    : public loom::impl::AutoShardingBase<AutoShardingPass> {
-  using AutoShardingBase::AutoShardingBase;
-  void runOnOperation() override {
-    func::FuncOp func = getOperation();
-    auto mesh = meshOf(func, "loom-auto-sharding");
-    if (failed(mesh))
-      return signalPassFailure();
-    std::string error;
-    std::optional<cost::HardwareProfile> hw = cost::findProfile(profile, error);
-    if (!hw) {
-      func.emitError() << error;
-      return signalPassFailure();
-    }
-    SearchOptions options;
-    bool grown = false;
-    options.profile = profileForMesh(*hw, mesh->second, grown);
-    options.memoryLimit = memoryLimit;
-    FailureOr<SearchReport> report = searchShardings(func, options);
-    if (failed(report))
-      return signalPassFailure();
-    MLIRContext *ctx = func.getContext();
-    Builder b(ctx);
-    func->setAttr(LoomDialect::kSearchAttrName,
-                  b.getDictionaryAttr(
-                      {b.getNamedAttr("cost", b.getF64FloatAttr(report->seconds)),
-                       b.getNamedAttr("memory",
-                                      b.getI64IntegerAttr(static_cast<int64_t>(
-                                          report->memoryBytes))),
-                       b.getNamedAttr("exact", b.getBoolAttr(report->exact))}));
-  }
-};
 
 } // namespace
 

@@ -1,17 +1,23 @@
 //===- AutoSharding.h - The strategy search of --mode auto ------*- C++ -*-===//
 //
-// The search behind `loom-auto-sharding`, callable directly so that the
-// driver gets its report (what every op chose, at what cost, and what it
-// beat) and can show progress.
+// The search behind `loom-auto-sharding` (AutoShardingPass.cpp), and the
+// pass's outcome: its report (what every op chose, at what cost, and what
+// it beat) for the plan's explanation, through a pass instrumentation, and
+// its progress through a callback.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef LOOM_PASSES_AUTOSHARDING_H
 #define LOOM_PASSES_AUTOSHARDING_H
 
+#include "passes/Passes.h"
 #include "passes/StepCost.h"
 
+#include "mlir/Pass/Pass.h"
+
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,6 +80,30 @@ struct SearchOptions {
 /// when no plan fits the memory limit, naming the largest tensors.
 mlir::FailureOr<SearchReport> searchShardings(mlir::func::FuncOp func,
                                               const SearchOptions &options);
+
+/// What loom-auto-sharding did: the search's report (empty when it found
+/// no plan), the ZeRO level and recompute it chose (with choose-zero and
+/// choose-recompute; "layers" or empty), the searches it ran to choose
+/// them, its seconds, and the profile it costed on (grown to the mesh).
+struct AutoShardingOutcome {
+  std::optional<SearchReport> report;
+  int zero = 0;
+  std::string recompute;
+  int trials = 0;
+  double seconds = 0;
+  cost::HardwareProfile profile;
+  bool grown = false;
+};
+
+/// The outcome of `pass`, when it is a loom-auto-sharding that ran;
+/// nullptr otherwise (for a pass instrumentation's report).
+const AutoShardingOutcome *autoShardingOutcome(mlir::Pass &pass);
+
+/// loom-auto-sharding, reporting its progress to `progress`.
+std::unique_ptr<mlir::Pass> createAutoShardingPass(
+    const AutoShardingOptions &options,
+    std::function<void(llvm::StringRef phase, int64_t done, int64_t total)>
+        progress);
 
 } // namespace loom::sharding
 

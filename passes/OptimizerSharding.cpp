@@ -2,6 +2,7 @@
 
 #include "passes/OptimizerSharding.h"
 #include "passes/Passes.h"
+#include "passes/PropagateSharding.h"
 #include "passes/StepCost.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -181,10 +182,49 @@ namespace {
 struct ShardOptimizerPass
     : public loom::impl::ShardOptimizerBase<ShardOptimizerPass> {
   using ShardOptimizerBase::ShardOptimizerBase;
-  void runOnOperation() override {
-    if (failed(loom::sharding::shardOptimizer(getOperation(), level)))
-      signalPassFailure();
-  }
+  void runOnOperation() override;
+  std::optional<loom::sharding::ZeroReport> report;
 };
 
+void ShardOptimizerPass::runOnOperation() {
+  using namespace loom::sharding;
+  func::FuncOp func = getOperation();
+  int zero = level > 0 ? static_cast<int>(level) : zeroLevel(func);
+  report.reset();
+  if (zero <= 0) {
+    markAllAnalysesPreserved();
+    return;
+  }
+  // The layouts given before propagation, when it ran in this pipeline.
+  std::optional<std::reference_wrapper<GivenShardings>> given =
+      getCachedAnalysis<GivenShardings>();
+  FailureOr<ZeroReport> done = shardOptimizer(func, zero);
+  if (failed(done))
+    return signalPassFailure();
+  report = std::move(*done);
+  if (repropagate.empty() || !given)
+    return;
+  // The updates now want split gradients: the backward ops (but those
+  // whose layouts were given) are propagated again, so that a gradient
+  // stays a partial sum up to its reduce-scatter instead of being
+  // all-reduced on the way.
+  Operation *loss = analyzeStep(func).loss;
+  bool backward = false;
+  for (Operation &op : func.getBody().front()) {
+    if (backward && !given->get().ops.contains(&op) && !isOptimizerUpdate(&op))
+      op.removeAttr(loom::LoomDialect::kShardingAttrName);
+    backward |= &op == loss;
+  }
+  if (failed(propagateShardings(func, repropagate)))
+    signalPassFailure();
+}
+
 } // namespace
+
+const loom::sharding::ZeroReport *
+loom::sharding::shardOptimizerReport(Pass &pass) {
+  if (pass.getTypeID() != TypeID::get<ShardOptimizerPass>())
+    return nullptr;
+  auto &shard = static_cast<ShardOptimizerPass &>(pass);
+  return shard.report ? &*shard.report : nullptr;
+}

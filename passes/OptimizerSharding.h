@@ -31,6 +31,7 @@
 #include "passes/ShardingSupport.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/Pass.h"
 
 #include <optional>
 #include <string>
@@ -70,6 +71,10 @@ struct ZeroReport {
 /// the split arguments. Fails with a diagnostic on a function that is not
 /// a sharded training step.
 mlir::FailureOr<ZeroReport> shardOptimizer(mlir::func::FuncOp func, int level);
+
+/// What `pass` did, when it is a loom-shard-optimizer that split the
+/// optimizer; nullptr otherwise (for a pass instrumentation's report).
+const ZeroReport *shardOptimizerReport(mlir::Pass &pass);
 
 } // namespace loom::sharding
 

@@ -274,10 +274,31 @@ def ShardOptimizer : Pass<"loom-shard-optimizer", "mlir::func::FuncOp"> {
     Level 2: also the gradient (loom-partition places its reduce-scatter
     where the gradient is complete). Level 3: also the parameter argument
     (gathered before each use, again for the backward pass). Marks the
-    function and the split parameters with `loom.zero`.
+    function and the split parameters with `loom.zero`. Level 0 takes the
+    function's `loom.zero` (set by `loom-assign-mesh` or chosen by
+    `loom-auto-sharding`); without one the pass does nothing.
+
+    With `repropagate` (the propagation's mode), the backward ops are then
+    propagated again, so that a gradient stays a partial sum up to its
+    reduce-scatter instead of being all-reduced on the way; the ops whose
+    layouts were given before `loom-propagate-sharding` ran in the same
+    pipeline keep them (run alone, every backward layout counts as given).
+
+    ```mlir
+    // before (dp=4, level 1): the update and its state replicated
+    %p2, %m2, %v2 = loom.adam_update %w, %g, %m, %v, %lr, %t
+        {loom.sharding = [[], []]} ...
+    // after: split over dp on dimension 0; %m and %v take that layout
+    %p2, %m2, %v2 = loom.adam_update %w, %g, %m, %v, %lr, %t
+        {loom.sharding = [["dp"], []]} ...
+    ```
   }];
   let options = [
-    Option<"level", "level", "int", "1", "The ZeRO level: 1, 2 or 3">,
+    Option<"level", "level", "int", "0",
+           "The ZeRO level: 1, 2 or 3 (0: the function's loom.zero)">,
+    Option<"repropagate", "repropagate", "std::string", "\"\"",
+           "Propagate the backward again in this mode (data or semi); "
+           "empty: do not">,
   ];
   let dependentDialects = ["loom::LoomDialect"];
 }
@@ -297,6 +318,34 @@ def Recompute : Pass<"loom-recompute", "mlir::func::FuncOp"> {
   let options = [
     Option<"spec", "spec", "std::string", "\"\"",
            "Ops to mark first: layers, or ONNX node name globs">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def MarkRecompute : Pass<"loom-mark-recompute", "mlir::func::FuncOp"> {
+  let summary = "Marks forward ops of a training step for recompute";
+  let description = [{
+    Marks the forward ops `spec` names with `loom.recompute`, for
+    `loom-recompute` (run after sharding) to recompute in the backward:
+    `layers` marks every forward op of each layer (the ONNX node names'
+    first path component, e.g. `/blocks.3`) but the layer's last, whose
+    result is the checkpoint; otherwise `spec` is comma-separated globs on
+    ONNX node names. Marking before sharding lets the search count the
+    memory recompute saves. Errors: a bad glob, a glob that matches no
+    forward op, a function that is not a training step.
+
+    ```mlir
+    // before (spec=layers)
+    %h = loom.matmul %x, %w1 ... loc("/blocks.0/fc/MatMul")
+    %r = loom.relu %h ...        loc("/blocks.0/act/Relu")
+    // after: the layer's last op (relu) is its checkpoint
+    %h = loom.matmul %x, %w1 {loom.recompute} ... loc("/blocks.0/fc/MatMul")
+    %r = loom.relu %h ...                         loc("/blocks.0/act/Relu")
+    ```
+  }];
+  let options = [
+    Option<"spec", "spec", "std::string", "\"\"",
+           "layers, or ONNX node name globs">,
   ];
   let dependentDialects = ["loom::LoomDialect"];
 }
@@ -323,12 +372,91 @@ def AutoSharding : Pass<"loom-auto-sharding", "mlir::func::FuncOp"> {
     assignments are set as `loom.sharding`; run loom-propagate-sharding
     next so that the backward and optimizer ops follow them. The function
     gets `loom.search = {cost, memory, exact}`.
+
+    Under a pipeline (`stages` > 1) one stage's share of the state and of
+    the micro-batches in flight counts. With `choose-zero` and
+    `choose-recompute` (--mode auto when the user fixed neither) the
+    ZeRO level and recompute are part of the search when memory binds: the
+    lowest level at which the fastest plan fits (level 1 only with
+    micro-batches), else the highest; the layers marked for recompute only
+    when nothing fits without. The chosen level is set as the function's
+    `loom.zero`.
+
+    ```mlir
+    // before (mesh dp=2,tp=2): forward ops without layouts
+    %h = loom.matmul %x, %w1 : (tensor<4096x4096xf32>, tensor<4096x16384xf32>) ...
+    // after: fc1 split by columns over dp*tp
+    %h = loom.matmul %x, %w1 {loom.sharding = [[], ["dp", "tp"], []]} ...
+    ```
   }];
   let options = [
     Option<"profile", "profile", "std::string", "\"8xH100-80GB\"",
            "A built-in hardware profile's name or a profile JSON file">,
     Option<"memoryLimit", "memory-limit", "int64_t", "0",
            "Bytes per device (0: the profile's device memory)">,
+    Option<"stages", "stages", "int64_t", "1",
+           "Pipeline stages the step will run on (each holds about 1/P of "
+           "the state, and stage 0 the most micro-batches in flight)">,
+    Option<"microBatches", "micro-batches", "int64_t", "1",
+           "Micro-batches per step">,
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
+           "The pipeline schedule: gpipe, 1f1b or interleaved">,
+    Option<"virtualStages", "virtual-stages", "int64_t", "1",
+           "Chunks per stage under the interleaved schedule">,
+    Option<"chooseZero", "choose-zero", "bool", "false",
+           "Choose the ZeRO level too: the lowest at which the fastest plan "
+           "fits (set as the function's loom.zero)">,
+    Option<"chooseRecompute", "choose-recompute", "bool", "false",
+           "Mark the layers for recompute when no plan fits without">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def AssignMesh : Pass<"loom-assign-mesh", "mlir::ModuleOp"> {
+  let summary = "Puts @main on a device mesh (and its ZeRO level)";
+  let description = [{
+    Sets `loom.mesh` on @main from `mesh`, named axes outermost first. A
+    pipeline axis `pp=P`, which must come first and needs a training step,
+    is left out: each of the P stages runs on the rest of the mesh (a
+    one-device `dp = 1` mesh when nothing is left), which is what the ops
+    are sharded over. With `zero` > 0, sets @main's `loom.zero`, which the
+    cost model and `loom-shard-optimizer` read.
+
+    ```mlir
+    // before (mesh="pp=2,dp=2,tp=2" zero=1)
+    func.func @main(...) { ... }
+    // after
+    func.func @main(...) attributes {loom.mesh = #loom.mesh<dp = 2, tp = 2>,
+                                     loom.zero = 1 : i64} { ... }
+    ```
+  }];
+  let options = [
+    Option<"mesh", "mesh", "std::string", "\"\"",
+           "Named axes, e.g. dp=2,tp=4 (pp=P first for pipeline stages)">,
+    Option<"zero", "zero", "int", "0", "The ZeRO level, 0 to 3">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def ApplyStrategies : Pass<"loom-apply-strategies", "mlir::func::FuncOp"> {
+  let summary = "Applies a JSON strategy file's shardings, stages and marks";
+  let description = [{
+    Reads the strategy file (docs/partitioning.md) and sets, on the ops of
+    the ONNX nodes each entry names, the sharding its strategy implies
+    (`loom.sharding`, which propagation keeps), its pipeline stage
+    (`loom.stage`) or a recompute mark (`loom.recompute`). Needs the
+    function's `loom.mesh`. Errors name the file, the entry, the node and
+    what to change.
+
+    ```mlir
+    // before, with {"node": "/fc1/MatMul", "strategy": [[1, 1], [1, 4]]}
+    %h = loom.matmul %x, %w1 ... loc("/fc1/MatMul")
+    // after (mesh tp=4)
+    %h = loom.matmul %x, %w1 {loom.sharding = [[], ["tp"], []]} ...
+    ```
+  }];
+  let options = [
+    Option<"file", "file", "std::string", "\"\"", "The strategy file">,
   ];
   let dependentDialects = ["loom::LoomDialect"];
 }

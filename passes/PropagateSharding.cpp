@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/PropagateSharding.h"
 #include "passes/ShardingSupport.h"
 
 #include "mlir/IR/Builders.h"
@@ -522,19 +523,31 @@ struct PropagateShardingPass
     : public loom::impl::PropagateShardingBase<PropagateShardingPass> {
   using PropagateShardingBase::PropagateShardingBase;
   void runOnOperation() override {
-    func::FuncOp func = getOperation();
-    if (mode != "data" && mode != "semi") {
-      func.emitError() << "unknown sharding mode '" << mode
-                       << "' (expected data or semi)";
+    // Taken before propagation assigns every op, for loom-shard-optimizer.
+    (void)getAnalysis<loom::sharding::GivenShardings>();
+    if (failed(loom::sharding::propagateShardings(getOperation(), mode)))
       return signalPassFailure();
-    }
-    auto mesh = sharding::meshOf(func, "loom-propagate-sharding");
-    if (failed(mesh))
-      return signalPassFailure();
-    Propagator propagator(func, mesh->first, mesh->second);
-    if (failed(propagator.run(mode)))
-      signalPassFailure();
+    markAnalysesPreserved<loom::sharding::GivenShardings>();
   }
 };
 
 } // namespace
+
+LogicalResult loom::sharding::propagateShardings(func::FuncOp func,
+                                                 StringRef mode) {
+  if (mode != "data" && mode != "semi")
+    return func.emitError() << "unknown sharding mode '" << mode
+                            << "' (expected data or semi)";
+  auto mesh = sharding::meshOf(func, "loom-propagate-sharding");
+  if (failed(mesh))
+    return failure();
+  Propagator propagator(func, mesh->first, mesh->second);
+  return propagator.run(mode);
+}
+
+loom::sharding::GivenShardings::GivenShardings(Operation *func) {
+  for (Operation &op : cast<func::FuncOp>(func).getBody().front())
+    if (op.hasAttr(LoomDialect::kShardingAttrName) ||
+        op.hasAttr(LoomDialect::kStrategyAttrName))
+      ops.insert(&op);
+}

@@ -12,6 +12,7 @@
 
 namespace loom {
 #define GEN_PASS_DEF_RECOMPUTE
+#define GEN_PASS_DEF_MARKRECOMPUTE
 #include "passes/Passes.h.inc"
 } // namespace loom
 
@@ -193,8 +194,28 @@ struct RecomputePass : public loom::impl::RecomputeBase<RecomputePass> {
         return signalPassFailure();
       }
     }
-    loom::sharding::applyRecompute(func);
+    report = loom::sharding::applyRecompute(func);
+  }
+  loom::sharding::RecomputeReport report;
+};
+
+struct MarkRecomputePass
+    : public loom::impl::MarkRecomputeBase<MarkRecomputePass> {
+  using MarkRecomputeBase::MarkRecomputeBase;
+  void runOnOperation() override {
+    std::string error;
+    if (failed(loom::sharding::markRecompute(getOperation(), spec, error))) {
+      getOperation().emitError(error);
+      signalPassFailure();
+    }
   }
 };
 
 } // namespace
+
+const loom::sharding::RecomputeReport *
+loom::sharding::recomputeReport(Pass &pass) {
+  if (pass.getTypeID() != TypeID::get<RecomputePass>())
+    return nullptr;
+  return &static_cast<RecomputePass &>(pass).report;
+}

@@ -22,6 +22,7 @@
 #define LOOM_PASSES_RECOMPUTE_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/Pass.h"
 
 #include <string>
 
@@ -49,6 +50,10 @@ struct RecomputeReport {
 /// attribute of their original, its sharding included). A function without
 /// marks is left alone.
 RecomputeReport applyRecompute(mlir::func::FuncOp func);
+
+/// What `pass` recomputed, when it is a loom-recompute that ran; nullptr
+/// otherwise (for a pass instrumentation's report).
+const RecomputeReport *recomputeReport(mlir::Pass &pass);
 
 } // namespace loom::sharding
 

@@ -1,4 +1,4 @@
-//===- CompileCommand.cpp - `loom compile` and `loom simulate` -------------===//
+//===- CompileCommand.cpp - `loom compile` and `loom simulate` ------------===//
 //
 // Both compile an ONNX model with the compiler library
 // (compiler/pipeline): compile writes the plan and a one-line summary,
@@ -54,14 +54,13 @@ void printSummary(const pipeline::CompileOptions &options,
                    : "stage meshes " + parallel.stageMeshes) +
               ") with " + std::to_string(collectives) + " collectives";
   if (plan.stages_size() > 1)
-    devices +=
-        " in " + std::to_string(plan.stages_size()) + " stages (" +
-        pipeline::toString(parallel.schedule).str() +
-        (parallel.schedule == pipeline::Schedule::Interleaved
-             ? " with " + std::to_string(parallel.virtualStages) +
-                   " virtual stages"
-             : std::string()) +
-        ", " + std::to_string(parallel.microBatches) + " micro-batches)";
+    devices += " in " + std::to_string(plan.stages_size()) + " stages (" +
+               pipeline::toString(parallel.schedule).str() +
+               (parallel.schedule == pipeline::Schedule::Interleaved
+                    ? " with " + std::to_string(parallel.virtualStages) +
+                          " virtual stages"
+                    : std::string()) +
+               ", " + std::to_string(parallel.microBatches) + " micro-batches)";
   outs() << "loom: compiled " << options.model.path
          << (options.training.enabled
                  ? " (training step, " +

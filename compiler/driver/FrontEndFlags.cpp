@@ -1,4 +1,4 @@
-//===- FrontEndFlags.cpp - The model and its bindings ----------------------===//
+//===- FrontEndFlags.cpp - The model and its bindings ---------------------===//
 //
 // The subcommands that read an ONNX model and the binding flags they
 // share, read into pipeline::ModelInput.
@@ -37,25 +37,21 @@ cl::SubCommand &simulateCommand() {
 
 namespace {
 
-cl::opt<std::string> modelPath(cl::Positional, cl::Required,
-                               cl::desc("<MODEL.onnx>"),
-                               cl::sub(importCommand()),
-                               cl::sub(compileCommand()),
-                               cl::sub(simulateCommand()),
-                               cl::cat(loomCategory()));
+cl::opt<std::string>
+    modelPath(cl::Positional, cl::Required, cl::desc("<MODEL.onnx>"),
+              cl::sub(importCommand()), cl::sub(compileCommand()),
+              cl::sub(simulateCommand()), cl::cat(loomCategory()));
 cl::opt<int64_t> batchFlag(
     "batch",
     cl::desc("Bind dimension 0 of every input whose batch is symbolic"),
     cl::value_desc("N"), cl::init(0), cl::sub(importCommand()),
     cl::sub(compileCommand()), cl::sub(simulateCommand()),
     cl::cat(loomCategory()));
-cl::list<std::string> dimFlags("dim",
-                               cl::desc("Bind a named symbolic dimension"),
-                               cl::value_desc("NAME=N"),
-                               cl::sub(importCommand()),
-                               cl::sub(compileCommand()),
-                               cl::sub(simulateCommand()),
-                               cl::cat(loomCategory()));
+cl::list<std::string>
+    dimFlags("dim", cl::desc("Bind a named symbolic dimension"),
+             cl::value_desc("NAME=N"), cl::sub(importCommand()),
+             cl::sub(compileCommand()), cl::sub(simulateCommand()),
+             cl::cat(loomCategory()));
 cl::list<std::string>
     shapeFlags("input-shape",
                cl::desc("Give an input's full shape, e.g. x=8x32"),

@@ -1,4 +1,4 @@
-//===- FrontEndFlags.h - Flags `loom import`, `compile` and `simulate` share -===//
+//===- FrontEndFlags.h - The model-reading commands' flags ------*- C++ -*-===//
 //
 // The three subcommands that read an ONNX model, and the flags that bind
 // its symbolic dimensions, defined once. Subcommands are reached through

@@ -1,4 +1,4 @@
-//===- ImportCommand.cpp - `loom import` -----------------------------------===//
+//===- ImportCommand.cpp - `loom import` ----------------------------------===//
 //
 // Imports an ONNX model into the loom dialect and prints it, with a summary
 // of its parameters and ops when the IR goes to a file.

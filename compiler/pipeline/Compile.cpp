@@ -1,4 +1,4 @@
-//===- Compile.cpp - One attempt: from the model file to a plan ------------===//
+//===- Compile.cpp - One attempt: from the model file to a plan -----------===//
 //
 // buildPlan imports the model into a context of its own (the next attempt
 // starts from the file again, with the same names), builds the training
@@ -10,36 +10,41 @@
 
 #include "compiler/pipeline/CompileSession.h"
 #include "compiler/pipeline/Compiler.h"
+#include "compiler/pipeline/ExplanationRecorder.h"
+#include "compiler/pipeline/LoomPipeline.h"
 
 #include "compiler/Registration.h"
 #include "compiler/onnx/OnnxImporter.h"
 #include "compiler/plan/PlanEmitter.h"
 #include "passes/Passes.h"
-#include "passes/Recompute.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <chrono>
 #include <cmath>
+#include <memory>
 
 using namespace llvm;
 using namespace mlir;
 
 namespace loom::pipeline {
 
-OwningOpRef<ModuleOp> importModel(MLIRContext &context,
-                                  const ModelInput &model, bool withWeights,
-                                  bool withBuffers, std::string &error) {
+OwningOpRef<ModuleOp> importModel(MLIRContext &context, const ModelInput &model,
+                                  bool withWeights, bool withBuffers,
+                                  std::string &error) {
   onnx_import::ImportOptions options;
   options.batch = model.batch;
   for (const auto &[name, n] : model.dims)
     options.dims[name] = n;
   for (const auto &[name, shape] : model.inputShapes)
-    options.inputShapes[name] = SmallVector<int64_t>(shape.begin(), shape.end());
+    options.inputShapes[name] =
+        SmallVector<int64_t>(shape.begin(), shape.end());
   options.withWeights = withWeights;
   options.withBuffers = withBuffers;
   onnx_import::ImportResult result =
@@ -83,7 +88,7 @@ std::optional<std::string> verifyOptions(const CompileOptions &options) {
     return std::string("--loss-scale needs --train");
   if (train && !(options.training.lr > 0))
     return std::string("--lr must be positive");
-  if (!parallel.recompute.empty() && !train)
+  if (parallel.recompute && !parallel.recompute->empty() && !train)
     return std::string("--recompute needs --train");
   if (parallel.zero && *parallel.zero > 0 && !train)
     return "--zero " + std::to_string(*parallel.zero) +
@@ -122,64 +127,51 @@ CompileSession::importBatch(const ParallelConfig &config) const {
   return *options.model.batch / config.microBatches;
 }
 
-/// Precision, the training step and recompute marks: what the step is
-/// before it is spread over devices.
-LogicalResult CompileSession::buildStep(ModuleOp module,
-                                        const ParallelConfig &config,
-                                        int &code) {
-  MLIRContext &context = *module->getContext();
-  if (options.precision != Precision::F32) {
-    MixedPrecisionOptions precision;
-    precision.precision = toString(options.precision).str();
-    PassManager pm(&context);
-    pm.addNestedPass<func::FuncOp>(createMixedPrecision(precision));
-    if (failed(pm.run(module))) {
-      code = fail(modelPath() + ": cannot compute in " +
-                  toString(options.precision));
-      return failure();
-    }
+CompileOptions CompileSession::attemptOptions(const Attempt &attempt) const {
+  CompileOptions step = options;
+  step.parallel = attempt.parallel;
+  step.memoryLimit = attempt.searchLimit;
+  if (earlier) {
+    // A search again after the plan came out over the memory limit keeps
+    // the ZeRO level and recompute the first one chose.
+    if (!step.parallel.zero)
+      step.parallel.zero = earlier->zero;
+    if (!step.parallel.recompute)
+      step.parallel.recompute = earlier->recompute == "layers" ? "layers" : "";
   }
-  const TrainingOptions &training = options.training;
-  if (training.enabled) {
-    BuildTrainingGraphOptions step;
-    step.loss = toString(training.loss).str();
-    step.optimizer = toString(training.optimizer).str();
-    step.momentum = training.momentum;
-    step.nesterov = training.nesterov;
-    step.beta1 = training.beta1;
-    step.beta2 = training.beta2;
-    step.epsilon = training.epsilon;
-    step.weightDecay = training.weightDecay;
-    step.ignoreIndex = training.ignoreIndex;
-    step.lossScale = training.lossScale.value_or(1.0);
-    // On a mesh, micro-batches are unrolled after partitioning (with the
-    // pipeline stages), so that their gradients are reduced once.
-    step.microBatches = config.mesh.empty() ? config.microBatches : 1;
-    PassManager pm(&context);
-    pm.addPass(createBuildTrainingGraph(step));
-    pm.addPass(createCSEPass());
-    std::string diagnostics;
-    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
-      diagnostics += d.str() + "\n";
-      return success();
-    });
-    if (failed(pm.run(module))) {
-      code = fail(modelPath() +
-                  ": cannot build the training step: " + diagnostics);
-      return failure();
-    }
-  }
-  if (!options.parallel.recompute.empty()) {
-    std::string error;
-    for (auto func : module.getOps<func::FuncOp>())
-      if (failed(sharding::markRecompute(func, options.parallel.recompute,
-                                         error))) {
-        code = fail(modelPath() + ": " + error);
-        return failure();
-      }
-  }
-  return success();
+  return step;
 }
+
+namespace {
+
+/// Shows the search's progress on stderr once it has run for a second:
+/// one updating line on a terminal, else a line every ten seconds.
+class SearchProgress {
+public:
+  void operator()(StringRef phase, int64_t done, int64_t total) {
+    double now =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    bool terminal = errs().is_displayed();
+    if (now < 1.0 || now - last < (terminal ? 0.25 : 10.0))
+      return;
+    last = now;
+    errs() << (terminal ? "\r" : "") << "loom: search: " << phase << " "
+           << done;
+    if (total > 0)
+      errs() << "/" << total;
+    errs() << format(" (%.1f s)", now) << (terminal ? "   " : "\n");
+    *shown = true;
+  }
+
+  std::chrono::steady_clock::time_point start =
+      std::chrono::steady_clock::now();
+  double last = 0;
+  /// Shared with the copies the search keeps.
+  std::shared_ptr<bool> shown = std::make_shared<bool>(false);
+};
+
+} // namespace
 
 std::optional<plan::Plan> CompileSession::buildPlan(const Attempt &attempt,
                                                     int &code) {
@@ -200,29 +192,43 @@ std::optional<plan::Plan> CompileSession::buildPlan(const Attempt &attempt,
     code = fail(error);
     return std::nullopt;
   }
-  if (failed(runImportCleanup(*module))) {
-    code = fail("the clean-up passes failed");
+  const bool onMesh = !attempt.parallel.mesh.empty();
+  if (onMesh && (code = checkPipelineShape(attempt.parallel)))
     return std::nullopt;
-  }
-  if (failed(buildStep(*module, attempt.parallel, code)))
-    return std::nullopt;
-  std::optional<explain::ExplanationBuilder> explanation;
-  if (!attempt.parallel.mesh.empty()) {
-    if ((code = partition(*module, attempt, explanation)))
+  const CompileOptions step = attemptOptions(attempt);
+  SearchProgress progress;
+  PipelineExtras extras;
+  extras.progress = progress;
+  extras.recordLayouts = attempt.ownStageMeshes;
+  PassManager pm(&context);
+  buildShardingPipeline(pm, step, extras);
+  auto owned = std::make_unique<ExplanationRecorder>(
+      step, cluster, log, earlier.has_value() && !attempt.evaluating);
+  ExplanationRecorder &recorder = *owned;
+  pm.addInstrumentation(std::move(owned));
+  {
+    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
+      recorder.collect(d);
+      return success();
+    });
+    LogicalResult ran = pm.run(*module);
+    if (*progress.shown && errs().is_displayed())
+      errs() << "\n";
+    if (failed(ran) || !recorder.failure().empty()) {
+      code = recorder.noPlanUnderLoweredLimit() ? kNoPlanUnderLoweredLimit
+                                                : fail(recorder.failure());
       return std::nullopt;
-  } else {
-    explanation.emplace(cluster, std::nullopt, "single");
-    for (auto func : module->getOps<func::FuncOp>()) {
-      explanation->recordShardings(func, nullptr);
-      explanation->recordRecompute(sharding::applyRecompute(func),
-                                   options.parallel.recompute);
-      explanation->recordProgram(func);
     }
   }
+  if (onMesh) {
+    recorder.explanation->recordProgram(recorder.func);
+    if ((code = stageAndPipeline(attempt, recorder)))
+      return std::nullopt;
+  }
   if (options.fuse) {
-    PassManager pm(&context);
-    pm.addNestedPass<func::FuncOp>(createFuseMatmulEpilogue());
-    if (failed(pm.run(*module))) {
+    PassManager fuse(&context);
+    fuse.addNestedPass<func::FuncOp>(createFuseMatmulEpilogue());
+    if (failed(fuse.run(*module))) {
       code = fail(modelPath() + ": cannot fuse matmul epilogues");
       return std::nullopt;
     }
@@ -242,15 +248,16 @@ std::optional<plan::Plan> CompileSession::buildPlan(const Attempt &attempt,
     code = fail(modelPath() + ": " + error);
     return std::nullopt;
   }
-  *plan->mutable_explanation() = explanation->finish();
+  *plan->mutable_explanation() = recorder.explanation->finish();
   return plan;
 }
 
 /// The seeded rule's bounds for a parameter of `shape` named `name`:
 /// uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) from rank 2, ones for the
 /// scales of normalisations, zeros for biases.
-static std::pair<double, double> seededBounds(
-    const google::protobuf::RepeatedField<int64_t> &shape, StringRef name) {
+static std::pair<double, double>
+seededBounds(const google::protobuf::RepeatedField<int64_t> &shape,
+             StringRef name) {
   if (shape.size() >= 2) {
     int64_t fanIn = 1;
     for (int d = 1; d < shape.size(); ++d)

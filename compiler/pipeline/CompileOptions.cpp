@@ -1,4 +1,4 @@
-//===- CompileOptions.cpp - The options' spellings -------------------------===//
+//===- CompileOptions.cpp - The options' spellings ------------------------===//
 //
 // Each enum's spellings, the one table both ways: parsing a flag and
 // naming the value in plans, summaries and the MLIR pass options.
@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/pipeline/CompileOptions.h"
+
+#include "llvm/ADT/SmallVector.h"
 
 #include <array>
 #include <utility>
@@ -18,18 +20,16 @@ namespace {
 template <typename E, size_t N>
 using Spellings = std::array<std::pair<E, const char *>, N>;
 
-constexpr Spellings<ShardingMode, 3> kModes = {
-    {{ShardingMode::Data, "data"},
-     {ShardingMode::Semi, "semi"},
-     {ShardingMode::Auto, "auto"}}};
+constexpr Spellings<ShardingMode, 3> kModes = {{{ShardingMode::Data, "data"},
+                                                {ShardingMode::Semi, "semi"},
+                                                {ShardingMode::Auto, "auto"}}};
 constexpr Spellings<Schedule, 3> kSchedules = {
     {{Schedule::GPipe, "gpipe"},
      {Schedule::OneFOneB, "1f1b"},
      {Schedule::Interleaved, "interleaved"}}};
-constexpr Spellings<Precision, 3> kPrecisions = {
-    {{Precision::F32, "f32"},
-     {Precision::BF16, "bf16"},
-     {Precision::F16, "f16"}}};
+constexpr Spellings<Precision, 3> kPrecisions = {{{Precision::F32, "f32"},
+                                                  {Precision::BF16, "bf16"},
+                                                  {Precision::F16, "f16"}}};
 constexpr Spellings<Loss, 2> kLosses = {
     {{Loss::CrossEntropy, "cross_entropy"}, {Loss::Mse, "mse"}}};
 constexpr Spellings<Optimizer, 4> kOptimizers = {
@@ -84,8 +84,8 @@ std::optional<ShardingMode> parseShardingMode(StringRef text,
 std::optional<Schedule> parseSchedule(StringRef text, std::string &error) {
   if (auto schedule = lookup(kSchedules, text))
     return schedule;
-  error = "--schedule must be gpipe, 1f1b or interleaved, got '" + text.str() +
-          "'";
+  error =
+      "--schedule must be gpipe, 1f1b or interleaved, got '" + text.str() + "'";
   return std::nullopt;
 }
 
@@ -130,6 +130,19 @@ std::optional<int> parseZero(StringRef text, std::string &error) {
     return text[0] - '0';
   error = "--zero must be 0, 1, 2 or 3, got '" + text.str() + "'";
   return std::nullopt;
+}
+
+int64_t pipelineStages(StringRef mesh) {
+  llvm::SmallVector<StringRef> axes;
+  mesh.split(axes, ',');
+  for (StringRef axis : axes) {
+    StringRef name, value;
+    int64_t size = 0;
+    if (splitAssignment(axis.trim(), name, value) && name == "pp" &&
+        !value.getAsInteger(10, size))
+      return size;
+  }
+  return 1;
 }
 
 bool splitAssignment(StringRef text, StringRef &name, StringRef &value) {

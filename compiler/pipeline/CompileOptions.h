@@ -1,4 +1,4 @@
-//===- CompileOptions.h - What one compile is asked to do ------*- C++ -*-===//
+//===- CompileOptions.h - What one compile is asked to do -------*- C++ -*-===//
 //
 // The options of a compile as values: the model and its bindings, the
 // training step, the precision, and the parallel configuration. The driver
@@ -89,10 +89,12 @@ struct ParallelConfig {
   /// Whether --virtual-stages was given (it needs the interleaved
   /// schedule).
   bool virtualStagesGiven = false;
-  /// The ZeRO level, when given (else 0, or the search's choice).
+  /// The ZeRO level, when given; unset: 0, or under --mode auto the
+  /// search's choice.
   std::optional<int> zero;
-  /// "layers" or ONNX node patterns; empty: none (or the search's choice).
-  std::string recompute;
+  /// What to recompute, when given: "layers", ONNX node patterns, or ""
+  /// for nothing; unset: nothing, or under --mode auto the search's choice.
+  std::optional<std::string> recompute;
   /// The layers' stages when a search or an earlier compile fixed them.
   std::optional<llvm::StringMap<int64_t>> layerStages;
 };
@@ -134,8 +136,7 @@ struct CompileOptions {
 /// values otherwise.
 std::optional<ShardingMode> parseShardingMode(llvm::StringRef text,
                                               std::string &error);
-std::optional<Schedule> parseSchedule(llvm::StringRef text,
-                                      std::string &error);
+std::optional<Schedule> parseSchedule(llvm::StringRef text, std::string &error);
 std::optional<Precision> parsePrecision(llvm::StringRef text,
                                         std::string &error);
 std::optional<Loss> parseLoss(llvm::StringRef text, std::string &error);
@@ -146,6 +147,9 @@ std::optional<LrSchedule> parseLrSchedule(llvm::StringRef text,
 std::optional<Init> parseInit(llvm::StringRef text, std::string &error);
 /// --zero: "0" to "3".
 std::optional<int> parseZero(llvm::StringRef text, std::string &error);
+
+/// The pipeline stages of a mesh: its pp axis's size, 1 without one.
+int64_t pipelineStages(llvm::StringRef mesh);
 
 /// Parses "NAME=VALUE" into its two halves.
 bool splitAssignment(llvm::StringRef text, llvm::StringRef &name,

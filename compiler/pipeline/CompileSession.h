@@ -35,9 +35,11 @@
 
 namespace loom::pipeline {
 
-/// partition()'s code for a candidate costed, not an error.
+class ExplanationRecorder;
+
+/// An attempt's code for a candidate costed, not an error.
 constexpr int kEvaluated = -1;
-/// partition()'s code when a search under a lowered limit (after a plan
+/// An attempt's code when a search under a lowered limit (after a plan
 /// over the memory limit: `earlier` is set) finds no plan; the caller
 /// reports the plan it had.
 constexpr int kNoPlanUnderLoweredLimit = -2;
@@ -49,7 +51,7 @@ struct AutoChoice {
   std::string recompute;
 };
 
-/// One pipeline shape `--stages auto` weighs: partition() costs it (the
+/// One pipeline shape `--stages auto` weighs: an attempt costs it (the
 /// stage split included) and stops before pipelining and emitting.
 struct StageCandidate {
   int64_t stages = 1, microBatches = 1;
@@ -84,7 +86,7 @@ struct Attempt {
   /// Each stage's function is made for a submesh of its own
   /// (--stage-meshes).
   bool ownStageMeshes = false;
-  /// Set while `--stages auto` costs a candidate: partition() fills it
+  /// Set while `--stages auto` costs a candidate: the attempt fills it
   /// and returns kEvaluated.
   StageCandidate *evaluating = nullptr;
 };
@@ -102,17 +104,18 @@ public:
   const std::string &message() const { return error; }
 
 private:
-  friend class Partitioner;
+  friend class Stager;
 
   // Compile.cpp: one attempt.
   std::optional<plan::Plan> buildPlan(const Attempt &attempt, int &code);
-  mlir::LogicalResult buildStep(mlir::ModuleOp module,
-                                const ParallelConfig &config, int &code);
   void finishPlan(plan::Plan &plan, const ParallelConfig &config) const;
 
-  // Partition.cpp: sharding, partitioning and pipelining of @main.
-  int partition(mlir::ModuleOp module, const Attempt &attempt,
-                std::optional<explain::ExplanationBuilder> &explanation);
+  /// The options one attempt runs the passes with.
+  CompileOptions attemptOptions(const Attempt &attempt) const;
+
+  // Stages.cpp: the stage split and pipelining after the sharding passes.
+  int checkPipelineShape(const ParallelConfig &config);
+  int stageAndPipeline(const Attempt &attempt, ExplanationRecorder &recorder);
 
   // Planner.cpp: the searches over whole compiles.
   int chooseStages(ParallelConfig &chosen);

@@ -45,11 +45,9 @@ std::optional<CompileResult> compile(const CompileOptions &options,
 /// Imports an ONNX model with its bindings: with its parameters' data
 /// (`withWeights`), or without but keeping its buffers' (`withBuffers`);
 /// nullptr with `error` set.
-mlir::OwningOpRef<mlir::ModuleOp> importModel(mlir::MLIRContext &context,
-                                              const ModelInput &model,
-                                              bool withWeights,
-                                              bool withBuffers,
-                                              std::string &error);
+mlir::OwningOpRef<mlir::ModuleOp>
+importModel(mlir::MLIRContext &context, const ModelInput &model,
+            bool withWeights, bool withBuffers, std::string &error);
 
 /// The clean-up after import: decomposed layer norms fused, CSE.
 mlir::LogicalResult runImportCleanup(mlir::ModuleOp module);

@@ -1,4 +1,4 @@
-//===- Planner.cpp - The searches over whole compiles ----------------------===//
+//===- Planner.cpp - The searches over whole compiles ---------------------===//
 //
 // The auto-parallel planner's outer loops, each over parallel
 // configurations as values:
@@ -82,8 +82,9 @@ mixedSplit(const std::vector<const StageCandidate *> &group, Schedule schedule,
       search::splitOnSubmeshes(shapes, options);
   if (!mixed)
     return std::nullopt;
-  bool equal = std::all_of(mixed->shapes.begin(), mixed->shapes.end(),
-                           [&](size_t k) { return k == mixed->shapes.front(); });
+  bool equal =
+      std::all_of(mixed->shapes.begin(), mixed->shapes.end(),
+                  [&](size_t k) { return k == mixed->shapes.front(); });
   log << "loom: --stages auto: submeshes of different sizes, " << microBatches
       << " micro-batch" << (microBatches == 1 ? "" : "es") << ": ";
   if (equal) {
@@ -214,8 +215,8 @@ int CompileSession::chooseStages(ParallelConfig &chosen) {
       fixed = given.microBatches;
     for (int64_t m : microBatchCounts(p, ways, batch, fixed))
       for (const auto &[schedule, chunks] : schedules) {
-        if (batch % m != 0 || (schedule == Schedule::Interleaved &&
-                               (p == 1 || m % p != 0)))
+        if (batch % m != 0 ||
+            (schedule == Schedule::Interleaved && (p == 1 || m % p != 0)))
           continue;
         StageCandidate c;
         c.stages = p;
@@ -336,14 +337,14 @@ CompileSession::compileWithinMemory(ParallelConfig &config) {
       }
       // The search's count is below the program's: the last plan is the
       // nearest to the limit there is.
-      fail(modelPath() + ": the plan needs " +
-           sharding::formatBytes(peakBytes(*previous)) + over +
-           sharding::formatBytes(limit) + ", and no plan fits a search under " +
-           sharding::formatBytes(static_cast<double>(searchLimit)) +
-           " (the search counted " +
-           sharding::formatBytes(
-               previous->explanation().search_memory_bytes()) +
-           " for it)" + peakClause(*previous) + advice);
+      fail(
+          modelPath() + ": the plan needs " +
+          sharding::formatBytes(peakBytes(*previous)) + over +
+          sharding::formatBytes(limit) + ", and no plan fits a search under " +
+          sharding::formatBytes(static_cast<double>(searchLimit)) +
+          " (the search counted " +
+          sharding::formatBytes(previous->explanation().search_memory_bytes()) +
+          " for it)" + peakClause(*previous) + advice);
       return std::nullopt;
     }
     if (!plan)
@@ -388,11 +389,11 @@ CompileSession::compileWithinMemory(ParallelConfig &config) {
     // for another search to help.
     double current = static_cast<double>(searchLimit > 0 ? searchLimit : limit);
     double excess = static_cast<double>(peak - limit);
-    int64_t lowered = static_cast<int64_t>(
-        std::min(current * static_cast<double>(limit) /
-                     static_cast<double>(peak),
-                 current - excess) -
-        0.02 * (attempt + 1) * static_cast<double>(limit));
+    int64_t lowered =
+        static_cast<int64_t>(std::min(current * static_cast<double>(limit) /
+                                          static_cast<double>(peak),
+                                      current - excess) -
+                             0.02 * (attempt + 1) * static_cast<double>(limit));
     if (lowered < limit / 10) {
       fail(modelPath() + ": the plan needs " + sharding::formatBytes(peak) +
            over + sharding::formatBytes(limit) + ", while the search counted " +

@@ -1,4 +1,4 @@
-//===- StageMeshes.cpp - Pipeline stages on submeshes of their own ---------===//
+//===- StageMeshes.cpp - Pipeline stages on submeshes of their own --------===//
 //
 // --stage-meshes dp=4/tp=2: the step is compiled once per distinct submesh
 // (with P stages of it, P the number of stage meshes; every compile gives

@@ -1,12 +1,5 @@
-//===- loom-opt.cpp - The MLIR pass driver with Loom's dialect and passes -===//
+//===- loom-opt.cpp - The Loom optimizer driver ---------------------------===//
 
-#include "compiler/Registration.h"
-#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "compiler/pipeline/LoomPipeline.h"
 
-int main(int argc, char **argv) {
-  mlir::DialectRegistry registry;
-  loom::registerLoomDialects(registry);
-  loom::registerLoomPasses();
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "Loom optimizer driver\n", registry));
-}
+int main(int argc, char **argv) { return loom::pipeline::optMain(argc, argv); }

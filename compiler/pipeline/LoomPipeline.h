@@ -1,0 +1,78 @@
+//===- LoomPipeline.h - `loom compile` as a pass pipeline -------*- C++ -*-===//
+//
+// The passes `loom compile` runs on an imported model, in order, from
+// CompileOptions:
+//
+//   loom-fuse-layer-norm, cse                  the import's clean-up
+//   loom-mixed-precision                       --precision bf16|f16
+//   loom-build-training-graph, cse             --train
+//   loom-mark-recompute                        --recompute
+//   without a mesh:
+//     loom-recompute
+//   on a mesh:
+//     loom-assign-mesh                         --mesh, --zero
+//     loom-apply-strategies                    --strategy
+//     loom-auto-sharding                       --mode auto (with ZeRO and
+//                                              recompute when not given)
+//     loom-propagate-sharding
+//     loom-shard-optimizer                     --zero, or auto's choice
+//     loom-recompute
+//     loom-partition, cse
+//   loom-fuse-matmul-epilogue                  --fuse
+//
+// It is registered as `loom-compile-pipeline`, whose options are the
+// `loom compile` flags of the same names, so that
+//   loom import M.onnx --locations | loom-opt --loom-compile-pipeline="..."
+// prints the program `loom compile M.onnx --emit-mlir` writes.
+// Pipelined steps (pp=P, or micro-batches on a mesh) are not yet passes:
+// their stage split and pipelining run in the compiler library after the
+// sharding passes (CompileSession), and the registered pipeline says so.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_COMPILER_PIPELINE_LOOMPIPELINE_H
+#define LOOM_COMPILER_PIPELINE_LOOMPIPELINE_H
+
+#include "compiler/pipeline/CompileOptions.h"
+
+#include "mlir/Pass/PassManager.h"
+
+#include <functional>
+#include <string>
+
+namespace loom::pipeline {
+
+/// What a compile attempt adds to the passes beyond CompileOptions.
+struct PipelineExtras {
+  /// The search's progress (phase, done, total).
+  std::function<void(llvm::StringRef, int64_t, int64_t)> progress;
+  /// Ops record their results' layouts (stages compiled on meshes of
+  /// their own).
+  bool recordLayouts = false;
+};
+
+/// The passes from the imported model through partitioning (through
+/// recompute without a mesh): every pass above but the last.
+void buildShardingPipeline(mlir::OpPassManager &pm,
+                           const CompileOptions &options,
+                           const PipelineExtras &extras = {});
+
+/// Whether the step of `options` is pipelined (stages, or micro-batches on
+/// a mesh), which the pass pipeline does not yet cover.
+bool isPipelined(const CompileOptions &options);
+
+/// The whole pipeline; fails with `error` for a pipelined step.
+mlir::LogicalResult buildLoomPipeline(mlir::OpPassManager &pm,
+                                      const CompileOptions &options,
+                                      std::string &error);
+
+/// Registers `loom-compile-pipeline` (loom-opt).
+void registerLoomCompilePipeline();
+
+/// loom-opt: mlir-opt with the loom dialect, Loom's passes and
+/// `loom-compile-pipeline`.
+int optMain(int argc, char **argv);
+
+} // namespace loom::pipeline
+
+#endif // LOOM_COMPILER_PIPELINE_LOOMPIPELINE_H
