@@ -1,0 +1,127 @@
+//===- ExecutorMemory.cpp - The executor's memory and what fills it -------===//
+//
+// The collectives' scratch charged to the executor's account, the state and
+// the step arena a plan asks for, loading every persistent value's initial
+// data (this rank's shard of the plan's global tensor, or of its seeded
+// initializer), the host copies through which the executor reads and writes
+// a backend whose memory the host cannot touch, and the sizes
+// Executor::plannedBytes() and peakBytes() report.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/ExecutorImpl.h"
+
+#include "runtime/Initializer.h"
+
+namespace loom::rt {
+
+void *HostBufferOps::allocate(size_t bytes) {
+  return account.remember(BufferOps::allocate(bytes), bytes);
+}
+
+void HostBufferOps::deallocate(void *ptr) {
+  account.forget(ptr);
+  BufferOps::deallocate(ptr);
+}
+
+void BackendBufferOps::copy(void *dst, const void *src, size_t bytes) {
+  if (bytes && dst != src)
+    backend.copyOnDevice(dst, src, bytes);
+}
+
+void BackendBufferOps::copy2D(void *dst, size_t dstPitch, const void *src,
+                              size_t srcPitch, size_t width, size_t height) {
+  if (width && height)
+    backend.copy2DOnDevice(dst, dstPitch, src, srcPitch, width, height);
+}
+
+void BackendBufferOps::zero(void *dst, size_t bytes) {
+  if (bytes)
+    backend.zero(dst, bytes);
+}
+
+void *BackendBufferOps::allocate(size_t bytes) {
+  return account.remember(backend.allocate(bytes), bytes);
+}
+
+void BackendBufferOps::deallocate(void *ptr) {
+  account.forget(ptr);
+  backend.deallocate(ptr);
+}
+
+std::string Executor::Impl::allocate() {
+  state =
+      std::make_unique<AlignedBuffer>(*backend, memory, program->state_bytes());
+  arena =
+      std::make_unique<AlignedBuffer>(*backend, memory, program->arena_bytes());
+  if (!state->data || !arena->data)
+    return "cannot allocate the plan's memory (" +
+           std::to_string(program->state_bytes() + program->arena_bytes()) +
+           " bytes)";
+  return "";
+}
+
+/// Points every value at its memory and loads this rank's shard of every
+/// persistent value; then drops the plan's copy of the data.
+std::string Executor::Impl::load() {
+  std::string error;
+  for (const plan::Value &v : program->values()) {
+    bool persistent = isPersistent(v.kind()) || v.has_in_place_of();
+    unsigned char *base = persistent ? state->data : arena->data;
+    TensorView &view = views[v.id()];
+    view.data = base + v.offset();
+    if (!isPersistent(v.kind()))
+      continue;
+    Shard mine = shard(v.id());
+    if (!v.data().empty()) {
+      TensorView global{view.dtype, globalShapes[v.id()],
+                        const_cast<char *>(v.data().data())};
+      onHost(view, false, true, [&](const TensorView &local) {
+        copyShardOut(global, mine, local);
+      });
+    } else if ((v.kind() == plan::Value::PARAMETER ||
+                v.kind() == plan::Value::BUFFER) &&
+               v.has_init() && mine.holdsValue) {
+      bool filled = true;
+      onHost(view, false, true, [&](const TensorView &local) {
+        filled = fillShardFromInitializer(v.init(), v.name(), mine.globalShape,
+                                          mine.offsets, local, error);
+      });
+      if (!filled)
+        return error;
+    }
+  }
+  for (plan::Stage &s : *plan.mutable_stages())
+    for (plan::Value &v : *s.mutable_program()->mutable_values())
+      v.clear_data();
+  return "";
+}
+
+TensorView Executor::Impl::hostView(int32_t id) const {
+  const TensorView &v = views[id];
+  if (direct() || !v.data)
+    return v;
+  HostBuffer &copy = hostCopies[id];
+  copy.dtype = v.dtype;
+  copy.shape = v.shape;
+  copy.bytes.resize(v.bytes());
+  if (v.bytes())
+    backend->copyToHost(copy.bytes.data(), v.data, v.bytes());
+  return copy.view();
+}
+
+unsigned char *Executor::Impl::stagingFor(size_t bytes) {
+  if (staging.size() < bytes) {
+    memory.release(static_cast<int64_t>(staging.size()));
+    staging.resize(bytes);
+    memory.charge(static_cast<int64_t>(bytes));
+  }
+  return staging.data();
+}
+
+int64_t Executor::arenaBytes() const { return impl->program->arena_bytes(); }
+int64_t Executor::stateBytes() const { return impl->program->state_bytes(); }
+int64_t Executor::plannedBytes() const { return stateBytes() + arenaBytes(); }
+int64_t Executor::peakBytes() const { return impl->memory.peakBytes(); }
+
+} // namespace loom::rt
