@@ -461,4 +461,51 @@ def ApplyStrategies : Pass<"loom-apply-strategies", "mlir::func::FuncOp"> {
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def PipelineStages : Pass<"loom-pipeline", "mlir::ModuleOp"> {
+  let summary = "Splits a partitioned training step into pipeline stages";
+  let description = [{
+    After `loom-partition`, on a training step whose `@main` is one
+    micro-batch's per-device program: the ops go to `stages` stages (by the
+    `loom.stage` marks of a strategy file, per ONNX node; else by
+    `layer-stages`, per ONNX layer; else the layers balanced by op count),
+    and `@main` is replaced by one function per stage (`@main_stage0`,
+    ...), each running `micro-batches` micro-batches in the order of
+    `schedule` (gpipe, 1f1b, or interleaved over `virtual-stages` chunks),
+    the values that cross stages sent and received (`loom.send`,
+    `loom.recv`), the gradients accumulated over the micro-batches and
+    reduced and applied once. Each stage function carries `loom.pipeline`
+    (its stage, the stages, the schedule, the micro-batches). With one
+    stage and several micro-batches, the step is unrolled over its
+    micro-batches. Errors name the op or parameter that cannot be split
+    (a parameter used by two stages, fewer layers than stages, a stage
+    earlier than its input's).
+
+    ```mlir
+    // before (stages=2 micro-batches=4)
+    func.func @main(%ids: tensor<2x64xi64>, ...) attributes {loom.spmd, ...}
+    // after
+    func.func @main_stage0(%ids: tensor<1x64xi64> {loom.micro_batch = 0}, ...)
+        attributes {loom.pipeline = {axis = "pp", micro_batches = 4 : i64,
+                    schedule = "1f1b", stage = 0 : i64, stages = 2 : i64}}
+      ... loom.send %h {peer_stage = 1 : i64, tag = 1 : i64} ...
+    func.func @main_stage1(...)
+    ```
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", "1", "Pipeline stages">,
+    Option<"microBatches", "micro-batches", "int64_t", "1",
+           "Micro-batches per step">,
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
+           "gpipe, 1f1b or interleaved">,
+    Option<"virtualStages", "virtual-stages", "int64_t", "1",
+           "Chunks per stage under the interleaved schedule">,
+    Option<"ownMeshes", "own-meshes", "bool", "false",
+           "Each stage's function is made for a submesh of its own (the "
+           "values that cross stages cross as compute ops made them)">,
+    ListOption<"layerStages", "layer-stages", "std::string",
+               "The stage of each ONNX layer, as LAYER=STAGE">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 #endif // LOOM_PASSES_TD

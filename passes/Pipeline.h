@@ -40,6 +40,7 @@
 #include "compiler/search/StageSplit.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/Pass.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <functional>
@@ -128,6 +129,15 @@ mlir::FailureOr<PipelineReport> pipelineStep(mlir::func::FuncOp func,
 mlir::FailureOr<std::vector<search::LayerCost>>
 measureLayers(mlir::func::FuncOp func, const PipelineOptions &options,
               std::string &error);
+
+/// loom-pipeline with every option of `options`: its stages, layer
+/// stages and the costs its report gives (opSeconds, sendSeconds); node
+/// stages come from the ops' loom.stage marks.
+std::unique_ptr<mlir::Pass> createPipelinePass(const PipelineOptions &options);
+
+/// What `pass` did, when it is a loom-pipeline that ran; nullptr otherwise
+/// (for a pass instrumentation's report).
+const PipelineReport *pipelineReport(mlir::Pass &pass);
 
 } // namespace loom::sharding
 

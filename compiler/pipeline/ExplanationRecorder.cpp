@@ -76,11 +76,6 @@ void ExplanationRecorder::runBeforePass(Pass *pass, Operation *op) {
   }
   if (phase == Phase::Recompute && !mesh)
     explanation->recordShardings(f, nullptr);
-  if (phase == Phase::Partition)
-    for (Operation &o : f.getBody().front())
-      if (auto stage =
-              o.getAttrOfType<IntegerAttr>(LoomDialect::kStageAttrName))
-        nodeStages[sharding::nodeName(&o)] = stage.getInt();
 }
 
 void ExplanationRecorder::runAfterPass(Pass *pass, Operation *op) {

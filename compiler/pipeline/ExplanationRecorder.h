@@ -55,9 +55,6 @@ public:
   mlir::func::FuncOp func;
   std::optional<layout::Mesh> mesh;
   cost::HardwareProfile profile;
-  /// Stages the user set per ONNX node (loom.stage), taken before
-  /// partitioning, which does not keep them.
-  llvm::StringMap<int64_t> nodeStages;
 
 private:
   enum class Phase {

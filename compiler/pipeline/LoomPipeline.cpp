@@ -11,6 +11,7 @@
 
 #include "passes/AutoSharding.h"
 #include "passes/Passes.h"
+#include "passes/Pipeline.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassOptions.h"
@@ -20,6 +21,14 @@
 using namespace mlir;
 
 namespace loom::pipeline {
+
+bool splitsStagesByCost(const CompileOptions &options) {
+  const ParallelConfig &p = options.parallel;
+  return !p.stageMeshes.empty() ||
+         (options.shardingMode() == ShardingMode::Auto &&
+          options.training.enabled && !p.layerStages &&
+          pipelineStages(p.mesh) > 1);
+}
 
 bool isPipelined(const CompileOptions &options) {
   const ParallelConfig &p = options.parallel;
@@ -123,12 +132,22 @@ void buildShardingPipeline(OpPassManager &pm, const CompileOptions &options,
 LogicalResult buildLoomPipeline(OpPassManager &pm,
                                 const CompileOptions &options,
                                 std::string &error) {
-  if (isPipelined(options)) {
-    error = "pipelined steps (pp=P in mesh, or micro-batches on a mesh) are "
-            "not yet in the pass pipeline: compile them with `loom compile`";
+  if (splitsStagesByCost(options)) {
+    error = "the stage split by the cost model (--mode auto with pp=P, "
+            "--stage-meshes) is not yet a pass: compile with `loom compile`";
     return failure();
   }
   buildShardingPipeline(pm, options);
+  if (isPipelined(options)) {
+    const ParallelConfig &p = options.parallel;
+    sharding::PipelineOptions stages;
+    stages.stages = pipelineStages(p.mesh);
+    stages.microBatches = p.microBatches;
+    stages.schedule = toString(p.schedule).str();
+    stages.virtualStages =
+        p.schedule == Schedule::Interleaved ? p.virtualStages : 1;
+    pm.addPass(sharding::createPipelinePass(stages));
+  }
   if (options.fuse)
     pm.addNestedPass<func::FuncOp>(createFuseMatmulEpilogue());
   return success();
@@ -163,6 +182,8 @@ struct CompilePipelineOptions
   Option<std::string> strategy{*this, "strategy",
                                llvm::cl::desc("A JSON strategy file")};
   Option<int64_t> microBatches{*this, "micro-batches", llvm::cl::init(1)};
+  Option<std::string> schedule{*this, "schedule", llvm::cl::init("1f1b")};
+  Option<int64_t> virtualStages{*this, "virtual-stages", llvm::cl::init(2)};
   Option<bool> fuse{*this, "fuse", llvm::cl::init(true)};
 };
 
@@ -193,6 +214,11 @@ std::optional<CompileOptions> toCompileOptions(const CompilePipelineOptions &o,
   ParallelConfig &p = options.parallel;
   p.mesh = o.mesh;
   p.microBatches = o.microBatches;
+  std::optional<Schedule> schedule = parseSchedule(o.schedule, error);
+  if (!schedule)
+    return std::nullopt;
+  p.schedule = *schedule;
+  p.virtualStages = o.virtualStages;
   if (!o.zero.empty()) {
     p.zero = parseZero(o.zero, error);
     if (!p.zero)

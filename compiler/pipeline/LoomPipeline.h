@@ -18,15 +18,17 @@
 //     loom-shard-optimizer                     --zero, or auto's choice
 //     loom-recompute
 //     loom-partition, cse
+//     loom-pipeline                            pp=P, --micro-batches
 //   loom-fuse-matmul-epilogue                  --fuse
 //
 // It is registered as `loom-compile-pipeline`, whose options are the
 // `loom compile` flags of the same names, so that
 //   loom import M.onnx --locations | loom-opt --loom-compile-pipeline="..."
 // prints the program `loom compile M.onnx --emit-mlir` writes.
-// Pipelined steps (pp=P, or micro-batches on a mesh) are not yet passes:
-// their stage split and pipelining run in the compiler library after the
-// sharding passes (CompileSession), and the registered pipeline says so.
+// The stage split by the cost model (--mode auto with pp=P, and
+// --stage-meshes) is not yet a pass: it runs in the compiler library
+// between loom-partition and loom-pipeline (Stages.cpp), and the
+// registered pipeline says so for those options.
 //
 //===----------------------------------------------------------------------===//
 
@@ -58,10 +60,13 @@ void buildShardingPipeline(mlir::OpPassManager &pm,
                            const PipelineExtras &extras = {});
 
 /// Whether the step of `options` is pipelined (stages, or micro-batches on
-/// a mesh), which the pass pipeline does not yet cover.
+/// a mesh).
 bool isPipelined(const CompileOptions &options);
+/// Whether its stages are split by the cost model, which is not yet a pass.
+bool splitsStagesByCost(const CompileOptions &options);
 
-/// The whole pipeline; fails with `error` for a pipelined step.
+/// The whole pipeline; fails with `error` where the stages are split by
+/// the cost model.
 mlir::LogicalResult buildLoomPipeline(mlir::OpPassManager &pm,
                                       const CompileOptions &options,
                                       std::string &error);

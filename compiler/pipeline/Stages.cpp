@@ -16,6 +16,9 @@
 #include "passes/StepCost.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
 
 #include <map>
 #include <memory>
@@ -86,7 +89,11 @@ int Stager::run() {
   pipeline.ownMeshes = attempt.ownStageMeshes;
   if (config.layerStages)
     pipeline.layerStages = *config.layerStages;
-  pipeline.nodeStages = recorder.nodeStages;
+  // Stages given per ONNX node (partitioning keeps the loom.stage marks):
+  // they replace the split by the cost model.
+  for (Operation &op : func.getBody().front())
+    if (auto stage = op.getAttrOfType<IntegerAttr>(LoomDialect::kStageAttrName))
+      pipeline.nodeStages[sharding::nodeName(&op)] = stage.getInt();
   // The pipeline's costs: ops of the per-device program on the stage's
   // submesh, and sends from a rank to the same rank of the next stage.
   std::string error;
@@ -118,11 +125,23 @@ int Stager::run() {
   if (int code = splitStages())
     return code;
   if (pipeline.stages > 1 || pipeline.microBatches > 1) {
-    FailureOr<sharding::PipelineReport> stages =
-        sharding::pipelineStep(func, pipeline, error);
-    if (failed(stages))
+    // loom-pipeline, with the costs its report gives the explanation.
+    ModuleOp module = func->getParentOfType<ModuleOp>();
+    PassManager pm(module->getContext());
+    pm.addPass(sharding::createPipelinePass(pipeline));
+    std::string diagnostics;
+    ScopedDiagnosticHandler handler(module->getContext(), [&](Diagnostic &d) {
+      diagnostics += d.str();
+      return success();
+    });
+    if (failed(pm.run(module)))
       return fail(modelPath() + ": cannot pipeline the step on " + config.mesh +
-                  ": " + error);
+                  ": " + diagnostics);
+    // The pass manager owns the pass; its report is read before it goes.
+    const sharding::PipelineReport *stages = nullptr;
+    for (Pass &pass : pm.getPasses())
+      if (!stages)
+        stages = sharding::pipelineReport(pass);
     recorder.explanation->recordPipeline(*stages);
     session.chosenLayerStages = stages->layerStages;
   }
