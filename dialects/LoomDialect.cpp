@@ -97,6 +97,102 @@ static LogicalResult verifyStrategyOnOp(Operation *op, StrategyAttr strategy) {
                                op->getResults(), mesh);
 }
 
+/// Checks `loom.result_layouts`: one layout per result, of the result's rank.
+static LogicalResult verifyResultLayoutsAttr(Operation *op, NamedAttribute attr,
+                                             bool isFunctionOrModule) {
+  StringRef name = attr.getName().getValue();
+  auto layouts = dyn_cast<ArrayAttr>(attr.getValue());
+  if (isFunctionOrModule || !layouts || layouts.size() != op->getNumResults() ||
+      !llvm::all_of(layouts, llvm::IsaPred<TensorLayoutAttr>))
+    return op->emitError() << "'" << name
+                           << "' must be an array of #loom.layout, one "
+                              "per result of the op";
+  for (auto [layout, result] : llvm::zip(layouts, op->getResults())) {
+    auto tensor = dyn_cast<RankedTensorType>(result.getType());
+    if (!tensor || cast<TensorLayoutAttr>(layout).getRank() != tensor.getRank())
+      return op->emitError() << "'" << name
+                             << "': a layout's rank differs from its "
+                                "result's";
+  }
+  return success();
+}
+
+/// Checks `loom.pipeline`, the dictionary a stage function carries.
+static LogicalResult verifyPipelineAttr(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
+  auto integer = [&](StringRef key) {
+    auto v = dict ? dict.getAs<IntegerAttr>(key) : IntegerAttr();
+    return v && !v.getType().isInteger(1) && v.getInt() >= 0;
+  };
+  auto schedule = dict ? dict.getAs<StringAttr>("schedule") : StringAttr();
+  auto chunks =
+      dict ? dict.getAs<IntegerAttr>("virtual_stages") : IntegerAttr();
+  if (!isa<FunctionOpInterface>(op) || !integer("stage") ||
+      !integer("stages") || !integer("micro_batches") || !schedule ||
+      (schedule.getValue() != "gpipe" && schedule.getValue() != "1f1b" &&
+       schedule.getValue() != "interleaved") ||
+      (dict.get("virtual_stages") &&
+       (!chunks || chunks.getType().isInteger(1) || chunks.getInt() < 1)) ||
+      (dict.get("own_mesh") && !isa<UnitAttr>(dict.get("own_mesh"))))
+    return op->emitError()
+           << "'" << name
+           << "' must be a dictionary {stage, stages, micro_batches, "
+              "schedule = \"gpipe\", \"1f1b\" or \"interleaved\", "
+              "optional virtual_stages >= 1, optional unit own_mesh} on a "
+              "function";
+  return success();
+}
+
+/// Checks `loom.sharding` against the op's sharding rule: one axis list per
+/// factor, plus one for partial axes when the rule is linear.
+static LogicalResult verifyShardingAttr(Operation *op, NamedAttribute attr,
+                                        bool isFunctionOrModule) {
+  StringRef name = attr.getName().getValue();
+  if (isFunctionOrModule)
+    return op->emitError() << "'" << name << "' belongs on an op";
+  auto factors = dyn_cast<ArrayAttr>(attr.getValue());
+  auto iface = dyn_cast<ShardingOpInterface>(op);
+  if (!factors || !iface)
+    return op->emitError() << "'" << name
+                           << "' must be an array (one entry per factor) "
+                              "on an op with a sharding rule";
+  ShardingRule rule = iface.getShardingRule();
+  size_t numFactors = rule.factors.size();
+  if (factors.size() != numFactors &&
+      !(rule.linear && factors.size() == numFactors + 1))
+    return op->emitError() << "'" << name << "' has " << factors.size()
+                           << " entries; the op's sharding rule has "
+                           << numFactors << " factors"
+                           << (rule.linear ? " (and may add partial axes)"
+                                           : "");
+  for (Attribute f : factors) {
+    auto axes = dyn_cast<ArrayAttr>(f);
+    if (!axes || !llvm::all_of(axes, llvm::IsaPred<StringAttr>))
+      return op->emitError()
+             << "'" << name << "' entries must be arrays of axis names";
+  }
+  return success();
+}
+
+/// Checks `loom.grad_of`: the forward op's id, then one link per operand and
+/// per result.
+static LogicalResult verifyGradOfAttr(Operation *op, NamedAttribute attr,
+                                      bool isFunctionOrModule) {
+  StringRef name = attr.getName().getValue();
+  auto links = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+  if (isFunctionOrModule || !links ||
+      links.size() !=
+          static_cast<int64_t>(1 + op->getNumOperands() + op->getNumResults()))
+    return op->emitError()
+           << "'" << name
+           << "' must be an i64 array on an op: the forward op's id, then "
+              "one entry per operand and per result";
+  if (llvm::any_of(links.asArrayRef(), [](int64_t v) { return v < -1; }))
+    return op->emitError() << "'" << name << "' entries must be -1 or more";
+  return success();
+}
+
 LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
@@ -159,80 +255,18 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
              << "'" << name << "' must be a unit attribute on loom.all_gather";
     return success();
   }
-  if (name == kResultLayoutsAttrName) {
-    auto layouts = dyn_cast<ArrayAttr>(attr.getValue());
-    if (isFunctionOrModule || !layouts ||
-        layouts.size() != op->getNumResults() ||
-        !llvm::all_of(layouts, llvm::IsaPred<TensorLayoutAttr>))
-      return op->emitError() << "'" << name
-                             << "' must be an array of #loom.layout, one "
-                                "per result of the op";
-    for (auto [layout, result] : llvm::zip(layouts, op->getResults())) {
-      auto tensor = dyn_cast<RankedTensorType>(result.getType());
-      if (!tensor ||
-          cast<TensorLayoutAttr>(layout).getRank() != tensor.getRank())
-        return op->emitError() << "'" << name
-                               << "': a layout's rank differs from its "
-                                  "result's";
-    }
-    return success();
-  }
-  if (name == kPipelineAttrName) {
-    auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
-    auto integer = [&](StringRef key) {
-      auto v = dict ? dict.getAs<IntegerAttr>(key) : IntegerAttr();
-      return v && !v.getType().isInteger(1) && v.getInt() >= 0;
-    };
-    auto schedule = dict ? dict.getAs<StringAttr>("schedule") : StringAttr();
-    auto chunks =
-        dict ? dict.getAs<IntegerAttr>("virtual_stages") : IntegerAttr();
-    if (!isa<FunctionOpInterface>(op) || !integer("stage") ||
-        !integer("stages") || !integer("micro_batches") || !schedule ||
-        (schedule.getValue() != "gpipe" && schedule.getValue() != "1f1b" &&
-         schedule.getValue() != "interleaved") ||
-        (dict.get("virtual_stages") &&
-         (!chunks || chunks.getType().isInteger(1) || chunks.getInt() < 1)) ||
-        (dict.get("own_mesh") && !isa<UnitAttr>(dict.get("own_mesh"))))
-      return op->emitError()
-             << "'" << name
-             << "' must be a dictionary {stage, stages, micro_batches, "
-                "schedule = \"gpipe\", \"1f1b\" or \"interleaved\", "
-                "optional virtual_stages >= 1, optional unit own_mesh} on a "
-                "function";
-    return success();
-  }
+  if (name == kResultLayoutsAttrName)
+    return verifyResultLayoutsAttr(op, attr, isFunctionOrModule);
+  if (name == kPipelineAttrName)
+    return verifyPipelineAttr(op, attr);
   if (name == kSpmdAttrName) {
     if (!isa<FunctionOpInterface>(op) || !isa<UnitAttr>(attr.getValue()))
       return op->emitError()
              << "'" << name << "' must be a unit attribute on a function";
     return success();
   }
-  if (name == kShardingAttrName) {
-    if (isFunctionOrModule)
-      return op->emitError() << "'" << name << "' belongs on an op";
-    auto factors = dyn_cast<ArrayAttr>(attr.getValue());
-    auto iface = dyn_cast<ShardingOpInterface>(op);
-    if (!factors || !iface)
-      return op->emitError() << "'" << name
-                             << "' must be an array (one entry per factor) "
-                                "on an op with a sharding rule";
-    ShardingRule rule = iface.getShardingRule();
-    size_t numFactors = rule.factors.size();
-    if (factors.size() != numFactors &&
-        !(rule.linear && factors.size() == numFactors + 1))
-      return op->emitError() << "'" << name << "' has " << factors.size()
-                             << " entries; the op's sharding rule has "
-                             << numFactors << " factors"
-                             << (rule.linear ? " (and may add partial axes)"
-                                             : "");
-    for (Attribute f : factors) {
-      auto axes = dyn_cast<ArrayAttr>(f);
-      if (!axes || !llvm::all_of(axes, llvm::IsaPred<StringAttr>))
-        return op->emitError() << "'" << name
-                               << "' entries must be arrays of axis names";
-    }
-    return success();
-  }
+  if (name == kShardingAttrName)
+    return verifyShardingAttr(op, attr, isFunctionOrModule);
   if (name == kGradIdAttrName) {
     auto id = dyn_cast<IntegerAttr>(attr.getValue());
     if (isFunctionOrModule || !id || id.getType().isInteger(1) ||
@@ -241,19 +275,8 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
              << "'" << name << "' must be a non-negative integer on an op";
     return success();
   }
-  if (name == kGradOfAttrName) {
-    auto links = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
-    if (isFunctionOrModule || !links ||
-        links.size() != static_cast<int64_t>(1 + op->getNumOperands() +
-                                             op->getNumResults()))
-      return op->emitError()
-             << "'" << name
-             << "' must be an i64 array on an op: the forward op's id, then "
-                "one entry per operand and per result";
-    if (llvm::any_of(links.asArrayRef(), [](int64_t v) { return v < -1; }))
-      return op->emitError() << "'" << name << "' entries must be -1 or more";
-    return success();
-  }
+  if (name == kGradOfAttrName)
+    return verifyGradOfAttr(op, attr, isFunctionOrModule);
   if (name == kRecomputeAttrName || name == kRecomputedAttrName) {
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitError() << "'" << name << "' must be a unit attribute";

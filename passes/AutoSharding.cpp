@@ -104,6 +104,25 @@ struct CandidateSet {
   bool fixed = false;
 };
 
+/// The cost graph's parts: its nodes (forward ops), their candidates, the
+/// edges between them and each candidate's cost of returning its results
+/// replicated.
+struct CostProblem {
+  std::vector<Operation *> nodes;
+  std::vector<const CandidateSet *> candidates;
+  std::vector<EdgeRef> edges;
+  std::vector<std::vector<double>> sinkCost;
+  /// The share the penalty counts of a layer's recomputed results.
+  double recomputedWeight = 1.0;
+};
+
+/// The solution chosen, its memory and the lambda it was solved with.
+struct SolvedPlan {
+  search::Solution best;
+  MemoryCount memory;
+  double lambda = 0;
+};
+
 class AutoSharder {
 public:
   AutoSharder(func::FuncOp func, layout::Mesh mesh,
@@ -115,6 +134,15 @@ public:
   FailureOr<SearchReport> run();
 
 private:
+  /// Fills nodeLayer, layerNames and headStart; returns the weight of
+  /// recomputed results (1 over the number of recomputing layers).
+  double indexLayers(const std::vector<Operation *> &nodes);
+  LogicalResult costNodes(CostProblem &p);
+  void costEdges(CostProblem &p);
+  /// Fails (with the error, unless fastestOnly) when no plan fits.
+  LogicalResult solveWithinMemory(const CostProblem &p, SolvedPlan &plan);
+  /// Also sets each op's loom.sharding to its choice.
+  SearchReport buildReport(const CostProblem &p, const SolvedPlan &plan);
   FailureOr<const CandidateSet *> candidatesFor(Operation *op);
   void enumerate(Operation *op, const ShardingRule &rule, CandidateSet &set);
   /// `always`: the backward does not read the value in its producer's
@@ -129,8 +157,8 @@ private:
                                const layout::TensorLayout &to);
   double stepSeconds(const layout::TensorLayout &before,
                      const layout::TensorLayout &after,
-                     const layout::Step &step, const std::vector<int64_t> &shape,
-                     int64_t elementBytes);
+                     const layout::Step &step,
+                     const std::vector<int64_t> &shape, int64_t elementBytes);
   /// The memory of the plan `choice`.
   MemoryCount countMemory(const std::vector<const CandidateSet *> &candidates,
                           const std::vector<EdgeRef> &edges,
@@ -184,17 +212,17 @@ double AutoSharder::stepSeconds(const layout::TensorLayout &before,
   GroupCache &groups = coster.groupCache();
   switch (s.kind) {
   case layout::StepKind::AllReduce:
-    return cost::collectiveSeconds(profile, cost::CollectiveKind::AllReduce,
-                                   in, groups.group(axes));
+    return cost::collectiveSeconds(profile, cost::CollectiveKind::AllReduce, in,
+                                   groups.group(axes));
   case layout::StepKind::ReduceScatter:
-    return cost::collectiveSeconds(
-        profile, cost::CollectiveKind::ReduceScatter, in, groups.group(axes));
+    return cost::collectiveSeconds(profile, cost::CollectiveKind::ReduceScatter,
+                                   in, groups.group(axes));
   case layout::StepKind::AllGather:
     return cost::collectiveSeconds(profile, cost::CollectiveKind::AllGather,
                                    out, groups.group(axes));
   case layout::StepKind::AllToAll:
-    return cost::collectiveSeconds(profile, cost::CollectiveKind::AllToAll,
-                                   in, groups.group(axes));
+    return cost::collectiveSeconds(profile, cost::CollectiveKind::AllToAll, in,
+                                   groups.group(axes));
   case layout::StepKind::LocalSplit:
   case layout::StepKind::MakePartial:
     return 0;
@@ -299,13 +327,15 @@ FailureOr<const CandidateSet *> AutoSharder::candidatesFor(Operation *op) {
     return failure();
   if (*fixed) {
     std::string error;
-    std::optional<OpLayouts> layouts = deriveLayouts(rule, **fixed, mesh, error);
+    std::optional<OpLayouts> layouts =
+        deriveLayouts(rule, **fixed, mesh, error);
     if (!layouts)
-      return op->emitError() << "sharding of " << describeOp(op) << ": "
-                             << error;
+      return op->emitError()
+             << "sharding of " << describeOp(op) << ": " << error;
     set->fixed = true;
     set->list.push_back({**fixed, std::move(*layouts), {}});
-    set->list.back().terms = coster.terms(op, rule, **fixed, set->list.back().layouts);
+    set->list.back().terms =
+        coster.terms(op, rule, **fixed, set->list.back().layouts);
   } else {
     enumerate(op, rule, *set);
   }
@@ -446,11 +476,7 @@ AutoSharder::countMemory(const std::vector<const CandidateSet *> &candidates,
   return memory;
 }
 
-FailureOr<SearchReport> AutoSharder::run() {
-  Operation *terminator = func.getBody().front().getTerminator();
-  std::vector<Operation *> nodes = forwardOps(func, step);
-  llvm::DenseMap<Operation *, int> index;
-  std::vector<const CandidateSet *> candidates(nodes.size());
+double AutoSharder::indexLayers(const std::vector<Operation *> &nodes) {
   std::map<std::string, int> layerIndex;
   // Layers that recompute: the penalty counts each's recomputed results
   // 1/R, the share the largest of R equal layers has of their sum.
@@ -469,32 +495,41 @@ FailureOr<SearchReport> AutoSharder::run() {
   }
   if (recomputingLayers.empty())
     headStart = nodes.size();
-  const double recomputedWeight =
-      1.0 / static_cast<double>(std::max<size_t>(recomputingLayers.size(), 1));
-  for (auto [n, op] : llvm::enumerate(nodes)) {
-    index[op] = static_cast<int>(n);
+  return 1.0 /
+         static_cast<double>(std::max<size_t>(recomputingLayers.size(), 1));
+}
+
+LogicalResult AutoSharder::costNodes(CostProblem &p) {
+  p.candidates.resize(p.nodes.size());
+  for (auto [n, op] : llvm::enumerate(p.nodes)) {
     FailureOr<const CandidateSet *> set = candidatesFor(op);
     if (failed(set))
       return failure();
-    candidates[n] = *set;
+    p.candidates[n] = *set;
     if (n % 64 == 0)
       progress("costing ops", static_cast<int64_t>(n),
-               static_cast<int64_t>(nodes.size()));
+               static_cast<int64_t>(p.nodes.size()));
   }
+  return success();
+}
 
+void AutoSharder::costEdges(CostProblem &p) {
+  Operation *terminator = func.getBody().front().getTerminator();
+  llvm::DenseMap<Operation *, int> index;
+  for (auto [n, op] : llvm::enumerate(p.nodes))
+    index[op] = static_cast<int>(n);
   // Edges: producer result -> consumer operand, both forward ops. Values
   // returned (the loss, outputs) must end replicated.
-  std::vector<EdgeRef> edges;
-  std::vector<std::vector<double>> sinkCost(nodes.size());
-  for (auto [n, op] : llvm::enumerate(nodes)) {
-    const CandidateSet *set = candidates[n];
-    sinkCost[n].assign(set->list.size(), 0);
+  p.sinkCost.resize(p.nodes.size());
+  for (auto [n, op] : llvm::enumerate(p.nodes)) {
+    const CandidateSet *set = p.candidates[n];
+    p.sinkCost[n].assign(set->list.size(), 0);
     for (auto [i, v] : llvm::enumerate(op->getOperands())) {
       Operation *producer = v.getDefiningOp();
       auto it = producer ? index.find(producer) : index.end();
       if (it == index.end())
         continue;
-      int p = it->second;
+      int from = it->second;
       unsigned result = cast<OpResult>(v).getResultNumber();
       // The copy made for this consumer is kept when its gradient reads
       // it, or (a saved value) when the backward recomputes the consumer.
@@ -505,9 +540,9 @@ FailureOr<SearchReport> AutoSharder::run() {
         kept = saved                             ? KeptCopy::Saved
                : step.isRecomputedForBackward(v) ? KeptCopy::Recomputed
                                                  : KeptCopy::None;
-      edges.push_back(
-          {p, static_cast<int>(n),
-           &edgeCosts(candidates[p], result, set, i,
+      p.edges.push_back(
+          {from, static_cast<int>(n),
+           &edgeCosts(p.candidates[from], result, set, i,
                       cast<RankedTensorType>(v.getType()), kept, !uses.own),
            static_cast<unsigned>(i), result});
     }
@@ -515,26 +550,29 @@ FailureOr<SearchReport> AutoSharder::run() {
       if (llvm::is_contained(terminator->getOperands(), r)) {
         auto type = cast<RankedTensorType>(r.getType());
         for (size_t a = 0; a < set->list.size(); ++a)
-          sinkCost[n][a] += redistributionSeconds(
+          p.sinkCost[n][a] += redistributionSeconds(
               type, set->list[a].layouts.results[j],
               layout::TensorLayout::replicated(type.getRank()));
       }
     if (n % 64 == 0)
       progress("costing edges", static_cast<int64_t>(n),
-               static_cast<int64_t>(nodes.size()));
+               static_cast<int64_t>(p.nodes.size()));
   }
   std::map<std::pair<int, unsigned>, int> keptCopies;
-  for (const EdgeRef &e : edges)
+  for (const EdgeRef &e : p.edges)
     if (e.costs->hasBytes)
       ++keptCopies[{e.from, e.result}];
-  for (EdgeRef &e : edges)
+  for (EdgeRef &e : p.edges)
     if (e.costs->hasBytes)
       e.keptWeight = 1.0 / keptCopies[{e.from, e.result}];
+}
 
+LogicalResult AutoSharder::solveWithinMemory(const CostProblem &p,
+                                             SolvedPlan &plan) {
   search::CostGraph graph;
-  for (size_t n = 0; n < nodes.size(); ++n)
-    graph.addNode(std::vector<double>(candidates[n]->list.size(), 0));
-  for (const EdgeRef &e : edges)
+  for (size_t n = 0; n < p.nodes.size(); ++n)
+    graph.addNode(std::vector<double>(p.candidates[n]->list.size(), 0));
+  for (const EdgeRef &e : p.edges)
     graph.addEdge(e.from, e.to, e.costs->seconds);
 
   // Solve, raising lambda (seconds per byte) until the memory fits.
@@ -545,22 +583,22 @@ FailureOr<SearchReport> AutoSharder::run() {
   // count as the mean over the recomputing layers (exact for equal layers);
   // whether a plan fits is judged on its count (countMemory).
   auto solveWith = [&](double lambda, MemoryCount &memory) {
-    for (size_t n = 0; n < nodes.size(); ++n) {
+    for (size_t n = 0; n < p.nodes.size(); ++n) {
       std::vector<double> costs;
-      for (size_t a = 0; a < candidates[n]->list.size(); ++a) {
-        const NodeTerms &t = candidates[n]->list[a].terms;
+      for (size_t a = 0; a < p.candidates[n]->list.size(); ++a) {
+        const NodeTerms &t = p.candidates[n]->list[a].terms;
         costs.push_back(
-            t.seconds() + sinkCost[n][a] +
-            lambda * (t.memoryBytes + recomputedWeight * t.recomputedBytes));
+            t.seconds() + p.sinkCost[n][a] +
+            lambda * (t.memoryBytes + p.recomputedWeight * t.recomputedBytes));
       }
       graph.setNodeCosts(static_cast<int>(n), std::move(costs));
     }
-    for (auto [k, e] : llvm::enumerate(edges)) {
+    for (auto [k, e] : llvm::enumerate(p.edges)) {
       if (!e.costs->hasBytes)
         continue;
       double weight =
           lambda * e.keptWeight *
-          (e.costs->kept == KeptCopy::Recomputed ? recomputedWeight : 1.0);
+          (e.costs->kept == KeptCopy::Recomputed ? p.recomputedWeight : 1.0);
       Matrix costs = e.costs->seconds;
       for (size_t a = 0; a < costs.size(); ++a)
         for (size_t b = 0; b < costs[a].size(); ++b)
@@ -569,74 +607,83 @@ FailureOr<SearchReport> AutoSharder::run() {
     }
     progress("solving", ++solves, 0);
     search::Solution s = search::solve(graph);
-    memory = countMemory(candidates, edges, s.choice);
+    memory = countMemory(p.candidates, p.edges, s.choice);
     return s;
   };
   // Lambda: 0 if the fastest plan fits; else the most compact plan (memory
   // first, time only breaking ties) must fit, and lambda rises from the
   // ratio of the fastest plan's time to its memory until a plan fits, then
   // is bisected (in log scale, to 10%) down to the smallest that fits.
-  MemoryCount memory;
-  double lambda = 0;
-  search::Solution best = solveWith(0, memory);
-  if (limit > 0 && memory.total() > static_cast<double>(limit)) {
-    if (options.fastestOnly)
-      return failure();
-    double scale = std::max(best.cost, 1e-12) / std::max(memory.total(), 1.0);
-    MemoryCount compactMemory;
-    search::Solution compact = solveWith(scale * 1e6, compactMemory);
-    if (compactMemory.total() > static_cast<double>(limit))
-      return infeasible(nodes, candidates, edges, compact.choice, compactMemory,
-                        limit);
-    best = compact;
-    memory = compactMemory;
-    lambda = scale * 1e6;
-    // Keeps the plan of `candidate` if it fits.
-    auto fitsWith = [&](double candidate) {
-      MemoryCount m;
-      search::Solution s = solveWith(candidate, m);
-      if (m.total() > static_cast<double>(limit))
-        return false;
-      best = std::move(s);
-      memory = m;
-      lambda = candidate;
-      return true;
-    };
-    double low = 0;
-    for (double high = scale; high < lambda && !fitsWith(high); high *= 8)
-      low = high;
-    low = std::max(low, lambda / 8);
-    while (lambda > low * 1.1) {
-      double mid = std::sqrt(low * lambda);
-      if (!fitsWith(mid))
-        low = mid;
-    }
+  MemoryCount &memory = plan.memory;
+  double &lambda = plan.lambda;
+  search::Solution &best = plan.best;
+  lambda = 0;
+  best = solveWith(0, memory);
+  bool over = limit > 0 && memory.total() > static_cast<double>(limit);
+  if (!over)
+    return success();
+  if (options.fastestOnly)
+    return failure();
+  double scale = std::max(best.cost, 1e-12) / std::max(memory.total(), 1.0);
+  MemoryCount compactMemory;
+  search::Solution compact = solveWith(scale * 1e6, compactMemory);
+  if (compactMemory.total() > static_cast<double>(limit))
+    return infeasible(p.nodes, p.candidates, p.edges, compact.choice,
+                      compactMemory, limit);
+  best = compact;
+  memory = compactMemory;
+  lambda = scale * 1e6;
+  // Keeps the plan of `candidate` if it fits.
+  auto fitsWith = [&](double candidate) {
+    MemoryCount m;
+    search::Solution s = solveWith(candidate, m);
+    if (m.total() > static_cast<double>(limit))
+      return false;
+    best = std::move(s);
+    memory = m;
+    lambda = candidate;
+    return true;
+  };
+  double low = 0;
+  for (double high = scale; high < lambda && !fitsWith(high); high *= 8)
+    low = high;
+  low = std::max(low, lambda / 8);
+  while (lambda > low * 1.1) {
+    double mid = std::sqrt(low * lambda);
+    if (!fitsWith(mid))
+      low = mid;
   }
+  return success();
+}
 
+SearchReport AutoSharder::buildReport(const CostProblem &p,
+                                      const SolvedPlan &plan) {
+  const search::Solution &best = plan.best;
+  const double lambda = plan.lambda;
   // The report, with each op's runner-up: its best other candidate with
   // every other op's choice held.
   SearchReport report;
-  report.nodes = static_cast<int>(nodes.size());
+  report.nodes = static_cast<int>(p.nodes.size());
   report.distinctOps = static_cast<int>(sets.size());
   report.exact = best.exact;
   report.memoryBound = lambda > 0;
-  report.memoryBytes = memory.total();
-  std::vector<std::vector<int>> incident(nodes.size());
-  for (auto [k, e] : llvm::enumerate(edges)) {
+  report.memoryBytes = plan.memory.total();
+  std::vector<std::vector<int>> incident(p.nodes.size());
+  for (auto [k, e] : llvm::enumerate(p.edges)) {
     incident[e.from].push_back(static_cast<int>(k));
     if (e.to != e.from)
       incident[e.to].push_back(static_cast<int>(k));
   }
-  for (auto [n, op] : llvm::enumerate(nodes)) {
-    const CandidateSet *set = candidates[n];
+  for (auto [n, op] : llvm::enumerate(p.nodes)) {
+    const CandidateSet *set = p.candidates[n];
     int chosen = best.choice[n];
     // Seconds and bytes of candidate a of node n, its redistributions
     // (and the copies they keep) included.
     auto termsOf = [&](int a) {
-      double s = set->list[a].terms.seconds() + sinkCost[n][a];
+      double s = set->list[a].terms.seconds() + p.sinkCost[n][a];
       double m = set->list[a].terms.memoryBytes;
       for (int k : incident[n]) {
-        const EdgeRef &e = edges[k];
+        const EdgeRef &e = p.edges[k];
         int from = e.from == static_cast<int>(n) ? a : best.choice[e.from];
         int to = e.to == static_cast<int>(n) ? a : best.choice[e.to];
         s += e.costs->seconds[from][to];
@@ -668,14 +715,27 @@ FailureOr<SearchReport> AutoSharder::run() {
       c.runnerUpSeconds = seconds - chosenSeconds;
       c.runnerUpMemory = memory - chosenMemory;
     }
-    report.seconds += set->list[chosen].terms.seconds() + sinkCost[n][chosen];
+    report.seconds += set->list[chosen].terms.seconds() + p.sinkCost[n][chosen];
     report.choices.push_back(std::move(c));
     op->setAttr(LoomDialect::kShardingAttrName,
                 factorsToAttr(func.getContext(), set->list[chosen].axes, mesh));
   }
-  for (const EdgeRef &e : edges)
+  for (const EdgeRef &e : p.edges)
     report.seconds += e.costs->seconds[best.choice[e.from]][best.choice[e.to]];
   return report;
+}
+
+FailureOr<SearchReport> AutoSharder::run() {
+  CostProblem p;
+  p.nodes = forwardOps(func, step);
+  p.recomputedWeight = indexLayers(p.nodes);
+  if (failed(costNodes(p)))
+    return failure();
+  costEdges(p);
+  SolvedPlan plan;
+  if (failed(solveWithinMemory(p, plan)))
+    return failure();
+  return buildReport(p, plan);
 }
 
 } // namespace

@@ -204,6 +204,136 @@ struct BuildTrainingGraphPass
     return success();
   }
 
+  /// Gradient accumulation: the graph holds one micro-batch; the step
+  /// takes M of them, slices each out of the full-batch inputs, and runs
+  /// forward, loss and backward per micro-batch before the next, so only
+  /// one micro-batch's activations are live at a time. Gradients add up;
+  /// each micro-batch's loss counts 1/M.
+  /// Returns the step's loss.
+  FailureOr<Value> buildMicroBatches(func::FuncOp func, OpBuilder &b,
+                                     Location loc,
+                                     ArrayRef<Operation *> templateOps,
+                                     ArrayRef<BlockArgument> params,
+                                     Value prediction, Value labels,
+                                     llvm::DenseMap<Value, Value> &grads) {
+    Type element = typeOf(prediction).getElementType();
+    auto scalarType = RankedTensorType::get({}, element);
+    Value lossValue;
+    SmallVector<BlockArgument> oldInputs;
+    for (BlockArgument arg : func.getArguments())
+      if (func.getArgAttr(arg.getArgNumber(), LoomDialect::kInputAttrName))
+        oldInputs.push_back(arg);
+    llvm::DenseMap<Value, Value> fullBatch;
+    for (BlockArgument arg : oldInputs) {
+      RankedTensorType t = typeOf(arg);
+      if (t.getRank() < 1)
+        return func.emitError("input #")
+               << arg.getArgNumber()
+               << " has no batch dimension to split into micro-batches";
+      SmallVector<int64_t> shape(t.getShape());
+      shape[0] *= microBatches;
+      fullBatch[arg] =
+          addArgument(func, RankedTensorType::get(shape, t.getElementType()),
+                      LoomDialect::kInputAttrName,
+                      func.getArgAttrOfType<StringAttr>(
+                              arg.getArgNumber(), LoomDialect::kInputAttrName)
+                          .getValue());
+    }
+    Value scale = ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(scalarType,
+                               b.getFloatAttr(element, 1.0 / microBatches)));
+    for (int64_t k = 0; k < microBatches; ++k) {
+      IRMapping mapping;
+      for (BlockArgument arg : oldInputs) {
+        RankedTensorType t = typeOf(arg);
+        SmallVector<int64_t> starts(t.getRank(), 0), strides(t.getRank(), 1);
+        starts[0] = k * t.getDimSize(0);
+        mapping.map(arg, SliceOp::create(b, loc, fullBatch[arg],
+                                         b.getDenseI64ArrayAttr(starts),
+                                         b.getDenseI64ArrayAttr(t.getShape()),
+                                         b.getDenseI64ArrayAttr(strides)));
+      }
+      SmallVector<Operation *> ops;
+      for (Operation *op : templateOps)
+        ops.push_back(b.clone(*op, mapping));
+      Value microLoss = buildLoss(b, loc, mapping.lookup(prediction),
+                                  mapping.lookup(labels), ops);
+      if (failed(backward(b, ops, params, microLoss, lossScale / microBatches,
+                          grads)))
+        return failure();
+      Value weighted = MulOp::create(b, loc, microLoss, scale);
+      lossValue = lossValue ? Value(AddOp::create(b, loc, lossValue, weighted))
+                            : weighted;
+    }
+    // The template and the micro-batch-sized inputs are no longer used.
+    for (Operation *op : llvm::reverse(templateOps))
+      op->erase();
+    llvm::BitVector erase(func.getNumArguments());
+    for (BlockArgument arg : oldInputs)
+      erase.set(arg.getArgNumber());
+    if (failed(func.eraseArguments(erase)))
+      return func.emitError("cannot remove the micro-batch inputs");
+    return lossValue;
+  }
+
+  /// One update per parameter, in argument order: appends each updated
+  /// tensor to `results` and the argument it updates to `updates`.
+  void buildUpdates(func::FuncOp func, OpBuilder &b, Location loc,
+                    ArrayRef<BlockArgument> params,
+                    const llvm::DenseMap<Value, Value> &grads, Value lr,
+                    Value step, SmallVectorImpl<Value> &results,
+                    SmallVectorImpl<int64_t> &updates) {
+    auto f32 = [&](double v) { return b.getF32FloatAttr(v); };
+    for (BlockArgument p : params) {
+      Value g = grads.lookup(p);
+      if (!g)
+        continue; // the loss does not depend on it
+      if (lossScale != 1.0) {
+        // At the gradient's own location (its node's layer and stage).
+        auto type = typeOf(g);
+        g = MulOp::create(
+            b, g.getLoc(), g,
+            ConstantOp::create(
+                b, g.getLoc(),
+                DenseElementsAttr::get(
+                    RankedTensorType::get({}, type.getElementType()),
+                    b.getFloatAttr(type.getElementType(), 1.0 / lossScale))));
+      }
+      StringRef name = func.getArgAttrOfType<StringAttr>(
+                               p.getArgNumber(), LoomDialect::kParamAttrName)
+                           .getValue();
+      Location ploc = NameLoc::get(b.getStringAttr(name), loc);
+      auto state = [&](StringRef suffix) {
+        return addArgument(func, p.getType(), LoomDialect::kStateAttrName,
+                           (name + "::" + suffix).str());
+      };
+      auto record = [&](Value v, BlockArgument of) {
+        results.push_back(v);
+        updates.push_back(of.getArgNumber());
+      };
+      if (optimizer == "sgd") {
+        record(SgdUpdateOp::create(b, ploc, p, g, lr, f32(weightDecay)), p);
+      } else if (optimizer == "momentum") {
+        BlockArgument v = state("velocity");
+        auto u = MomentumUpdateOp::create(
+            b, ploc, p, g, v, lr, f32(momentum), f32(weightDecay),
+            nesterov ? b.getUnitAttr() : UnitAttr());
+        record(u.getNewParam(), p);
+        record(u.getNewVelocity(), v);
+      } else {
+        BlockArgument m = state("m"), v = state("v");
+        auto u = AdamUpdateOp::create(
+            b, ploc, p, g, m, v, lr, step, f32(beta1), f32(beta2), f32(epsilon),
+            f32(weightDecay),
+            optimizer == "adamw" ? b.getUnitAttr() : UnitAttr());
+        record(u.getNewParam(), p);
+        record(u.getNewM(), m);
+        record(u.getNewV(), v);
+      }
+    }
+  }
+
   /// The next loom.grad_id.
   int64_t nextGradId = 0;
 
@@ -279,120 +409,16 @@ struct BuildTrainingGraphPass
       if (failed(backward(b, ops, params, lossValue, lossScale, grads)))
         return failure();
     } else {
-      // Gradient accumulation: the graph holds one micro-batch; the step
-      // takes M of them, slices each out of the full-batch inputs, and runs
-      // forward, loss and backward per micro-batch before the next, so only
-      // one micro-batch's activations are live at a time. Gradients add up;
-      // each micro-batch's loss counts 1/M.
-      SmallVector<BlockArgument> oldInputs;
-      for (BlockArgument arg : func.getArguments())
-        if (func.getArgAttr(arg.getArgNumber(), LoomDialect::kInputAttrName))
-          oldInputs.push_back(arg);
-      llvm::DenseMap<Value, Value> fullBatch;
-      for (BlockArgument arg : oldInputs) {
-        RankedTensorType t = typeOf(arg);
-        if (t.getRank() < 1)
-          return func.emitError("input #")
-                 << arg.getArgNumber()
-                 << " has no batch dimension to split into micro-batches";
-        SmallVector<int64_t> shape(t.getShape());
-        shape[0] *= microBatches;
-        fullBatch[arg] =
-            addArgument(func, RankedTensorType::get(shape, t.getElementType()),
-                        LoomDialect::kInputAttrName,
-                        func.getArgAttrOfType<StringAttr>(
-                                arg.getArgNumber(), LoomDialect::kInputAttrName)
-                            .getValue());
-      }
-      Value scale = ConstantOp::create(
-          b, loc,
-          DenseElementsAttr::get(scalarType,
-                                 b.getFloatAttr(element, 1.0 / microBatches)));
-      for (int64_t k = 0; k < microBatches; ++k) {
-        IRMapping mapping;
-        for (BlockArgument arg : oldInputs) {
-          RankedTensorType t = typeOf(arg);
-          SmallVector<int64_t> starts(t.getRank(), 0), strides(t.getRank(), 1);
-          starts[0] = k * t.getDimSize(0);
-          mapping.map(arg, SliceOp::create(b, loc, fullBatch[arg],
-                                           b.getDenseI64ArrayAttr(starts),
-                                           b.getDenseI64ArrayAttr(t.getShape()),
-                                           b.getDenseI64ArrayAttr(strides)));
-        }
-        SmallVector<Operation *> ops;
-        for (Operation *op : templateOps)
-          ops.push_back(b.clone(*op, mapping));
-        Value microLoss = buildLoss(b, loc, mapping.lookup(prediction),
-                                    mapping.lookup(labels), ops);
-        if (failed(backward(b, ops, params, microLoss, lossScale / microBatches,
-                            grads)))
-          return failure();
-        Value weighted = MulOp::create(b, loc, microLoss, scale);
-        lossValue = lossValue
-                        ? Value(AddOp::create(b, loc, lossValue, weighted))
-                        : weighted;
-      }
-      // The template and the micro-batch-sized inputs are no longer used.
-      for (Operation *op : llvm::reverse(templateOps))
-        op->erase();
-      llvm::BitVector erase(func.getNumArguments());
-      for (BlockArgument arg : oldInputs)
-        erase.set(arg.getArgNumber());
-      if (failed(func.eraseArguments(erase)))
-        return func.emitError("cannot remove the micro-batch inputs");
+      FailureOr<Value> accumulated = buildMicroBatches(
+          func, b, loc, templateOps, params, prediction, labels, grads);
+      if (failed(accumulated))
+        return failure();
+      lossValue = *accumulated;
     }
 
-    // One update per parameter, in argument order.
     SmallVector<Value> results{lossValue};
     SmallVector<int64_t> updates{-1};
-    auto f32 = [&](double v) { return b.getF32FloatAttr(v); };
-    for (BlockArgument p : params) {
-      Value g = grads.lookup(p);
-      if (!g)
-        continue; // the loss does not depend on it
-      if (lossScale != 1.0) {
-        // At the gradient's own location (its node's layer and stage).
-        auto type = typeOf(g);
-        g = MulOp::create(
-            b, g.getLoc(), g,
-            ConstantOp::create(
-                b, g.getLoc(),
-                DenseElementsAttr::get(
-                    RankedTensorType::get({}, type.getElementType()),
-                    b.getFloatAttr(type.getElementType(), 1.0 / lossScale))));
-      }
-      StringRef name = func.getArgAttrOfType<StringAttr>(
-                               p.getArgNumber(), LoomDialect::kParamAttrName)
-                           .getValue();
-      Location ploc = NameLoc::get(b.getStringAttr(name), loc);
-      auto state = [&](StringRef suffix) {
-        return addArgument(func, p.getType(), LoomDialect::kStateAttrName,
-                           (name + "::" + suffix).str());
-      };
-      auto record = [&](Value v, BlockArgument of) {
-        results.push_back(v);
-        updates.push_back(of.getArgNumber());
-      };
-      if (optimizer == "sgd") {
-        record(SgdUpdateOp::create(b, ploc, p, g, lr, f32(weightDecay)), p);
-      } else if (optimizer == "momentum") {
-        BlockArgument v = state("velocity");
-        auto u = MomentumUpdateOp::create(
-            b, ploc, p, g, v, lr, f32(momentum), f32(weightDecay),
-            nesterov ? b.getUnitAttr() : UnitAttr());
-        record(u.getNewParam(), p);
-        record(u.getNewVelocity(), v);
-      } else {
-        BlockArgument m = state("m"), v = state("v");
-        auto u = AdamUpdateOp::create(
-            b, ploc, p, g, m, v, lr, step, f32(beta1), f32(beta2), f32(epsilon),
-            f32(weightDecay),
-            optimizer == "adamw" ? b.getUnitAttr() : UnitAttr());
-        record(u.getNewParam(), p);
-        record(u.getNewM(), m);
-        record(u.getNewV(), v);
-      }
-    }
+    buildUpdates(func, b, loc, params, grads, lr, step, results, updates);
 
     func::ReturnOp::create(b, loc, results);
     ret.erase();

@@ -1,5 +1,4 @@
-//===- PipelinePass.cpp - loom-pipeline
-//------------------------------------===//
+//===- PipelinePass.cpp - loom-pipeline -----------------------------------===//
 //
 // The pass over pipelineStep (Pipeline.cpp): the stages from the ops'
 // `loom.stage` marks (partitioning keeps them) or the layer stages given,

@@ -4,8 +4,8 @@
 #include "passes/StepCost.h"
 
 #include "llvm/ADT/StringMap.h"
-#include "llvm/Support/GlobPattern.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/GlobPattern.h"
 #include "llvm/Support/JSON.h"
 
 #include <map>
@@ -16,9 +16,7 @@ namespace loom::sharding {
 
 namespace {
 
-std::string opName(Operation *op) {
-  return op->getName().stripDialect().str();
-}
+std::string opName(Operation *op) { return op->getName().stripDialect().str(); }
 
 /// One operand dimension: a count, or axis names joined by '*'.
 bool parseDim(const llvm::json::Value &v, DimSpec &out, std::string &error) {
@@ -57,19 +55,17 @@ std::string meshSpec(const layout::Mesh &mesh) {
   return s;
 }
 
-std::optional<StrategyFile> parseStrategyFile(StringRef text,
-                                              StringRef fileName,
-                                              std::string &error) {
+std::optional<StrategyFile>
+parseStrategyFile(StringRef text, StringRef fileName, std::string &error) {
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
   if (!parsed) {
-    error = fileName.str() + ": not valid JSON: " +
-            llvm::toString(parsed.takeError());
+    error = fileName.str() +
+            ": not valid JSON: " + llvm::toString(parsed.takeError());
     return std::nullopt;
   }
   const llvm::json::Object *root = parsed->getAsObject();
   if (!root) {
-    error = fileName.str() +
-            ": expected an object with a \"strategies\" array";
+    error = fileName.str() + ": expected an object with a \"strategies\" array";
     return std::nullopt;
   }
   StrategyFile file;
@@ -112,8 +108,9 @@ std::optional<StrategyFile> parseStrategyFile(StringRef text,
           error = where + ": \"" + key.str() + "\" must be a non-empty string";
           return std::nullopt;
         }
-        (key == "node" ? entry.node : key == "pattern" ? entry.pattern
-                                                        : entry.op) = s->str();
+        (key == "node"      ? entry.node
+         : key == "pattern" ? entry.pattern
+                            : entry.op) = s->str();
       } else if (key == "partial") {
         DimSpec axes;
         std::string why;
@@ -165,8 +162,8 @@ std::optional<StrategyFile> parseStrategyFile(StringRef text,
             DimSpec dim;
             std::string why;
             if (!parseDim((*dims)[d], dim, why)) {
-              error = where + ": operand " + std::to_string(i) +
-                      " dimension " + std::to_string(d) + ": " + why;
+              error = where + ": operand " + std::to_string(i) + " dimension " +
+                      std::to_string(d) + ": " + why;
               return std::nullopt;
             }
             entry.spec.back().push_back(std::move(dim));
@@ -200,48 +197,215 @@ std::optional<StrategyFile> parseStrategyFile(StringRef text,
   return file;
 }
 
+namespace {
+
+/// A function's sharding ops by ONNX node, and the nodes in program order.
+struct NodeOps {
+  llvm::StringMap<SmallVector<Operation *>> byNode;
+  std::vector<std::string> order;
+};
+
+NodeOps opsByNode(func::FuncOp func) {
+  NodeOps ops;
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    std::string node = nodeName(&op);
+    if (node.empty() || !isa<ShardingOpInterface>(op))
+      continue;
+    auto &list = ops.byNode[node];
+    if (list.empty())
+      ops.order.push_back(node);
+    list.push_back(&op);
+  }
+  return ops;
+}
+
+/// Whether `spec` gives an entry of the right rank for each of the first
+/// operands of `op`.
+bool operandsFit(Operation *op, const StrategySpec &spec) {
+  if (spec.size() > op->getNumOperands())
+    return false;
+  for (size_t i = 0; i < spec.size(); ++i)
+    if (cast<RankedTensorType>(op->getOperand(i).getType()).getRank() !=
+        static_cast<int64_t>(spec[i].size()))
+      return false;
+  return true;
+}
+
+/// `matmul(2-d, 2-d), add(...)`: a node's ops with their operands' ranks,
+/// for the error that says no op of the node fits.
+std::string describeNode(ArrayRef<Operation *> ops) {
+  std::string s;
+  for (Operation *op : ops) {
+    s += (s.empty() ? "" : ", ") + opName(op) + "(";
+    for (size_t i = 0; i < op->getNumOperands(); ++i)
+      s += (i ? ", " : "") +
+           std::to_string(
+               cast<RankedTensorType>(op->getOperand(i).getType()).getRank()) +
+           "-d";
+    s += ")";
+  }
+  return s;
+}
+
+/// The nodes an entry of `kind` (0 op, 1 pattern, 2 node) selects.
+bool selectNodes(const StrategyEntry &e, int kind, const NodeOps &ops,
+                 const std::string &where, std::vector<std::string> &nodes,
+                 std::string &error) {
+  if (kind == 2) {
+    if (!ops.byNode.count(e.node)) {
+      error = where + ": the model has no ONNX node named '" + e.node + "'";
+      return false;
+    }
+    nodes.push_back(e.node);
+  } else if (kind == 1) {
+    llvm::Expected<llvm::GlobPattern> glob =
+        llvm::GlobPattern::create(e.pattern);
+    if (!glob) {
+      error = where + ": invalid pattern '" + e.pattern +
+              "': " + llvm::toString(glob.takeError());
+      return false;
+    }
+    for (const std::string &n : ops.order)
+      if (glob->match(n))
+        nodes.push_back(n);
+    if (nodes.empty()) {
+      error = where + ": the pattern '" + e.pattern +
+              "' matches no ONNX node of the model";
+      return false;
+    }
+  } else {
+    nodes = ops.order;
+  }
+  return true;
+}
+
+/// Sets `value` as `attrName` on every forward op of the entry's nodes (of
+/// its kind, if it names one; never the loss when `skipLoss`). `key` is
+/// the entry's field, for the error when nothing is marked.
+bool markForwardOps(func::FuncOp func, const StrategyEntry &e,
+                    const std::vector<std::string> &nodes, NodeOps &ops,
+                    StringRef attrName, Attribute value, bool skipLoss,
+                    StringRef key, const std::string &where,
+                    std::string &error) {
+  StepShape step = analyzeStep(func);
+  int marked = 0;
+  for (const std::string &n : nodes)
+    for (Operation *op : ops.byNode[n])
+      if (step.forward.contains(op) && !(skipLoss && op == step.loss) &&
+          (e.op.empty() || opName(op) == e.op)) {
+        op->setAttr(attrName, value);
+        ++marked;
+      }
+  if (!step.training || marked == 0) {
+    error = where + ": \"" + key.str() + "\" " +
+            (step.training ? "matches no forward op"
+                           : "needs a training step (--train)");
+    return false;
+  }
+  return true;
+}
+
+/// The op of `ops` the entry applies to: the one at its index, or else the
+/// first whose operands fit its strategy; null if none.
+Operation *findTarget(ArrayRef<Operation *> ops, const StrategyEntry &e) {
+  if (e.index)
+    return *e.index < static_cast<int64_t>(ops.size()) ? ops[*e.index]
+                                                       : nullptr;
+  for (Operation *op : ops)
+    if (operandsFit(op, e.spec))
+      return op;
+  return nullptr;
+}
+
+/// The factor axes of the entry's strategy (and partial axes) on `target`,
+/// or nullopt with `why`.
+std::optional<FactorAxes> entryFactors(Operation *target,
+                                       const ShardingRule &rule,
+                                       const StrategyEntry &e,
+                                       const layout::Mesh &mesh,
+                                       std::string &why) {
+  SmallVector<RankedTensorType> types;
+  for (Value v : target->getOperands())
+    types.push_back(cast<RankedTensorType>(v.getType()));
+  std::optional<FactorAxes> axes =
+      strategyToFactors(rule, types, e.spec, mesh, why);
+  if (!axes || e.partial.empty())
+    return axes;
+  if (!rule.linear) {
+    why = "only linear ops (add, sub) can keep partial sums";
+    return std::nullopt;
+  }
+  axes->emplace_back();
+  for (const std::string &name : e.partial) {
+    std::optional<int> a = mesh.axisIndex(name);
+    if (!a) {
+      why = "unknown mesh axis '" + name + "' in \"partial\"";
+      return std::nullopt;
+    }
+    axes->back().push_back(*a);
+  }
+  return axes;
+}
+
+/// Sets the entry's strategy as `loom.sharding` on its op in each of
+/// `nodes`; a node entry must find its op, and some op must take it.
+bool applySpec(func::FuncOp func, const StrategyEntry &e, int kind,
+               const std::vector<std::string> &nodes, NodeOps &nodeOps,
+               const layout::Mesh &mesh, const std::string &where,
+               std::string &error) {
+  int applied = 0;
+  for (const std::string &n : nodes) {
+    SmallVector<Operation *> ops;
+    for (Operation *op : nodeOps.byNode[n])
+      if (e.op.empty() || opName(op) == e.op)
+        ops.push_back(op);
+    Operation *target = findTarget(ops, e);
+    if (!target) {
+      if (kind == 2) {
+        error = where + ": node '" + n + "' has no " +
+                (e.op.empty() ? "op" : "'" + e.op + "' op") +
+                (e.index ? " at index " + std::to_string(*e.index)
+                         : " whose operands fit the strategy " +
+                               strategyToString(e.spec)) +
+                "; its ops are " + describeNode(nodeOps.byNode[n]);
+        return false;
+      }
+      continue;
+    }
+    std::string why;
+    ShardingRule rule = cast<ShardingOpInterface>(target).getShardingRule();
+    std::optional<FactorAxes> axes = entryFactors(target, rule, e, mesh, why);
+    std::optional<OpLayouts> layouts =
+        axes ? deriveLayouts(rule, *axes, mesh, why) : std::nullopt;
+    if (!layouts) {
+      error = where + " (node '" + n + "', op 'loom." + opName(target) +
+              "', strategy " + strategyToString(e.spec) + "): " + why;
+      return false;
+    }
+    target->setAttr(LoomDialect::kShardingAttrName,
+                    factorsToAttr(func.getContext(), *axes, mesh));
+    ++applied;
+  }
+  if (!applied) {
+    error = where + ": no op " + (e.op.empty() ? "" : "'" + e.op + "' ") +
+            "of the model fits the strategy " + strategyToString(e.spec);
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
 bool applyStrategies(func::FuncOp func, const StrategyFile &file,
-                     StringRef fileName,
-                     const layout::Mesh &mesh, std::string &error) {
+                     StringRef fileName, const layout::Mesh &mesh,
+                     std::string &error) {
   if (!file.mesh.empty() && file.mesh != meshSpec(mesh)) {
     error = fileName.str() + ": written for the mesh " + file.mesh +
             ", but compiling for " + meshSpec(mesh);
     return false;
   }
-  // Ops by node, in program order.
-  llvm::StringMap<SmallVector<Operation *>> byNode;
-  std::vector<std::string> nodeOrder;
-  for (Operation &op : func.getBody().front().without_terminator()) {
-    std::string node = nodeName(&op);
-    if (node.empty() || !isa<ShardingOpInterface>(op))
-      continue;
-    auto &ops = byNode[node];
-    if (ops.empty())
-      nodeOrder.push_back(node);
-    ops.push_back(&op);
-  }
-  auto fits = [](Operation *op, const StrategySpec &spec) {
-    if (spec.size() > op->getNumOperands())
-      return false;
-    for (size_t i = 0; i < spec.size(); ++i)
-      if (cast<RankedTensorType>(op->getOperand(i).getType()).getRank() !=
-          static_cast<int64_t>(spec[i].size()))
-        return false;
-    return true;
-  };
-  auto describeNode = [&](const std::string &node) {
-    std::string s;
-    for (Operation *op : byNode[node]) {
-      s += (s.empty() ? "" : ", ") + opName(op) + "(";
-      for (size_t i = 0; i < op->getNumOperands(); ++i)
-        s += (i ? ", " : "") +
-             std::to_string(
-                 cast<RankedTensorType>(op->getOperand(i).getType()).getRank()) +
-             "-d";
-      s += ")";
-    }
-    return s;
-  };
+  NodeOps ops = opsByNode(func);
+  MLIRContext *ctx = func.getContext();
 
   // Op entries, then patterns, then nodes: later assignments win.
   for (int pass = 0; pass < 3; ++pass) {
@@ -252,154 +416,32 @@ bool applyStrategies(func::FuncOp func, const StrategyFile &file,
       std::string where =
           fileName.str() + ": strategy entry " + std::to_string(e.ordinal);
       std::vector<std::string> nodes;
-      if (kind == 2) {
-        if (!byNode.count(e.node)) {
-          error = where + ": the model has no ONNX node named '" + e.node + "'";
-          return false;
-        }
-        nodes.push_back(e.node);
-      } else if (kind == 1) {
-        llvm::Expected<llvm::GlobPattern> glob =
-            llvm::GlobPattern::create(e.pattern);
-        if (!glob) {
-          error = where + ": invalid pattern '" + e.pattern +
-                  "': " + llvm::toString(glob.takeError());
-          return false;
-        }
-        for (const std::string &n : nodeOrder)
-          if (glob->match(n))
-            nodes.push_back(n);
-        if (nodes.empty()) {
-          error = where + ": the pattern '" + e.pattern +
-                  "' matches no ONNX node of the model";
-          return false;
-        }
-      } else {
-        nodes = nodeOrder;
-      }
-      int applied = 0;
+      if (!selectNodes(e, kind, ops, where, nodes, error))
+        return false;
       if (e.stage) {
-        // The stage goes on every forward op of the entry's nodes.
-        StepShape step = analyzeStep(func);
-        int marked = 0;
-        for (const std::string &n : nodes)
-          for (Operation *op : byNode[n])
-            if (step.forward.contains(op) &&
-                (e.op.empty() || opName(op) == e.op)) {
-              op->setAttr(
-                  LoomDialect::kStageAttrName,
-                  IntegerAttr::get(IntegerType::get(func.getContext(), 64),
-                                   *e.stage));
-              ++marked;
-            }
-        if (!step.training || marked == 0) {
-          error = where + ": \"stage\" " +
-                  (step.training ? "matches no forward op"
-                                 : "needs a training step (--train)");
+        auto stage = IntegerAttr::get(IntegerType::get(ctx, 64), *e.stage);
+        if (!markForwardOps(func, e, nodes, ops, LoomDialect::kStageAttrName,
+                            stage, /*skipLoss=*/false, "stage", where, error))
           return false;
-        }
         if (e.spec.empty() && !e.recompute)
           continue;
       }
       if (e.recompute) {
-        // Recompute marks every forward op of the entry's nodes (of its
-        // kind, if it names one).
-        StepShape step = analyzeStep(func);
-        int marked = 0;
-        for (const std::string &n : nodes)
-          for (Operation *op : byNode[n])
-            if (step.forward.contains(op) && op != step.loss &&
-                (e.op.empty() || opName(op) == e.op)) {
-              op->setAttr(LoomDialect::kRecomputeAttrName,
-                          UnitAttr::get(func.getContext()));
-              ++marked;
-            }
-        if (!step.training || marked == 0) {
-          error = where + ": \"recompute\" " +
-                  (step.training ? "matches no forward op"
-                                 : "needs a training step (--train)");
+        if (!markForwardOps(func, e, nodes, ops,
+                            LoomDialect::kRecomputeAttrName, UnitAttr::get(ctx),
+                            /*skipLoss=*/true, "recompute", where, error))
           return false;
-        }
         if (e.spec.empty())
           continue;
       }
-      for (const std::string &n : nodes) {
-        SmallVector<Operation *> ops;
-        for (Operation *op : byNode[n])
-          if (e.op.empty() || opName(op) == e.op)
-            ops.push_back(op);
-        Operation *target = nullptr;
-        if (e.index) {
-          if (*e.index < static_cast<int64_t>(ops.size()))
-            target = ops[*e.index];
-        } else {
-          for (Operation *op : ops)
-            if (fits(op, e.spec)) {
-              target = op;
-              break;
-            }
-        }
-        if (!target) {
-          if (kind == 2) {
-            error = where + ": node '" + n + "' has no " +
-                    (e.op.empty() ? "op" : "'" + e.op + "' op") +
-                    (e.index ? " at index " + std::to_string(*e.index)
-                             : " whose operands fit the strategy " +
-                                   strategyToString(e.spec)) +
-                    "; its ops are " + describeNode(n);
-            return false;
-          }
-          continue;
-        }
-        auto iface = cast<ShardingOpInterface>(target);
-        SmallVector<RankedTensorType> types;
-        for (Value v : target->getOperands())
-          types.push_back(cast<RankedTensorType>(v.getType()));
-        std::string why;
-        ShardingRule rule = iface.getShardingRule();
-        std::optional<FactorAxes> axes =
-            strategyToFactors(rule, types, e.spec, mesh, why);
-        if (axes && !e.partial.empty()) {
-          if (!rule.linear) {
-            why = "only linear ops (add, sub) can keep partial sums";
-            axes.reset();
-          } else {
-            axes->emplace_back();
-            for (const std::string &name : e.partial) {
-              std::optional<int> a = mesh.axisIndex(name);
-              if (!a) {
-                why = "unknown mesh axis '" + name + "' in \"partial\"";
-                axes.reset();
-                break;
-              }
-              axes->back().push_back(*a);
-            }
-          }
-        }
-        std::optional<OpLayouts> layouts =
-            axes ? deriveLayouts(rule, *axes, mesh, why) : std::nullopt;
-        if (!layouts) {
-          error = where + " (node '" + n + "', op 'loom." + opName(target) +
-                  "', strategy " + strategyToString(e.spec) + "): " + why;
-          return false;
-        }
-        target->setAttr(LoomDialect::kShardingAttrName,
-                        factorsToAttr(func.getContext(), *axes, mesh));
-        ++applied;
-      }
-      if (!applied) {
-        error = where + ": no op " +
-                (e.op.empty() ? "" : "'" + e.op + "' ") +
-                "of the model fits the strategy " + strategyToString(e.spec);
+      if (!applySpec(func, e, kind, nodes, ops, mesh, where, error))
         return false;
-      }
     }
   }
   return true;
 }
 
-std::string writeStrategyFile(func::FuncOp func,
-                              const layout::Mesh &mesh) {
+std::string writeStrategyFile(func::FuncOp func, const layout::Mesh &mesh) {
   llvm::json::Array list;
   std::map<std::pair<std::string, std::string>, int64_t> seen;
   for (Operation &op : func.getBody().front().without_terminator()) {

@@ -74,12 +74,12 @@ cl::opt<std::string> backendName("backend",
                                           "GPU r modulo the GPUs)"),
                                  cl::init("cpu"), cl::sub(calibrateCmd),
                                  cl::cat(loomCategory()));
-cl::opt<int> ranksFlag(
-    "ranks",
-    cl::desc("Ranks (devices) of the profile, run as threads of this "
-             "process (default: the cores, between 2 and 4; 1 for a "
-             "single-device run; at most twice the cores)"),
-    cl::init(0), cl::sub(calibrateCmd), cl::cat(loomCategory()));
+cl::opt<int>
+    ranksFlag("ranks",
+              cl::desc("Ranks (devices) of the profile, run as threads of this "
+                       "process (default: the cores, between 2 and 4; 1 for a "
+                       "single-device run; at most twice the cores)"),
+              cl::init(0), cl::sub(calibrateCmd), cl::cat(loomCategory()));
 cl::opt<int> threadsFlag("threads",
                          cl::desc("Threads for the CPU kernels, shared evenly "
                                   "by the ranks (default: all cores)"),
@@ -126,49 +126,35 @@ std::string fixed(double v, int decimals) {
   return s;
 }
 
-int runCalibrate() {
-  if (backendName != "cpu" && backendName != "cuda")
-    return reportError("--backend must be 'cpu' or 'cuda', not '" +
-                       backendName + "'");
-  if (std::string why; backendName == "cuda" && rt::cudaDeviceCount(why) == 0)
-    return reportError(why);
-  int cores = std::max(1u, std::thread::hardware_concurrency());
-  int ranks = ranksFlag.getNumOccurrences() ? static_cast<int>(ranksFlag)
-                                             : std::clamp(cores, 2, 4);
-  if (ranks < 1)
-    return reportError("--ranks must be at least 1");
-  if (ranks > 2 * cores)
-    return reportError("--ranks " + std::to_string(ranks) +
-                       " is more than twice the " + std::to_string(cores) +
-                       " cores; the measurement would say more about "
-                       "oversubscription than about the machine");
-  // Refuse an output that cannot be written before measuring for a minute.
-  StringRef dir = sys::path::parent_path(outputPath);
-  if (!dir.empty() && !sys::fs::is_directory(dir))
-    return reportError("cannot open output file '" + outputPath +
-                       "': No such file or directory");
-  int total = threadsFlag > 0 ? static_cast<int>(threadsFlag) : cores;
-  int threads = std::max(1, total / ranks);
-  Settings s = settings(quickFlag);
-  s.backend = backendName;
-  Clock::time_point begin = Clock::now();
-  outs() << "loom: calibrating the " << backendName << " backend: " << ranks
-         << " ranks, " << threads << " kernel thread"
-         << (threads == 1 ? "" : "s") << " each, " << cores << " cores"
-         << (quickFlag ? " (quick)" : "") << "\n";
+/// What every measurement shares: the ranks, each rank's kernel threads,
+/// the machine's cores and the sizes and timings of the run.
+struct Run {
+  int ranks = 1, threads = 1, cores = 1;
+  Settings s;
+};
 
-  cost::HardwareProfile p;
-  p.name = nameFlag;
-  p.devicesPerNode = ranks;
-  p.nodes = 1;
+/// What the measurements found that the profile's notes tell.
+struct Findings {
+  std::string sizesNote, bandwidthNote;
+  int64_t bestSize = 0;
+  int linkRanks = 0;
+  cost::LinkFit fit;
+};
+
+/// f32 matmul at each size; the best is the peak. Then bf16 and f16 at the
+/// best size. On failure, `fail` is the message to report.
+bool measureMatmul(const Run &run, cost::HardwareProfile &p, Findings &found,
+                   std::string &fail) {
+  const Settings &s = run.s;
   std::string error;
-
-  // f32 matmul at each size; the best is the peak.
   std::vector<double> rates;
   for (int64_t n : s.matmulSizes) {
-    rates.push_back(matmulRate(ranks, threads, n, rt::DType::F32, s, error));
-    if (!error.empty())
-      return reportError("matmul " + std::to_string(n) + "^3: " + error);
+    rates.push_back(
+        matmulRate(run.ranks, run.threads, n, rt::DType::F32, s, error));
+    if (!error.empty()) {
+      fail = "matmul " + std::to_string(n) + "^3: " + error;
+      return false;
+    }
   }
   size_t bestIndex =
       std::max_element(rates.begin(), rates.end()) - rates.begin();
@@ -185,18 +171,28 @@ int runCalibrate() {
   p.peakFlops["f32"] = peak;
   for (auto [name, dtype] :
        {std::pair{"bf16", rt::DType::BF16}, std::pair{"f16", rt::DType::F16}}) {
-    double rate = matmulRate(ranks, threads, bestSize, dtype, s, error);
-    if (!error.empty())
-      return reportError(std::string("matmul ") + name + ": " + error);
+    double rate = matmulRate(run.ranks, run.threads, bestSize, dtype, s, error);
+    if (!error.empty()) {
+      fail = std::string("matmul ") + name + ": " + error;
+      return false;
+    }
     p.peakFlops[name] = rate;
     outs() << "  matmul " << name << (std::string(name) == "f16" ? "  " : " ")
            << bestSize << "^3: " << fixed(rate / 1e9, 2) << " GFLOP/s\n";
   }
+  found.sizesNote = sizesNote;
+  found.bestSize = bestSize;
+  return true;
+}
 
-  // Memory bandwidth: the fastest add or copy, large or step-sized.
+/// Memory bandwidth: the fastest add or copy, large or step-sized.
+bool measureBandwidth(const Run &run, cost::HardwareProfile &p, Findings &found,
+                      std::string &fail) {
+  const Settings &s = run.s;
+  std::string error;
   auto streamRate = [&](const char *op, int operands, int64_t elems) {
     double t = timeOnEveryRank(
-        ranks, threads,
+        run.ranks, run.threads,
         [&] {
           KernelCall call{op, {}, {}, {}};
           for (int i = 1; i < operands; ++i)
@@ -213,47 +209,62 @@ int runCalibrate() {
   double copyRate = error.empty() ? streamRate("reshape", 2, large) : 0;
   double stepAddRate = error.empty() ? streamRate("add", 3, small) : 0;
   double stepCopyRate = error.empty() ? streamRate("reshape", 2, small) : 0;
-  if (!error.empty())
-    return reportError("memory bandwidth: " + error);
-  p.memoryBandwidth =
-      std::max({addRate, copyRate, stepAddRate, stepCopyRate});
-  std::string bandwidthNote =
-      formatBytes(4 * large) + " f32 tensors: add " + fixed(addRate / 1e9, 2) +
-      " GB/s, copy " + fixed(copyRate / 1e9, 2) + " GB/s; " +
-      formatBytes(4 * small) + " (step-sized): add " +
-      fixed(stepAddRate / 1e9, 2) + " GB/s, copy " +
-      fixed(stepCopyRate / 1e9, 2) + " GB/s";
+  if (!error.empty()) {
+    fail = "memory bandwidth: " + error;
+    return false;
+  }
+  p.memoryBandwidth = std::max({addRate, copyRate, stepAddRate, stepCopyRate});
+  found.bandwidthNote = formatBytes(4 * large) + " f32 tensors: add " +
+                        fixed(addRate / 1e9, 2) + " GB/s, copy " +
+                        fixed(copyRate / 1e9, 2) + " GB/s; " +
+                        formatBytes(4 * small) + " (step-sized): add " +
+                        fixed(stepAddRate / 1e9, 2) + " GB/s, copy " +
+                        fixed(stepCopyRate / 1e9, 2) + " GB/s";
   outs() << "  memory bandwidth: " << fixed(p.memoryBandwidth / 1e9, 2)
-         << " GB/s per rank (" << bandwidthNote << ")\n";
+         << " GB/s per rank (" << found.bandwidthNote << ")\n";
+  return true;
+}
 
-  // The fixed cost of a kernel call: the median time of tiny kernels of
-  // every class, whose roofline time is nothing.
+/// The fixed cost of a kernel call: the median time of tiny kernels of
+/// every class, whose roofline time is nothing.
+bool measureOverhead(const Run &run, cost::HardwareProfile &p,
+                     std::string &fail) {
+  std::string error;
   std::vector<double> tiny;
   for (const std::function<KernelCall()> &make : tinyKernels()) {
-    tiny.push_back(timeOnEveryRank(ranks, threads, make, s, error));
-    if (!error.empty())
-      return reportError("tiny kernels: " + error);
+    tiny.push_back(timeOnEveryRank(run.ranks, run.threads, make, run.s, error));
+    if (!error.empty()) {
+      fail = "tiny kernels: " + error;
+      return false;
+    }
   }
   std::nth_element(tiny.begin(), tiny.begin() + tiny.size() / 2, tiny.end());
   p.opOverhead = tiny[tiny.size() / 2];
   outs() << "  kernel call overhead: " << fixed(p.opOverhead * 1e6, 2)
          << " us (median of " << tiny.size() << " tiny kernels)\n";
+  return true;
+}
 
-  // Efficiencies: the mix's roofline time (at full efficiency) over its
-  // measured time less the calls' overhead.
+/// Efficiencies: the mix's roofline time (at full efficiency) over its
+/// measured time less the calls' overhead.
+bool measureEfficiency(const Run &run, cost::HardwareProfile &p,
+                       std::string &fail) {
+  const Settings &s = run.s;
+  std::string error;
   cost::HardwareProfile roofline = p;
   roofline.opOverhead = 0;
   // Two sizes of step tensors: one that stays in a core's cache and one
   // that does not (a step has both).
   std::map<std::string, std::pair<double, double>> totals; // ideal, measured
   for (int64_t scale : {int64_t(4), int64_t(1)})
-    for (const ClassMix &mix :
-         classMixes(s, s.stepRows / scale, s.stepCols)) {
+    for (const ClassMix &mix : classMixes(s, s.stepRows / scale, s.stepCols)) {
       auto &[ideal, measured] = totals[mix.kernelClass];
       for (const MixKernel &k : mix.kernels) {
-        double t = timeOnEveryRank(ranks, threads, k.make, s, error);
-        if (!error.empty())
-          return reportError(mix.kernelClass + ": " + error);
+        double t = timeOnEveryRank(run.ranks, run.threads, k.make, s, error);
+        if (!error.empty()) {
+          fail = mix.kernelClass + ": " + error;
+          return false;
+        }
         measured += std::max(t - p.opOverhead, 0.5 * t);
         ideal += cost::computeSeconds(roofline, k.work);
       }
@@ -264,13 +275,20 @@ int runCalibrate() {
   for (const std::string &c : cost::kKernelClasses)
     outs() << " " << c << " " << fixed(p.efficiency[c], 2);
   outs() << "\n";
+  return true;
+}
 
-  // Links (between two ranks when the profile has one).
-  int linkRanks = std::max(ranks, 2);
+/// Links (between two ranks when the profile has one).
+bool measureLinks(const Run &run, cost::HardwareProfile &p, Findings &found,
+                  std::string &fail) {
+  std::string error;
+  int linkRanks = std::max(run.ranks, 2);
   std::vector<cost::CollectiveTiming> samples =
-      measureCollectives(linkRanks, s, error);
-  if (!error.empty())
-    return reportError(error);
+      measureCollectives(linkRanks, run.s, error);
+  if (!error.empty()) {
+    fail = error;
+    return false;
+  }
   double largest = 0;
   for (const cost::CollectiveTiming &c : samples)
     largest = std::max(largest, c.bytes);
@@ -289,30 +307,32 @@ int runCalibrate() {
          << " us per step, bus bandwidth " << fixed(fit.link.bandwidth / 1e9, 2)
          << " GB/s (" << samples.size() << " samples, worst relative error "
          << fixed(100 * fit.maxRelativeError, 0) << "%)\n";
+  found.linkRanks = linkRanks;
+  found.fit = fit;
+  return true;
+}
 
-  int64_t mem = memTotalBytes();
-  if (mem <= 0)
-    return reportError("cannot read MemTotal from /proc/meminfo");
-  p.memoryCapacity = mem / ranks;
-  outs() << "  memory capacity: " << fixed(p.memoryCapacity / 1e9, 2)
-         << " GB per rank (MemTotal / " << ranks << ")\n";
-
-  p.notes = {
+/// The profile's notes: how each of its numbers was measured.
+std::vector<std::string> profileNotes(const Run &run, const Findings &found) {
+  const Settings &s = run.s;
+  int ranks = run.ranks, threads = run.threads, cores = run.cores;
+  return {
       "measured by `loom calibrate" + std::string(quickFlag ? " --quick" : "") +
           "` on the " + backendName + " backend: " + std::to_string(ranks) +
           " ranks as threads of one process, " + std::to_string(threads) +
           " kernel thread" + (threads == 1 ? "" : "s") + " each, " +
           std::to_string(cores) +
           " cores; kernel rates are per rank with all ranks running at once",
-      sizesNote,
+      found.sizesNote,
       "peak_flops.bf16 and f16: the matmul kernel on bf16/f16 operands at " +
-          std::to_string(bestSize) +
+          std::to_string(found.bestSize) +
           (backendName == "cpu"
                ? "^3; the cpu backend computes them in f32, converting "
                  "operands and result, so they are below the f32 peak"
                : "^3; the cuda backend runs them on tensor cores (cuBLASLt, "
                  "f32 accumulation)"),
-      "memory_bandwidth: the fastest add or copy (reshape) of " + bandwidthNote,
+      "memory_bandwidth: the fastest add or copy (reshape) of " +
+          found.bandwidthNote,
       "op_overhead: the median time of tiny kernels (add, mul, erf, softmax, "
       "reduce_sum, layer_norm, transpose, matmul on a few elements)",
       "efficiency: roofline time over measured time (less op_overhead) of a "
@@ -326,14 +346,14 @@ int runCalibrate() {
           "(other); linear-layer and attention matmuls against the peak "
           "(matmul); a 3x3 conv2d (conv)",
       "intra_node: threads-communicator collectives over " +
-          std::to_string(linkRanks) +
+          std::to_string(found.linkRanks) +
           " ranks (all_reduce, all_gather, reduce_scatter, all_to_all), each "
           "call timed on a rank arriving last with the others waiting, from " +
           formatBytes(s.collectiveBytes.front()) + " to " +
           formatBytes(s.collectiveBytes.back()) +
           ", fitted to steps x latency + bus bytes / bandwidth" +
-          (fit.clamped ? " (the best fit had a term <= 0; it was clamped)"
-                       : ""),
+          (found.fit.clamped ? " (the best fit had a term <= 0; it was clamped)"
+                             : ""),
       "inter_node: a copy of intra_node; one node, nothing was measured "
       "across nodes",
       "memory_capacity: MemTotal of /proc/meminfo divided by the ranks" +
@@ -341,7 +361,65 @@ int runCalibrate() {
                           ? " (host memory, not the GPU's: set it to the "
                             "GPU's memory for planning)"
                           : "")};
+}
 
+int runCalibrate() {
+  if (backendName != "cpu" && backendName != "cuda")
+    return reportError("--backend must be 'cpu' or 'cuda', not '" +
+                       backendName + "'");
+  if (std::string why; backendName == "cuda" && rt::cudaDeviceCount(why) == 0)
+    return reportError(why);
+  int cores = std::max(1u, std::thread::hardware_concurrency());
+  int ranks = ranksFlag.getNumOccurrences() ? static_cast<int>(ranksFlag)
+                                            : std::clamp(cores, 2, 4);
+  if (ranks < 1)
+    return reportError("--ranks must be at least 1");
+  if (ranks > 2 * cores)
+    return reportError("--ranks " + std::to_string(ranks) +
+                       " is more than twice the " + std::to_string(cores) +
+                       " cores; the measurement would say more about "
+                       "oversubscription than about the machine");
+  // Refuse an output that cannot be written before measuring for a minute.
+  StringRef dir = sys::path::parent_path(outputPath);
+  if (!dir.empty() && !sys::fs::is_directory(dir))
+    return reportError("cannot open output file '" + outputPath +
+                       "': No such file or directory");
+  int total = threadsFlag > 0 ? static_cast<int>(threadsFlag) : cores;
+  Run run;
+  run.ranks = ranks;
+  run.cores = cores;
+  run.threads = std::max(1, total / ranks);
+  run.s = settings(quickFlag);
+  run.s.backend = backendName;
+  int threads = run.threads;
+  Clock::time_point begin = Clock::now();
+  outs() << "loom: calibrating the " << backendName << " backend: " << ranks
+         << " ranks, " << threads << " kernel thread"
+         << (threads == 1 ? "" : "s") << " each, " << cores << " cores"
+         << (quickFlag ? " (quick)" : "") << "\n";
+
+  cost::HardwareProfile p;
+  p.name = nameFlag;
+  p.devicesPerNode = ranks;
+  p.nodes = 1;
+  Findings found;
+  std::string fail;
+  if (!measureMatmul(run, p, found, fail) ||
+      !measureBandwidth(run, p, found, fail) ||
+      !measureOverhead(run, p, fail) || !measureEfficiency(run, p, fail) ||
+      !measureLinks(run, p, found, fail))
+    return reportError(fail);
+
+  int64_t mem = memTotalBytes();
+  if (mem <= 0)
+    return reportError("cannot read MemTotal from /proc/meminfo");
+  p.memoryCapacity = mem / ranks;
+  outs() << "  memory capacity: " << fixed(p.memoryCapacity / 1e9, 2)
+         << " GB per rank (MemTotal / " << ranks << ")\n";
+
+  p.notes = profileNotes(run, found);
+
+  std::string error;
   if (std::string invalid = cost::validateProfile(p); !invalid.empty())
     return reportError("the measured profile is not valid: " + invalid);
   if (!cost::saveProfile(p, outputPath, error))

@@ -33,8 +33,7 @@ ExplanationBuilder::ExplanationBuilder(cost::HardwareProfile profile,
 }
 
 plan::Explanation::Node &ExplanationBuilder::nodeFor(const std::string &name) {
-  auto [it, inserted] =
-      nodeIndex.try_emplace(name, explanation.nodes_size());
+  auto [it, inserted] = nodeIndex.try_emplace(name, explanation.nodes_size());
   if (inserted)
     explanation.add_nodes()->set_name(name);
   return *explanation.mutable_nodes(it->second);
@@ -56,9 +55,9 @@ static void addOpName(plan::Explanation::Node &node, Operation *op) {
   StringRef(list).split(parts, '+');
   if (llvm::is_contained(parts, name) || llvm::is_contained(parts, "..."))
     return;
-  node.set_op(list.empty()           ? name
-              : parts.size() >= 2    ? list + "+..."
-                                     : list + "+" + name);
+  node.set_op(list.empty()        ? name
+              : parts.size() >= 2 ? list + "+..."
+                                  : list + "+" + name);
 }
 
 void ExplanationBuilder::recordShardings(func::FuncOp func,
@@ -79,7 +78,8 @@ void ExplanationBuilder::recordShardings(func::FuncOp func,
     addOpName(node, op);
     ShardingRule rule = cast<ShardingOpInterface>(op).getShardingRule();
     std::optional<FactorAxes> axes;
-    if (auto attr = op->getAttrOfType<ArrayAttr>(LoomDialect::kShardingAttrName))
+    if (auto attr =
+            op->getAttrOfType<ArrayAttr>(LoomDialect::kShardingAttrName))
       axes = sharding::factorsFromAttr(attr, mesh, error);
     if (!axes)
       axes = FactorAxes(rule.factors.size());
@@ -89,7 +89,8 @@ void ExplanationBuilder::recordShardings(func::FuncOp func,
       continue;
     node.set_memory_bytes(
         node.memory_bytes() +
-        static_cast<int64_t>(coster.terms(op, rule, *axes, *layouts).memoryBytes));
+        static_cast<int64_t>(
+            coster.terms(op, rule, *axes, *layouts).memoryBytes));
     if (!node.layouts().empty() || !hasMesh)
       continue; // the node's first op speaks for it
     node.set_layouts(sharding::compactLayouts(*layouts, mesh));
@@ -225,7 +226,8 @@ std::string signedBytes(double b) {
 
 /// Pads `text` to `width` columns.
 std::string pad(const std::string &text, size_t width) {
-  return text.size() >= width ? text : text + std::string(width - text.size(), ' ');
+  return text.size() >= width ? text
+                              : text + std::string(width - text.size(), ' ');
 }
 
 } // namespace
@@ -275,13 +277,185 @@ std::string describeArenaPeak(const plan::Plan &plan, size_t top) {
   return text;
 }
 
+namespace {
+
+/// The optimizer-sharding line: what ZeRO splits, what it left whole and
+/// what it saves.
+void printZero(const plan::Explanation &e, llvm::raw_ostream &os) {
+  static const char *what[] = {"", "optimizer state",
+                               "optimizer state and gradients",
+                               "optimizer state, gradients and parameters"};
+  os << "optimizer sharding: ZeRO-" << e.zero_level() << " ("
+     << what[std::min(e.zero_level(), 3)]
+     << " split over the data-parallel axes), " << e.zero_sharded()
+     << (e.zero_sharded() == 1 ? " parameter" : " parameters") << " split";
+  if (e.zero_whole_size() > 0) {
+    os << ", " << e.zero_whole_size() << " left whole (";
+    for (int i = 0; i < e.zero_whole_size() && i < 4; ++i)
+      os << (i ? ", " : "") << e.zero_whole(i);
+    os << (e.zero_whole_size() > 4 ? ", ...)" : ")");
+  }
+  os << "; saves "
+     << sharding::formatBytes(static_cast<double>(e.zero_saved_bytes()))
+     << " per device\n";
+}
+
+/// The pipeline's schedule and bubble, then a line per stage.
+void printPipeline(const plan::Plan &plan, const plan::Explanation &e,
+                   llvm::raw_ostream &os) {
+  const double v = std::max(e.virtual_stages(), 1);
+  os << "pipeline: " << e.stages_size() << " stages, " << e.schedule()
+     << " schedule";
+  if (v > 1)
+    os << " (" << e.virtual_stages() << " chunks per stage)";
+  os << " over " << e.micro_batches()
+     << " micro-batches; idle (bubble) fraction "
+     << llvm::format("%.1f%%", 100 * e.bubble_fraction()) << " for equal "
+     << (v > 1 ? "chunks" : "stages");
+  double slowest = 0, total = 0;
+  for (const plan::Explanation::Stage &s : e.stages()) {
+    slowest = std::max(slowest, s.micro_batch_seconds());
+    total += s.micro_batch_seconds();
+  }
+  if (slowest > 0) {
+    // Every stage waits for the slowest once the pipe is full; it fills
+    // through one chunk per stage (search::pipelineSeconds).
+    double m = e.micro_batches(), busy = total / e.stages_size();
+    double step = total / v + (m - 1 / v) * slowest;
+    os << ", " << llvm::format("%.1f%%", 100 * (1 - m * busy / step))
+       << " for these";
+  }
+  os << "\n";
+  for (const plan::Explanation::Stage &s : e.stages()) {
+    const plan::Program *program = s.index() < plan.stages_size()
+                                       ? &plan.stages(s.index()).program()
+                                       : nullptr;
+    os << "  stage " << s.index();
+    if (s.index() < plan.stages_size() &&
+        plan.stages(s.index()).mesh().axes_size() > 0) {
+      os << " on [";
+      for (const plan::Mesh::Axis &axis : plan.stages(s.index()).mesh().axes())
+        os << (&axis == &plan.stages(s.index()).mesh().axes(0) ? "" : ",")
+           << axis.name() << "=" << axis.size();
+      os << "]";
+    }
+    os << ": layers ";
+    if (s.chunks_size() > 0) {
+      for (int c = 0; c < s.chunks_size(); ++c)
+        os << (c ? ", " : "") << "chunk " << c * e.stages_size() + s.index()
+           << " " << s.chunks(c);
+    } else {
+      os << s.first_layer();
+      if (s.last_layer() != s.first_layer())
+        os << " to " << s.last_layer();
+    }
+    if (program)
+      os << ", " << program->instructions_size() << " instructions, "
+         << sharding::formatBytes(static_cast<double>(program->state_bytes()))
+         << " state + "
+         << sharding::formatBytes(static_cast<double>(program->arena_bytes()))
+         << " arena per device";
+    os << ", " << s.sends() << " sends";
+    if (s.micro_batch_seconds() > 0)
+      os << "; " << formatSeconds(s.micro_batch_seconds())
+         << " per micro-batch, " << formatSeconds(s.step_seconds())
+         << " per step";
+    os << "\n";
+  }
+}
+
+/// The memory per device: the largest state and arena over the stages,
+/// the largest packing scratch, and where the arena peaks.
+void printMemory(const plan::Plan &plan, const plan::Explanation &e,
+                 llvm::raw_ostream &os) {
+  int64_t state = 0, arena = 0, scratch = 0;
+  for (const plan::Stage &stage : plan.stages()) {
+    state = std::max(state, stage.program().state_bytes());
+    arena = std::max(arena, stage.program().arena_bytes());
+    for (const plan::Instruction &inst : stage.program().instructions())
+      scratch = std::max(scratch, inst.scratch_bytes());
+  }
+  os << "memory per device "
+     << sharding::formatBytes(static_cast<double>(state + arena)) << " ("
+     << state + arena << " bytes): state "
+     << sharding::formatBytes(static_cast<double>(state))
+     << " (parameters, optimizer state, constants), step arena "
+     << sharding::formatBytes(static_cast<double>(arena));
+  if (scratch > 0)
+    os << " (with up to " << sharding::formatBytes(static_cast<double>(scratch))
+       << " of packing scratch for a collective while it runs)";
+  if (e.mode() == "auto")
+    os << "; the search counted "
+       << sharding::formatBytes(static_cast<double>(e.search_memory_bytes()))
+       << " and predicted " << formatSeconds(e.search_seconds());
+  os << "\n";
+  if (std::string peak = describeArenaPeak(plan, /*top=*/4); !peak.empty())
+    os << peak << "\n";
+}
+
+/// The node table: every node in program order, or the `options.top`
+/// slowest.
+void printNodeTable(const plan::Explanation &e, const PrintOptions &options,
+                    llvm::raw_ostream &os) {
+  std::vector<int> order(e.nodes_size());
+  std::iota(order.begin(), order.end(), 0);
+  auto secondsOf = [&](int i) {
+    return e.nodes(i).compute_seconds() + e.nodes(i).comm_seconds();
+  };
+  if (options.top > 0) {
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return secondsOf(a) > secondsOf(b); });
+    if (static_cast<int>(order.size()) > options.top)
+      order.resize(options.top);
+    os << "\nthe " << order.size()
+       << " nodes with the largest predicted time:\n";
+  } else {
+    os << "\nper node, in program order (forward and backward together):\n";
+  }
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back(
+      {"node", "ops", "layouts", "compute", "comm", "memory", "chosen by"});
+  for (int i : order) {
+    const plan::Explanation::Node &n = e.nodes(i);
+    std::string comm = formatSeconds(n.comm_seconds());
+    if (n.collectives())
+      comm += " (" + std::to_string(n.collectives()) + ")";
+    std::string chosen = n.chosen_by();
+    if (!n.runner_up().empty())
+      chosen += "; runner-up " + n.runner_up() + ": " +
+                signedSeconds(n.runner_up_seconds()) + ", " +
+                signedBytes(static_cast<double>(n.runner_up_memory()));
+    rows.push_back(
+        {n.name(), n.op(), n.layouts().empty() ? "" : n.layouts(),
+         formatSeconds(n.compute_seconds()), comm,
+         n.memory_bytes()
+             ? sharding::formatBytes(static_cast<double>(n.memory_bytes()))
+             : "",
+         chosen});
+  }
+  std::vector<size_t> width(rows.front().size(), 0);
+  for (const auto &row : rows)
+    for (size_t c = 0; c + 1 < row.size(); ++c)
+      width[c] = std::max(width[c], row[c].size());
+  for (const auto &row : rows) {
+    std::string line = " ";
+    for (size_t c = 0; c < row.size(); ++c)
+      line += " " + (c + 1 < row.size() ? pad(row[c], width[c]) : row[c]);
+    while (!line.empty() && line.back() == ' ')
+      line.pop_back();
+    os << line << "\n";
+  }
+}
+
+} // namespace
+
 void printExplanation(const plan::Plan &plan, const std::string &title,
                       const PrintOptions &options, llvm::raw_ostream &os) {
   const plan::Explanation &e = plan.explanation();
   os << title << ": "
-     << (plan.has_training() ? "training step (" + plan.training().optimizer() +
-                                   ")"
-                             : std::string("inference"));
+     << (plan.has_training()
+             ? "training step (" + plan.training().optimizer() + ")"
+             : std::string("inference"));
   int64_t devices = 1;
   std::string meshText;
   for (const auto &axis : plan.mesh().axes()) {
@@ -298,7 +472,8 @@ void printExplanation(const plan::Plan &plan, const std::string &title,
     return;
   }
   os << "cluster " << e.cluster() << " (" << e.cluster_nodes()
-     << (e.cluster_nodes() == 1 ? " node" : " nodes") << "), strategies: " << e.mode();
+     << (e.cluster_nodes() == 1 ? " node" : " nodes")
+     << "), strategies: " << e.mode();
   if (e.mode() == "auto")
     os << (e.search_exact() ? " (exact search)" : " (heuristic search)");
   os << "\n";
@@ -308,160 +483,19 @@ void printExplanation(const plan::Plan &plan, const std::string &title,
      << e.collectives() << " collectives, "
      << sharding::formatBytes(static_cast<double>(e.comm_bytes()))
      << " per device)\n";
-  int64_t state = 0, arena = 0, scratch = 0;
-  for (const plan::Stage &stage : plan.stages()) {
-    state = std::max(state, stage.program().state_bytes());
-    arena = std::max(arena, stage.program().arena_bytes());
-    for (const plan::Instruction &inst : stage.program().instructions())
-      scratch = std::max(scratch, inst.scratch_bytes());
-  }
-  if (e.zero_level() > 0) {
-    static const char *what[] = {"", "optimizer state",
-                                 "optimizer state and gradients",
-                                 "optimizer state, gradients and parameters"};
-    os << "optimizer sharding: ZeRO-" << e.zero_level() << " ("
-       << what[std::min(e.zero_level(), 3)]
-       << " split over the data-parallel axes), " << e.zero_sharded()
-       << (e.zero_sharded() == 1 ? " parameter" : " parameters") << " split";
-    if (e.zero_whole_size() > 0) {
-      os << ", " << e.zero_whole_size() << " left whole (";
-      for (int i = 0; i < e.zero_whole_size() && i < 4; ++i)
-        os << (i ? ", " : "") << e.zero_whole(i);
-      os << (e.zero_whole_size() > 4 ? ", ...)" : ")");
-    }
-    os << "; saves "
-       << sharding::formatBytes(static_cast<double>(e.zero_saved_bytes()))
-       << " per device\n";
-  }
-  if (e.stages_size() > 0) {
-    const double v = std::max(e.virtual_stages(), 1);
-    os << "pipeline: " << e.stages_size() << " stages, " << e.schedule()
-       << " schedule";
-    if (v > 1)
-      os << " (" << e.virtual_stages() << " chunks per stage)";
-    os << " over " << e.micro_batches()
-       << " micro-batches; idle (bubble) fraction "
-       << llvm::format("%.1f%%", 100 * e.bubble_fraction()) << " for equal "
-       << (v > 1 ? "chunks" : "stages");
-    double slowest = 0, total = 0;
-    for (const plan::Explanation::Stage &s : e.stages()) {
-      slowest = std::max(slowest, s.micro_batch_seconds());
-      total += s.micro_batch_seconds();
-    }
-    if (slowest > 0) {
-      // Every stage waits for the slowest once the pipe is full; it fills
-      // through one chunk per stage (search::pipelineSeconds).
-      double m = e.micro_batches(), busy = total / e.stages_size();
-      double step = total / v + (m - 1 / v) * slowest;
-      os << ", " << llvm::format("%.1f%%", 100 * (1 - m * busy / step))
-         << " for these";
-    }
-    os << "\n";
-    for (const plan::Explanation::Stage &s : e.stages()) {
-      const plan::Program *program = s.index() < plan.stages_size()
-                                         ? &plan.stages(s.index()).program()
-                                         : nullptr;
-      os << "  stage " << s.index();
-      if (s.index() < plan.stages_size() &&
-          plan.stages(s.index()).mesh().axes_size() > 0) {
-        os << " on [";
-        for (const plan::Mesh::Axis &axis :
-             plan.stages(s.index()).mesh().axes())
-          os << (&axis == &plan.stages(s.index()).mesh().axes(0) ? "" : ",")
-             << axis.name() << "=" << axis.size();
-        os << "]";
-      }
-      os << ": layers ";
-      if (s.chunks_size() > 0) {
-        for (int c = 0; c < s.chunks_size(); ++c)
-          os << (c ? ", " : "") << "chunk " << c * e.stages_size() + s.index()
-             << " " << s.chunks(c);
-      } else {
-        os << s.first_layer();
-        if (s.last_layer() != s.first_layer())
-          os << " to " << s.last_layer();
-      }
-      if (program)
-        os << ", " << program->instructions_size() << " instructions, "
-           << sharding::formatBytes(static_cast<double>(program->state_bytes()))
-           << " state + "
-           << sharding::formatBytes(static_cast<double>(program->arena_bytes()))
-           << " arena per device";
-      os << ", " << s.sends() << " sends";
-      if (s.micro_batch_seconds() > 0)
-        os << "; " << formatSeconds(s.micro_batch_seconds())
-           << " per micro-batch, " << formatSeconds(s.step_seconds())
-           << " per step";
-      os << "\n";
-    }
-  }
+  if (e.zero_level() > 0)
+    printZero(e, os);
+  if (e.stages_size() > 0)
+    printPipeline(plan, e, os);
   if (e.recompute_ops() > 0)
     os << "recompute (" << e.recompute() << "): " << e.recompute_ops()
        << " forward ops recomputed in the backward; it no longer keeps "
        << sharding::formatBytes(
               static_cast<double>(e.recompute_unsaved_bytes()))
        << " of their results per device\n";
-  os << "memory per device " << sharding::formatBytes(static_cast<double>(state + arena))
-     << " (" << state + arena << " bytes): state " << sharding::formatBytes(static_cast<double>(state))
-     << " (parameters, optimizer state, constants), step arena "
-     << sharding::formatBytes(static_cast<double>(arena));
-  if (scratch > 0)
-    os << " (with up to " << sharding::formatBytes(static_cast<double>(scratch))
-       << " of packing scratch for a collective while it runs)";
-  if (e.mode() == "auto")
-    os << "; the search counted "
-       << sharding::formatBytes(static_cast<double>(e.search_memory_bytes()))
-       << " and predicted " << formatSeconds(e.search_seconds());
-  os << "\n";
-  if (std::string peak = describeArenaPeak(plan, /*top=*/4); !peak.empty())
-    os << peak << "\n";
+  printMemory(plan, e, os);
 
-  std::vector<int> order(e.nodes_size());
-  std::iota(order.begin(), order.end(), 0);
-  auto secondsOf = [&](int i) {
-    return e.nodes(i).compute_seconds() + e.nodes(i).comm_seconds();
-  };
-  if (options.top > 0) {
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int a, int b) { return secondsOf(a) > secondsOf(b); });
-    if (static_cast<int>(order.size()) > options.top)
-      order.resize(options.top);
-    os << "\nthe " << order.size() << " nodes with the largest predicted time:\n";
-  } else {
-    os << "\nper node, in program order (forward and backward together):\n";
-  }
-  std::vector<std::vector<std::string>> rows;
-  rows.push_back({"node", "ops", "layouts", "compute", "comm", "memory",
-                  "chosen by"});
-  for (int i : order) {
-    const plan::Explanation::Node &n = e.nodes(i);
-    std::string comm = formatSeconds(n.comm_seconds());
-    if (n.collectives())
-      comm += " (" + std::to_string(n.collectives()) + ")";
-    std::string chosen = n.chosen_by();
-    if (!n.runner_up().empty())
-      chosen += "; runner-up " + n.runner_up() + ": " +
-                signedSeconds(n.runner_up_seconds()) + ", " +
-                signedBytes(static_cast<double>(n.runner_up_memory()));
-    rows.push_back({n.name(), n.op(), n.layouts().empty() ? "" : n.layouts(),
-                    formatSeconds(n.compute_seconds()), comm,
-                    n.memory_bytes()
-                        ? sharding::formatBytes(static_cast<double>(n.memory_bytes()))
-                        : "",
-                    chosen});
-  }
-  std::vector<size_t> width(rows.front().size(), 0);
-  for (const auto &row : rows)
-    for (size_t c = 0; c + 1 < row.size(); ++c)
-      width[c] = std::max(width[c], row[c].size());
-  for (const auto &row : rows) {
-    std::string line = " ";
-    for (size_t c = 0; c < row.size(); ++c)
-      line += " " + (c + 1 < row.size() ? pad(row[c], width[c]) : row[c]);
-    while (!line.empty() && line.back() == ' ')
-      line.pop_back();
-    os << line << "\n";
-  }
+  printNodeTable(e, options, os);
 }
 
 } // namespace loom::explain

@@ -25,7 +25,8 @@ void CostGraph::setNodeCosts(int node, std::vector<double> costs) {
 }
 
 void CostGraph::setEdgeCosts(int edge, std::vector<std::vector<double>> costs) {
-  assert(costs.size() == edges_[edge].costs.size() && "candidate count changed");
+  assert(costs.size() == edges_[edge].costs.size() &&
+         "candidate count changed");
   edges_[edge].costs = std::move(costs);
 }
 
@@ -130,151 +131,147 @@ struct Record {
   std::vector<std::vector<int>> best2;
 };
 
-} // namespace
+/// Folds leaf `v` into its one neighbour `u`: each choice of u gains the
+/// cheapest pair cost plus v's cost.
+Record mergeLeaf(Work &work, int v, int u) {
+  const std::vector<double> &nv = work.costs[v];
+  Record r{Record::Merge, v, u, -1, 0, {}, {}};
+  for (size_t a = 0; a < work.costs[u].size(); ++a) {
+    double best = kInf;
+    int arg = 0;
+    for (size_t b = 0; b < nv.size(); ++b) {
+      double c =
+          work.between(u, v, static_cast<int>(a), static_cast<int>(b)) + nv[b];
+      if (c < best) {
+        best = c;
+        arg = static_cast<int>(b);
+      }
+    }
+    work.costs[u][a] += best;
+    r.best.push_back(arg);
+  }
+  work.removeNode(v);
+  return r;
+}
 
-Solution solve(const CostGraph &graph, const SolveOptions &options) {
-  Work work(graph);
-  Solution solution;
-  std::vector<Record> records;
-  const int n = graph.numNodes();
-
-  auto eliminateSimple = [&]() {
-    bool changed = true;
-    while (changed) {
-      changed = false;
-      for (int v = 0; v < n; ++v) {
-        if (!work.alive[v])
-          continue;
-        const std::set<int> &adj = work.neighbours[v];
-        const std::vector<double> &nv = work.costs[v];
-        if (adj.empty()) {
-          int best = static_cast<int>(
-              std::min_element(nv.begin(), nv.end()) - nv.begin());
-          records.push_back({Record::Isolated, v, -1, -1, best, {}, {}});
-          work.alive[v] = false;
-          changed = true;
-        } else if (adj.size() == 1) {
-          int u = *adj.begin();
-          Record r{Record::Merge, v, u, -1, 0, {}, {}};
-          for (size_t a = 0; a < work.costs[u].size(); ++a) {
-            double best = kInf;
-            int arg = 0;
-            for (size_t b = 0; b < nv.size(); ++b) {
-              double c = work.between(u, v, static_cast<int>(a),
-                                      static_cast<int>(b)) +
-                         nv[b];
-              if (c < best) {
-                best = c;
-                arg = static_cast<int>(b);
-              }
-            }
-            work.costs[u][a] += best;
-            r.best.push_back(arg);
-          }
-          work.removeNode(v);
-          records.push_back(std::move(r));
-          ++solution.mergeEliminations;
-          changed = true;
-        } else if (adj.size() == 2) {
-          int u = *adj.begin(), w = *std::next(adj.begin());
-          size_t su = work.costs[u].size(), sw = work.costs[w].size();
-          Matrix m(su, std::vector<double>(sw, kInf));
-          Record r{Record::Contract, v, u, w, 0, {}, {}};
-          r.best2.assign(su, std::vector<int>(sw, 0));
-          for (size_t a = 0; a < su; ++a)
-            for (size_t c = 0; c < sw; ++c)
-              for (size_t b = 0; b < nv.size(); ++b) {
-                double cost = work.between(u, v, static_cast<int>(a),
-                                           static_cast<int>(b)) +
-                              nv[b] +
-                              work.between(v, w, static_cast<int>(b),
-                                           static_cast<int>(c));
-                if (cost < m[a][c]) {
-                  m[a][c] = cost;
-                  r.best2[a][c] = static_cast<int>(b);
-                }
-              }
-          work.removeNode(v);
-          work.addPair(u, w, m); // u < w: the set is ordered
-          records.push_back(std::move(r));
-          ++solution.contractions;
-          changed = true;
+/// Replaces `v`, of two neighbours u < w, by an edge u-w whose costs take
+/// v's best choice for each pair of theirs.
+Record contractNode(Work &work, int v, int u, int w) {
+  const std::vector<double> &nv = work.costs[v];
+  size_t su = work.costs[u].size(), sw = work.costs[w].size();
+  Matrix m(su, std::vector<double>(sw, kInf));
+  Record r{Record::Contract, v, u, w, 0, {}, {}};
+  r.best2.assign(su, std::vector<int>(sw, 0));
+  for (size_t a = 0; a < su; ++a)
+    for (size_t c = 0; c < sw; ++c)
+      for (size_t b = 0; b < nv.size(); ++b) {
+        double cost =
+            work.between(u, v, static_cast<int>(a), static_cast<int>(b)) +
+            nv[b] +
+            work.between(v, w, static_cast<int>(b), static_cast<int>(c));
+        if (cost < m[a][c]) {
+          m[a][c] = cost;
+          r.best2[a][c] = static_cast<int>(b);
         }
       }
+  work.removeNode(v);
+  work.addPair(u, w, m); // u < w: the set is ordered
+  return r;
+}
+
+/// Eliminates nodes of degree 0, 1 and 2 until none is left.
+void eliminateSimple(Work &work, std::vector<Record> &records,
+                     Solution &solution) {
+  const int n = static_cast<int>(work.costs.size());
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (int v = 0; v < n; ++v) {
+      if (!work.alive[v])
+        continue;
+      const std::set<int> &adj = work.neighbours[v];
+      const std::vector<double> &nv = work.costs[v];
+      if (adj.empty()) {
+        int best = static_cast<int>(std::min_element(nv.begin(), nv.end()) -
+                                    nv.begin());
+        records.push_back({Record::Isolated, v, -1, -1, best, {}, {}});
+        work.alive[v] = false;
+        changed = true;
+      } else if (adj.size() == 1) {
+        records.push_back(mergeLeaf(work, v, *adj.begin()));
+        ++solution.mergeEliminations;
+        changed = true;
+      } else if (adj.size() == 2) {
+        int u = *adj.begin(), w = *std::next(adj.begin());
+        records.push_back(contractNode(work, v, u, w));
+        ++solution.contractions;
+        changed = true;
+      }
+    }
+  }
+}
+
+/// Exact search over the nodes `rest`, branch and bound in their order.
+void searchRest(Work &work, const std::vector<int> &rest, Solution &solution) {
+  std::vector<int> current(rest.size(), 0), best;
+  double bestCost = kInf;
+  std::function<void(size_t, double)> visit = [&](size_t i, double acc) {
+    if (acc >= bestCost)
+      return;
+    if (i == rest.size()) {
+      bestCost = acc;
+      best = current;
+      return;
+    }
+    int v = rest[i];
+    for (size_t a = 0; a < work.costs[v].size(); ++a) {
+      double c = acc + work.costs[v][a];
+      for (size_t j = 0; j < i; ++j)
+        if (work.neighbours[v].count(rest[j]))
+          c += work.between(rest[j], v, current[j], static_cast<int>(a));
+      current[i] = static_cast<int>(a);
+      visit(i + 1, c);
     }
   };
-
-  solution.choice.assign(n, 0);
-  while (true) {
-    eliminateSimple();
-    std::vector<int> rest;
-    for (int v = 0; v < n; ++v)
-      if (work.alive[v])
-        rest.push_back(v);
-    if (rest.empty())
-      break;
-    double product = 1;
-    for (int v : rest)
-      product *= static_cast<double>(work.costs[v].size());
-    if (product <= options.exhaustiveLimit) {
-      // Exact search over what is left.
-      std::vector<int> current(rest.size(), 0), best;
-      double bestCost = kInf;
-      std::function<void(size_t, double)> visit = [&](size_t i, double acc) {
-        if (acc >= bestCost)
-          return;
-        if (i == rest.size()) {
-          bestCost = acc;
-          best = current;
-          return;
-        }
-        int v = rest[i];
-        for (size_t a = 0; a < work.costs[v].size(); ++a) {
-          double c = acc + work.costs[v][a];
-          for (size_t j = 0; j < i; ++j)
-            if (work.neighbours[v].count(rest[j]))
-              c += work.between(rest[j], v, current[j], static_cast<int>(a));
-          current[i] = static_cast<int>(a);
-          visit(i + 1, c);
-        }
-      };
-      visit(0, 0);
-      for (size_t i = 0; i < rest.size(); ++i) {
-        solution.choice[rest[i]] = best[i];
-        work.alive[rest[i]] = false;
-      }
-      solution.exhaustiveNodes += static_cast<int>(rest.size());
-      break;
-    }
-    // Too large: fix the busiest node to its best local choice.
-    int v = *std::max_element(rest.begin(), rest.end(), [&](int a, int b) {
-      return work.neighbours[a].size() < work.neighbours[b].size();
-    });
-    int bestChoice = 0;
-    double bestCost = kInf;
-    for (size_t b = 0; b < work.costs[v].size(); ++b) {
-      double c = work.costs[v][b];
-      for (int u : work.neighbours[v]) {
-        double m = kInf;
-        for (size_t a = 0; a < work.costs[u].size(); ++a)
-          m = std::min(m, work.between(u, v, static_cast<int>(a),
-                                       static_cast<int>(b)));
-        c += m;
-      }
-      if (c < bestCost) {
-        bestCost = c;
-        bestChoice = static_cast<int>(b);
-      }
-    }
-    for (int u : work.neighbours[v])
-      for (size_t a = 0; a < work.costs[u].size(); ++a)
-        work.costs[u][a] += work.between(u, v, static_cast<int>(a), bestChoice);
-    work.removeNode(v);
-    records.push_back({Record::Fixed, v, -1, -1, bestChoice, {}, {}});
-    ++solution.greedyFixes;
-    solution.exact = false;
+  visit(0, 0);
+  for (size_t i = 0; i < rest.size(); ++i) {
+    solution.choice[rest[i]] = best[i];
+    work.alive[rest[i]] = false;
   }
+  solution.exhaustiveNodes += static_cast<int>(rest.size());
+}
 
+/// Fixes the busiest node of `rest` to its best local choice (each
+/// neighbour at its cheapest for it) and folds that into its neighbours.
+Record fixBusiest(Work &work, const std::vector<int> &rest) {
+  int v = *std::max_element(rest.begin(), rest.end(), [&](int a, int b) {
+    return work.neighbours[a].size() < work.neighbours[b].size();
+  });
+  int bestChoice = 0;
+  double bestCost = kInf;
+  for (size_t b = 0; b < work.costs[v].size(); ++b) {
+    double c = work.costs[v][b];
+    for (int u : work.neighbours[v]) {
+      double m = kInf;
+      for (size_t a = 0; a < work.costs[u].size(); ++a)
+        m = std::min(
+            m, work.between(u, v, static_cast<int>(a), static_cast<int>(b)));
+      c += m;
+    }
+    if (c < bestCost) {
+      bestCost = c;
+      bestChoice = static_cast<int>(b);
+    }
+  }
+  for (int u : work.neighbours[v])
+    for (size_t a = 0; a < work.costs[u].size(); ++a)
+      work.costs[u][a] += work.between(u, v, static_cast<int>(a), bestChoice);
+  work.removeNode(v);
+  return {Record::Fixed, v, -1, -1, bestChoice, {}, {}};
+}
+
+/// Recovers the eliminated nodes' choices, last eliminated first.
+void replayRecords(const std::vector<Record> &records, Solution &solution) {
   for (auto it = records.rbegin(); it != records.rend(); ++it) {
     switch (it->kind) {
     case Record::Isolated:
@@ -290,6 +287,39 @@ Solution solve(const CostGraph &graph, const SolveOptions &options) {
       break;
     }
   }
+}
+
+} // namespace
+
+Solution solve(const CostGraph &graph, const SolveOptions &options) {
+  Work work(graph);
+  Solution solution;
+  std::vector<Record> records;
+  const int n = graph.numNodes();
+
+  solution.choice.assign(n, 0);
+  while (true) {
+    eliminateSimple(work, records, solution);
+    std::vector<int> rest;
+    for (int v = 0; v < n; ++v)
+      if (work.alive[v])
+        rest.push_back(v);
+    if (rest.empty())
+      break;
+    double product = 1;
+    for (int v : rest)
+      product *= static_cast<double>(work.costs[v].size());
+    if (product <= options.exhaustiveLimit) {
+      searchRest(work, rest, solution);
+      break;
+    }
+    // Too large: fix the busiest node to its best local choice.
+    records.push_back(fixBusiest(work, rest));
+    ++solution.greedyFixes;
+    solution.exact = false;
+  }
+
+  replayRecords(records, solution);
   solution.edgeEliminations = work.edgeEliminations;
   solution.cost = graph.cost(solution.choice);
   return solution;

@@ -70,6 +70,110 @@ bool overlaps(const TensorView &a, const TensorView &b) {
          before(b0, a0 + a.bytes());
 }
 
+/// A collective's checked attributes: its mesh axes, their group's size,
+/// its dimensions and the prefix that names them in messages.
+struct CollectiveArgs {
+  std::vector<int> axes;
+  int64_t n = 1;
+  int dim = -1, toDim = -1;
+  std::string where;
+};
+
+/// Reads all_reduce's list `axes` or the others' single `axis`, each an
+/// axis of `mesh` (and all_reduce's listed once).
+std::string readAxes(const std::string &name, bool isAllReduce,
+                     const Attrs &attrs, const layout::Mesh &mesh,
+                     std::vector<int> &axes) {
+  if (isAllReduce) {
+    if (!attrs.has("axes"))
+      return name + ": missing attribute 'axes'";
+    for (int64_t a : attrs.getInts("axes")) {
+      if (a < 0 || a >= mesh.numAxes())
+        return name + ": axis " + std::to_string(a) + " is not an axis of " +
+               mesh.toString();
+      if (std::find(axes.begin(), axes.end(), a) != axes.end())
+        return name + ": axis " + std::to_string(a) + " is listed twice";
+      axes.push_back(static_cast<int>(a));
+    }
+    return "";
+  }
+  if (!attrs.has("axis"))
+    return name + ": missing attribute 'axis'";
+  int64_t a = attrs.getInt("axis", -1);
+  if (a < 0 || a >= mesh.numAxes())
+    return name + ": axis " + std::to_string(a) + " is not an axis of " +
+           mesh.toString();
+  axes.push_back(static_cast<int>(a));
+  return "";
+}
+
+/// Reads `dim` (and all_to_all's `to_dim`), in range for `in`, and adds
+/// them to `args.where`.
+std::string readDims(std::string_view op, const Attrs &attrs,
+                     const TensorView &in, CollectiveArgs &args) {
+  const bool hasDim = op != "all_reduce" && op != "make_partial";
+  const bool isAllToAll = op == "all_to_all";
+  std::string &where = args.where;
+  auto readDim = [&](const char *attr, int &value) -> std::string {
+    if (!attrs.has(attr))
+      return where + ": missing attribute '" + attr + "'";
+    int64_t d = attrs.getInt(attr, -1);
+    if (d < 0 || d >= in.rank())
+      return where + ": " + attr + " " + std::to_string(d) +
+             " is out of range for rank " + std::to_string(in.rank());
+    value = static_cast<int>(d);
+    return "";
+  };
+  if (hasDim) {
+    if (std::string e = readDim("dim", args.dim); !e.empty())
+      return e;
+  }
+  if (isAllToAll) {
+    if (std::string e = readDim("to_dim", args.toDim); !e.empty())
+      return e;
+    if (args.toDim == args.dim)
+      return where + ": dim and to_dim are both " + std::to_string(args.dim);
+    where += " from dim " + std::to_string(args.dim) + " to dim " +
+             std::to_string(args.toDim);
+  } else if (hasDim) {
+    where += " along dim " + std::to_string(args.dim);
+  }
+  return "";
+}
+
+/// Checks `out` against the shape the collective makes of `in`.
+std::string checkShapes(std::string_view op, const TensorView &in,
+                        const TensorView &out, const CollectiveArgs &args) {
+  const std::string &where = args.where;
+  const int64_t n = args.n;
+  const int dim = args.dim, toDim = args.toDim;
+  Shape expected = in.shape;
+  auto divide = [&](int d) -> std::string {
+    if (in.shape[d] % n != 0)
+      return where + ": input dim " + std::to_string(d) + " is " +
+             std::to_string(in.shape[d]) + ", not divisible by " +
+             std::to_string(n);
+    expected[d] = in.shape[d] / n;
+    return "";
+  };
+  std::string shapeError;
+  if (op == "reduce_scatter" || op == "local_split")
+    shapeError = divide(dim);
+  else if (op == "all_gather")
+    expected[dim] = in.shape[dim] * n;
+  else if (op == "all_to_all") {
+    shapeError = divide(toDim);
+    expected[dim] = in.shape[dim] * n;
+  }
+  if (!shapeError.empty())
+    return shapeError;
+  for (size_t d = 0; d < expected.size(); ++d)
+    if (out.shape[d] != expected[d])
+      return where + ": output dim " + std::to_string(d) + " is " +
+             std::to_string(out.shape[d]) + ", expected " +
+             std::to_string(expected[d]);
+  return "";
+}
 } // namespace
 
 void BufferOps::copy(void *dst, const void *src, size_t bytes) {
@@ -175,87 +279,25 @@ std::string CollectiveRunner::run(std::string_view op, const Attrs &attrs,
 
   // Attributes: the axes, then the dimensions, each checked in range.
   const bool isAllReduce = op == "all_reduce";
-  std::vector<int> axes;
-  if (isAllReduce) {
-    if (!attrs.has("axes"))
-      return name + ": missing attribute 'axes'";
-    for (int64_t a : attrs.getInts("axes")) {
-      if (a < 0 || a >= mesh_.numAxes())
-        return name + ": axis " + std::to_string(a) + " is not an axis of " +
-               mesh_.toString();
-      if (std::find(axes.begin(), axes.end(), a) != axes.end())
-        return name + ": axis " + std::to_string(a) + " is listed twice";
-      axes.push_back(static_cast<int>(a));
-    }
-  } else {
-    if (!attrs.has("axis"))
-      return name + ": missing attribute 'axis'";
-    int64_t a = attrs.getInt("axis", -1);
-    if (a < 0 || a >= mesh_.numAxes())
-      return name + ": axis " + std::to_string(a) + " is not an axis of " +
-             mesh_.toString();
-    axes.push_back(static_cast<int>(a));
-  }
-  const int64_t n = mesh_.groupSize(axes);
-  std::string where = isAllReduce
-                          ? name + " over axes " + mesh_.axisListToString(axes)
-                          : name + " over axis " + std::to_string(axes[0]) +
-                                " (size " + std::to_string(n) + ")";
-
-  const bool hasDim = op != "all_reduce" && op != "make_partial";
-  const bool isAllToAll = op == "all_to_all";
-  int dim = -1, toDim = -1;
-  auto readDim = [&](const char *attr, int &value) -> std::string {
-    if (!attrs.has(attr))
-      return where + ": missing attribute '" + attr + "'";
-    int64_t d = attrs.getInt(attr, -1);
-    if (d < 0 || d >= in.rank())
-      return where + ": " + attr + " " + std::to_string(d) +
-             " is out of range for rank " + std::to_string(in.rank());
-    value = static_cast<int>(d);
-    return "";
-  };
-  if (hasDim) {
-    if (std::string e = readDim("dim", dim); !e.empty())
-      return e;
-  }
-  if (isAllToAll) {
-    if (std::string e = readDim("to_dim", toDim); !e.empty())
-      return e;
-    if (toDim == dim)
-      return where + ": dim and to_dim are both " + std::to_string(dim);
-    where +=
-        " from dim " + std::to_string(dim) + " to dim " + std::to_string(toDim);
-  } else if (hasDim) {
-    where += " along dim " + std::to_string(dim);
-  }
-
+  CollectiveArgs args;
+  if (std::string e = readAxes(name, isAllReduce, attrs, mesh_, args.axes);
+      !e.empty())
+    return e;
+  args.n = mesh_.groupSize(args.axes);
+  args.where = isAllReduce
+                   ? name + " over axes " + mesh_.axisListToString(args.axes)
+                   : name + " over axis " + std::to_string(args.axes[0]) +
+                         " (size " + std::to_string(args.n) + ")";
+  if (std::string e = readDims(op, attrs, in, args); !e.empty())
+    return e;
   // Shapes: the output's expected shape from the input's.
-  Shape expected = in.shape;
-  auto divide = [&](int d) -> std::string {
-    if (in.shape[d] % n != 0)
-      return where + ": input dim " + std::to_string(d) + " is " +
-             std::to_string(in.shape[d]) + ", not divisible by " +
-             std::to_string(n);
-    expected[d] = in.shape[d] / n;
-    return "";
-  };
-  std::string shapeError;
-  if (op == "reduce_scatter" || op == "local_split")
-    shapeError = divide(dim);
-  else if (op == "all_gather")
-    expected[dim] = in.shape[dim] * n;
-  else if (isAllToAll) {
-    shapeError = divide(toDim);
-    expected[dim] = in.shape[dim] * n;
-  }
-  if (!shapeError.empty())
-    return shapeError;
-  for (size_t d = 0; d < expected.size(); ++d)
-    if (out.shape[d] != expected[d])
-      return where + ": output dim " + std::to_string(d) + " is " +
-             std::to_string(out.shape[d]) + ", expected " +
-             std::to_string(expected[d]);
+  if (std::string e = checkShapes(op, in, out, args); !e.empty())
+    return e;
+  const std::vector<int> &axes = args.axes;
+  const int64_t n = args.n;
+  const int dim = args.dim, toDim = args.toDim;
+  const std::string &where = args.where;
+  const bool isAllToAll = op == "all_to_all";
 
   const RankGroup &members = group(axes);
   const int64_t member =
