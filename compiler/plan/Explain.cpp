@@ -233,12 +233,19 @@ std::string pad(const std::string &text, size_t width) {
 } // namespace
 
 std::string describeArenaPeak(const plan::Plan &plan, size_t top) {
+  // The stages are separate allocations: the largest is found by index.
   const plan::Stage *largest = nullptr;
-  for (const plan::Stage &stage : plan.stages())
+  int largestIndex = 0;
+  for (int s = 0; s < plan.stages_size(); ++s) {
+    const plan::Stage &stage = plan.stages(s);
     if (!largest ||
         stage.program().state_bytes() + stage.program().arena_bytes() >
-            largest->program().state_bytes() + largest->program().arena_bytes())
+            largest->program().state_bytes() +
+                largest->program().arena_bytes()) {
       largest = &stage;
+      largestIndex = s;
+    }
+  }
   if (!largest)
     return "";
   const plan::Program &program = largest->program();
@@ -253,7 +260,7 @@ std::string describeArenaPeak(const plan::Plan &plan, size_t top) {
   };
   std::string text = "at its peak";
   if (plan.stages_size() > 1)
-    text += " on stage " + std::to_string(largest - &plan.stages(0));
+    text += " on stage " + std::to_string(largestIndex);
   text += ", " + where(peak.instruction) + ", its step arena holds " +
           sharding::formatBytes(static_cast<double>(peak.bytes));
   if (peak.scratch > 0)
