@@ -229,6 +229,19 @@ def PropagateSharding : Pass<"loom-propagate-sharding", "mlir::func::FuncOp"> {
 
     The result is deterministic. Errors name the op, its ONNX node and the
     rule a given strategy breaks.
+
+    ```mlir
+    // before (mode=data, mesh dp=4)
+    func.func @main(%x: tensor<8x16xf32> {loom.input = "x"},
+                    %w: tensor<16x10xf32> {loom.param = "w"}) ...
+      %y = loom.matmul %x, %w : ...
+    // after: the batch split, the parameter replicated
+    func.func @main(%x: tensor<8x16xf32> {loom.input = "x",
+                      loom.layout = #loom.layout<#mesh, [[dp], []]>},
+                    %w: tensor<16x10xf32> {loom.layout =
+                      #loom.layout<#mesh, [[], []]>, loom.param = "w"}) ...
+      %y = loom.matmul %x, %w {loom.sharding = [["dp"], [], []]} : ...
+    ```
   }];
   let options = [
     Option<"mode", "mode", "std::string", "\"semi\"",
@@ -254,6 +267,17 @@ def Partition : Pass<"loom-partition", "mlir::func::FuncOp"> {
     marked `loom.spmd`: one program for every device of the mesh. With
     `record-layouts`, every op it makes carries its results' layouts
     (`loom.layouts`).
+
+    ```mlir
+    // before (mesh dp=4): global types, layouts as attributes
+    %g = loom.matmul %xt, %dy {loom.sharding = [[], [], ["dp"]]} :
+        (tensor<16x8xf32>, tensor<8x10xf32>) -> tensor<16x10xf32>
+    // after: local types; the weight gradient is a partial sum over dp,
+    // all-reduced where its update needs it whole
+    %g = loom.matmul %xt, %dy : (tensor<16x2xf32>, tensor<2x10xf32>)
+        -> tensor<16x10xf32>
+    %s = loom.all_reduce %g {axes = array<i64: 0>} : tensor<16x10xf32>
+    ```
   }];
   let options = [
     Option<"recordLayouts", "record-layouts", "bool", "false",
@@ -314,6 +338,17 @@ def Recompute : Pass<"loom-recompute", "mlir::func::FuncOp"> {
     `loom.sharding`) or on a single-device step. With `spec`, marks ops
     first: `layers` (every op of each layer but its last) or
     comma-separated globs on ONNX node names.
+
+    ```mlir
+    // before: the backward reads the forward's result %a
+    %a = loom.add %h, %b {loom.recompute} ...
+    %r = loom.relu %a ...
+    ...
+    %da = loom.relu_grad %a, %dr ...
+    // after: it reads a copy made just before it
+    %a2 = loom.add %h, %b {loom.recomputed} ...
+    %da = loom.relu_grad %a2, %dr ...
+    ```
   }];
   let options = [
     Option<"spec", "spec", "std::string", "\"\"",

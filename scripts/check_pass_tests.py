@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Checks that every pass declared in passes/Passes.td has a lit test that
-runs it through loom-opt: a RUN line of some test under test/lit naming
+"""Checks that every pass declared in passes/Passes.td has a summary, a
+description with its IR before and after, and a lit test that runs it
+through loom-opt: a RUN line of some test under test/lit naming
 loom-opt and -PASS-ARGUMENT (or --PASS-ARGUMENT).
 
 Usage: check_pass_tests.py [ROOT]   (exit 1 and the passes without one)
@@ -13,6 +14,20 @@ import sys
 def declared_passes(root):
     with open(os.path.join(root, "passes", "Passes.td")) as f:
         return re.findall(r'Pass<"([a-z0-9-]+)"', f.read())
+
+
+def undocumented_passes(root):
+    """Passes whose Passes.td entry lacks a summary or a description with
+    an IR example (a ``` block)."""
+    with open(os.path.join(root, "passes", "Passes.td")) as f:
+        text = f.read()
+    missing = []
+    for m in re.finditer(r'Pass<"([a-z0-9-]+)"[^{]*\{(.*?)\n\}\n', text,
+                         re.S):
+        body = m.group(2)
+        if "let summary" not in body or "```" not in body:
+            missing.append(m.group(1))
+    return missing
 
 
 def run_lines(root):
@@ -51,7 +66,11 @@ def main(argv):
     for name in missing:
         print(f"passes/Passes.td: pass '{name}' has no lit test running "
               f"it through loom-opt (a RUN line with loom-opt -{name})")
-    if missing:
+    undocumented = undocumented_passes(root)
+    for name in undocumented:
+        print(f"passes/Passes.td: pass '{name}' needs a summary and a "
+              "description with its IR before and after (a ``` block)")
+    if missing or undocumented:
         return 1
     print(f"pass tests: each of the {len(declared_passes(root))} passes in "
           "Passes.td has a loom-opt lit test")

@@ -12,6 +12,7 @@
 #define LOOM_COMPILER_DRIVER_CALIBRATEMEASURE_H
 
 #include "compiler/cost/CostModel.h"
+#include "compiler/cost/HardwareProfile.h"
 #include "runtime/Backend.h"
 
 #include <chrono>
@@ -121,6 +122,51 @@ std::vector<std::function<KernelCall()>> tinyKernels();
 /// `s.collectiveBytes` (see the definition).
 std::vector<cost::CollectiveTiming>
 measureCollectives(int ranks, const Settings &s, std::string &error);
+
+// The steps of `loom calibrate` (CalibrateProfile.cpp).
+
+/// E.g. "256 KiB", "16 MiB", "15.99 MiB".
+std::string formatBytes(int64_t bytes);
+/// `v` with `decimals` decimals.
+std::string fixed(double v, int decimals);
+
+/// What every measurement shares: the ranks, each rank's kernel threads,
+/// the machine's cores and the sizes and timings of the run.
+struct Run {
+  int ranks = 1, threads = 1, cores = 1;
+  Settings s;
+  /// --quick: the short run's sizes.
+  bool quick = false;
+};
+
+/// What the measurements found that the profile's notes tell.
+struct Findings {
+  std::string sizesNote, bandwidthNote;
+  int64_t bestSize = 0;
+  int linkRanks = 0;
+  cost::LinkFit fit;
+};
+
+/// f32 matmul at each size; the best is the peak. Then bf16 and f16 at the
+/// best size. On failure, `fail` is the message to report.
+bool measureMatmul(const Run &run, cost::HardwareProfile &p, Findings &found,
+                   std::string &fail);
+/// Memory bandwidth: the fastest add or copy, large or step-sized.
+bool measureBandwidth(const Run &run, cost::HardwareProfile &p, Findings &found,
+                      std::string &fail);
+/// The fixed cost of a kernel call: the median time of tiny kernels of
+/// every class, whose roofline time is nothing.
+bool measureOverhead(const Run &run, cost::HardwareProfile &p,
+                     std::string &fail);
+/// Efficiencies: the mix's roofline time (at full efficiency) over its
+/// measured time less the calls' overhead.
+bool measureEfficiency(const Run &run, cost::HardwareProfile &p,
+                       std::string &fail);
+/// Links (between two ranks when the profile has one).
+bool measureLinks(const Run &run, cost::HardwareProfile &p, Findings &found,
+                  std::string &fail);
+/// The profile's notes: how each of its numbers was measured.
+std::vector<std::string> profileNotes(const Run &run, const Findings &found);
 
 } // namespace loom::driver::calibrate
 
