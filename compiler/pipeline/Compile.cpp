@@ -145,30 +145,39 @@ CompileOptions CompileSession::attemptOptions(const Attempt &attempt) const {
 namespace {
 
 /// Shows the search's progress on stderr once it has run for a second:
-/// one updating line on a terminal, else a line every ten seconds.
+/// one updating line on a terminal, else a line every ten seconds. Copies
+/// (the search keeps one) share their state.
 class SearchProgress {
 public:
-  void operator()(StringRef phase, int64_t done, int64_t total) {
-    double now =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
+  void operator()(StringRef phase, int64_t done, int64_t total) const {
+    double now = std::chrono::duration<double>(
+                     std::chrono::steady_clock::now() - state->start)
+                     .count();
     bool terminal = errs().is_displayed();
-    if (now < 1.0 || now - last < (terminal ? 0.25 : 10.0))
+    if (now < 1.0 || now - state->last < (terminal ? 0.25 : 10.0))
       return;
-    last = now;
+    state->last = now;
     errs() << (terminal ? "\r" : "") << "loom: search: " << phase << " "
            << done;
     if (total > 0)
       errs() << "/" << total;
     errs() << format(" (%.1f s)", now) << (terminal ? "   " : "\n");
-    *shown = true;
+    state->shown = true;
+  }
+  /// Ends an updating line.
+  void finish() const {
+    if (state->shown && errs().is_displayed())
+      errs() << "\n";
   }
 
-  std::chrono::steady_clock::time_point start =
-      std::chrono::steady_clock::now();
-  double last = 0;
-  /// Shared with the copies the search keeps.
-  std::shared_ptr<bool> shown = std::make_shared<bool>(false);
+private:
+  struct State {
+    std::chrono::steady_clock::time_point start =
+        std::chrono::steady_clock::now();
+    double last = 0;
+    bool shown = false;
+  };
+  std::shared_ptr<State> state = std::make_shared<State>();
 };
 
 } // namespace
@@ -212,8 +221,7 @@ std::optional<plan::Plan> CompileSession::buildPlan(const Attempt &attempt,
       return success();
     });
     LogicalResult ran = pm.run(*module);
-    if (*progress.shown && errs().is_displayed())
-      errs() << "\n";
+    progress.finish();
     if (failed(ran) || !recorder.failure().empty()) {
       code = recorder.noPlanUnderLoweredLimit() ? kNoPlanUnderLoweredLimit
                                                 : fail(recorder.failure());
