@@ -259,6 +259,20 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
     return verifyResultLayoutsAttr(op, attr, isFunctionOrModule);
   if (name == kPipelineAttrName)
     return verifyPipelineAttr(op, attr);
+  if (name == kLayerStagesAttrName) {
+    auto stages = dyn_cast<DictionaryAttr>(attr.getValue());
+    if (!stages || !isa<FunctionOpInterface>(op))
+      return op->emitError()
+             << "'" << name << "' must be a dictionary on a function";
+    for (NamedAttribute layer : stages) {
+      auto stage = dyn_cast<IntegerAttr>(layer.getValue());
+      if (!stage || stage.getInt() < 0)
+        return op->emitError()
+               << "'" << name << "': layer '" << layer.getName().getValue()
+               << "' must have a non-negative integer stage";
+    }
+    return success();
+  }
   if (name == kSpmdAttrName) {
     if (!isa<FunctionOpInterface>(op) || !isa<UnitAttr>(attr.getValue()))
       return op->emitError()

@@ -35,6 +35,8 @@ def Loom_Dialect : Dialect {
         argument layouts say how they relate to the global ones.
       * `loom.stage` (non-negative integer) and `loom.recompute` (unit) on an
         op that is not a function.
+      * `loom.layer_stages` (dictionary of non-negative integers) on a
+        function: each ONNX layer's pipeline stage, from loom-split-stages.
       * `loom.source` (string) and `loom.opset` (integer) on a module: the
         model file and ONNX opset it was imported from.
     On function arguments: `loom.input`, `loom.param`, `loom.buffer` (the
@@ -97,6 +99,10 @@ def Loom_Dialect : Dialect {
     /// every stage runs on a submesh of its own (its function's loom.mesh). On an input argument of such a
     /// function: the micro-batch (an integer) it holds.
     static constexpr ::llvm::StringLiteral kPipelineAttrName = "loom.pipeline";
+    /// Set by loom-split-stages on a function: the pipeline stage (chunk)
+    /// of each ONNX layer, a dictionary of non-negative integers, which
+    /// loom-pipeline follows and removes.
+    static constexpr ::llvm::StringLiteral kLayerStagesAttrName = "loom.layer_stages";
     static constexpr ::llvm::StringLiteral kMicroBatchAttrName = "loom.micro_batch";
     /// Function-argument attributes set by the ONNX importer.
     static constexpr ::llvm::StringLiteral kInputAttrName = "loom.input";

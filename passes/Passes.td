@@ -496,13 +496,61 @@ def ApplyStrategies : Pass<"loom-apply-strategies", "mlir::func::FuncOp"> {
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def SplitStages : Pass<"loom-split-stages", "mlir::ModuleOp"> {
+  let summary = "Splits a partitioned step's layers over pipeline stages by cost";
+  let description = [{
+    After `loom-partition`, before `loom-pipeline` (--mode auto with a
+    pipeline axis): Alpa's inter-op split. Each ONNX layer (the node
+    names' first path component) of the partitioned `@main` is costed as
+    a stage of its own: its compute on the stage's submesh (the hardware
+    profile grown to the whole mesh of `stages` times it), its memory, and
+    the sends of what crosses to the next stage. A dynamic program over
+    consecutive layers then picks the split over `stages` stages
+    (`stages` x `virtual-stages` chunks under the interleaved schedule)
+    with the least predicted step under `schedule` and `micro-batches`,
+    every stage within the memory limit when a split fits (the most
+    compact otherwise). The result is set as `@main`'s
+    `loom.layer_stages`, which `loom-pipeline` follows. Ops that carry
+    `loom.stage` marks (a strategy file's stages) are the user's split:
+    the pass leaves them. Errors: a step that is not a training step, a
+    parameter used by two layers, fewer layers than stages.
+
+    ```mlir
+    // before (stages=2): a partitioned step of four layers
+    func.func @main(...) attributes {loom.mesh = #mesh, loom.spmd}
+    // after
+    func.func @main(...) attributes {loom.layer_stages = {"/blocks.0" = 0 : i64,
+        "/blocks.1" = 1 : i64, "/embed" = 0 : i64, "/lm_head" = 1 : i64},
+        loom.mesh = #mesh, loom.spmd}
+    ```
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", "1", "Pipeline stages">,
+    Option<"microBatches", "micro-batches", "int64_t", "1",
+           "Micro-batches per step">,
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
+           "gpipe, 1f1b or interleaved">,
+    Option<"virtualStages", "virtual-stages", "int64_t", "1",
+           "Chunks per stage under the interleaved schedule">,
+    Option<"profile", "profile", "std::string", "\"8xH100-80GB\"",
+           "A built-in hardware profile's name or a profile JSON file">,
+    Option<"memoryLimit", "memory-limit", "int64_t", "0",
+           "Bytes per device (0: the profile's device memory)">,
+    Option<"ownMeshes", "own-meshes", "bool", "false",
+           "The stages run on submeshes of their own (--stage-meshes)">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 def PipelineStages : Pass<"loom-pipeline", "mlir::ModuleOp"> {
   let summary = "Splits a partitioned training step into pipeline stages";
   let description = [{
     After `loom-partition`, on a training step whose `@main` is one
     micro-batch's per-device program: the ops go to `stages` stages (by the
     `loom.stage` marks of a strategy file, per ONNX node; else by
-    `layer-stages`, per ONNX layer; else the layers balanced by op count),
+    `layer-stages`, or `@main`'s `loom.layer_stages` from
+    `loom-split-stages`, per ONNX layer; else the layers balanced by op
+    count),
     and `@main` is replaced by one function per stage (`@main_stage0`,
     ...), each running `micro-batches` micro-batches in the order of
     `schedule` (gpipe, 1f1b, or interleaved over `virtual-stages` chunks),
@@ -539,6 +587,9 @@ def PipelineStages : Pass<"loom-pipeline", "mlir::ModuleOp"> {
            "values that cross stages cross as compute ops made them)">,
     ListOption<"layerStages", "layer-stages", "std::string",
                "The stage of each ONNX layer, as LAYER=STAGE">,
+    Option<"profile", "profile", "std::string", "\"\"",
+           "The hardware profile the report's stage times are costed on "
+           "(empty: none)">,
   ];
   let dependentDialects = ["loom::LoomDialect"];
 }

@@ -38,12 +38,15 @@
 #define LOOM_PASSES_PIPELINE_H
 
 #include "compiler/search/StageSplit.h"
+#include "passes/StepCost.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -130,10 +133,50 @@ mlir::FailureOr<std::vector<search::LayerCost>>
 measureLayers(mlir::func::FuncOp func, const PipelineOptions &options,
               std::string &error);
 
-/// loom-pipeline with every option of `options`: its stages, layer
-/// stages and the costs its report gives (opSeconds, sendSeconds); node
-/// stages come from the ops' loom.stage marks.
-std::unique_ptr<mlir::Pass> createPipelinePass(const PipelineOptions &options);
+/// The costs pipelining splits and reports by: ops of the per-device
+/// program on the stage's submesh, and sends from a rank to the same rank
+/// of the next stage, on `profile` grown to `stages` times the submesh.
+class StageCosts {
+public:
+  StageCosts(const cost::HardwareProfile &profile, const layout::Mesh &stage,
+             int64_t stages);
+  StageCosts(const StageCosts &) = delete;
+  /// Sets `options`' opSeconds and sendSeconds (which refer to this).
+  void apply(PipelineOptions &options) const;
+  const cost::HardwareProfile &stageProfile() const { return stage; }
+  int64_t stageDevices() const { return devices; }
+
+private:
+  /// Its own copy: the group cache refers to it.
+  layout::Mesh mesh;
+  cost::HardwareProfile stage, whole;
+  int64_t devices;
+  mutable GroupCache groups;
+};
+
+/// What loom-split-stages found: the layers' costs on the stage's
+/// submesh, the split (empty when there is none), the memory limit it
+/// split under, the stage's devices and the sends' seconds of these
+/// layers' bytes (by value); `why` when the layers could not be costed or
+/// split.
+struct StageSplitReport {
+  std::vector<search::LayerCost> layers;
+  std::optional<search::StageSplit> split;
+  double memoryLimit = 0;
+  int64_t stageDevices = 0;
+  std::map<double, double> sendSeconds;
+  std::string why;
+};
+
+/// The report of `pass`, when it is a loom-split-stages that costed the
+/// layers; nullptr otherwise (for a pass instrumentation).
+const StageSplitReport *splitStagesReport(mlir::Pass &pass);
+
+/// loom-pipeline with the stages, schedule and layer stages of `options`,
+/// its report costed on `profile` (a hardware profile's name or file;
+/// empty: no times); node stages come from the ops' loom.stage marks.
+std::unique_ptr<mlir::Pass> createPipelinePass(const PipelineOptions &options,
+                                               llvm::StringRef profile = "");
 
 /// What `pass` did, when it is a loom-pipeline that ran; nullptr otherwise
 /// (for a pass instrumentation's report).

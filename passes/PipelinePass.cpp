@@ -9,6 +9,7 @@
 
 #include "passes/Passes.h"
 #include "passes/Pipeline.h"
+#include "passes/ShardingSupport.h"
 #include "passes/StepCost.h"
 
 namespace loom {
@@ -26,8 +27,6 @@ struct PipelinePass : public loom::impl::PipelineStagesBase<PipelinePass> {
   using PipelineStagesBase::PipelineStagesBase;
   void runOnOperation() override;
 
-  /// The costs for the report, when the compiler library gives them.
-  PipelineOptions costs;
   std::optional<PipelineReport> report;
 };
 
@@ -39,7 +38,7 @@ void PipelinePass::runOnOperation() {
     module.emitError("loom-pipeline: no function @main");
     return signalPassFailure();
   }
-  PipelineOptions options = costs;
+  PipelineOptions options;
   options.stages = stages;
   options.microBatches = microBatches;
   options.schedule = schedule;
@@ -56,11 +55,33 @@ void PipelinePass::runOnOperation() {
     }
     options.layerStages[layer] = s;
   }
+  // Stages per layer from loom-split-stages (not kept in the stages).
+  if (auto split = func->getAttrOfType<DictionaryAttr>(
+          LoomDialect::kLayerStagesAttrName)) {
+    if (layerStages.empty())
+      for (NamedAttribute layer : split)
+        options.layerStages[layer.getName().getValue()] =
+            cast<IntegerAttr>(layer.getValue()).getInt();
+    func->removeAttr(LoomDialect::kLayerStagesAttrName);
+  }
   // Stages given per ONNX node (a strategy file's "stage").
   for (Operation &op : func.getBody().front())
     if (auto stage = op.getAttrOfType<IntegerAttr>(LoomDialect::kStageAttrName))
       options.nodeStages[nodeName(&op)] = stage.getInt();
   std::string error;
+  // The report's stage times, on the profile given.
+  std::unique_ptr<StageCosts> costs;
+  if (!profile.empty()) {
+    std::optional<cost::HardwareProfile> hw = cost::findProfile(profile, error);
+    auto mesh = meshOf(func, "loom-pipeline");
+    if (!hw || failed(mesh)) {
+      if (!hw)
+        func.emitError() << error;
+      return signalPassFailure();
+    }
+    costs = std::make_unique<StageCosts>(*hw, mesh->second, stages);
+    costs->apply(options);
+  }
   FailureOr<PipelineReport> done = pipelineStep(func, options, error);
   if (failed(done)) {
     module.emitError(error);
@@ -71,8 +92,31 @@ void PipelinePass::runOnOperation() {
 
 } // namespace
 
+loom::sharding::StageCosts::StageCosts(const cost::HardwareProfile &profile,
+                                       const layout::Mesh &mesh, int64_t stages)
+    : mesh(mesh), devices(mesh.numDevices()), groups(this->mesh) {
+  bool grown = false;
+  stage = profileForMesh(profile, mesh, grown);
+  // Only the whole mesh's device count matters to the profile.
+  std::string error;
+  std::optional<layout::Mesh> all =
+      layout::Mesh::create({{"pp", stages * devices}}, error);
+  whole = all ? profileForMesh(profile, *all, grown) : stage;
+}
+
+void loom::sharding::StageCosts::apply(PipelineOptions &options) const {
+  options.opSeconds = [this](Operation *op) {
+    return opSeconds(op, groups, stage);
+  };
+  options.sendSeconds = [this](double bytes) {
+    return cost::collectiveSeconds(whole, cost::CollectiveKind::SendRecv, bytes,
+                                   {0, devices});
+  };
+}
+
 std::unique_ptr<Pass>
-loom::sharding::createPipelinePass(const PipelineOptions &options) {
+loom::sharding::createPipelinePass(const PipelineOptions &options,
+                                   StringRef profile) {
   PipelineStagesOptions flags;
   flags.stages = options.stages;
   flags.microBatches = options.microBatches;
@@ -82,11 +126,8 @@ loom::sharding::createPipelinePass(const PipelineOptions &options) {
   for (const auto &entry : options.layerStages)
     flags.layerStages.push_back(entry.getKey().str() + "=" +
                                 std::to_string(entry.getValue()));
-  auto pass = std::make_unique<PipelinePass>(flags);
-  pass->costs.opSeconds = options.opSeconds;
-  pass->costs.sendSeconds = options.sendSeconds;
-  pass->costs.axis = options.axis;
-  return pass;
+  flags.profile = profile.str();
+  return std::make_unique<PipelinePass>(flags);
 }
 
 const PipelineReport *loom::sharding::pipelineReport(Pass &pass) {

@@ -182,6 +182,44 @@ private:
 
 } // namespace
 
+int CompileSession::checkPipelineShape(const ParallelConfig &config) {
+  const int64_t stages = pipelineStages(config.mesh);
+  if (config.schedule == Schedule::Interleaved) {
+    if (config.virtualStages < 1)
+      return fail("--virtual-stages must be at least 1, got " +
+                  std::to_string(config.virtualStages));
+    if (config.microBatches % stages != 0)
+      return fail("--schedule interleaved runs the micro-batches in groups "
+                  "of the pipeline's stages: --micro-batches " +
+                  std::to_string(config.microBatches) +
+                  " is not a multiple of pp=" + std::to_string(stages));
+  } else if (config.virtualStagesGiven) {
+    return fail("--virtual-stages needs --schedule interleaved");
+  }
+  return 0;
+}
+
+void CompileSession::evaluate(const sharding::StageSplitReport &split,
+                              StageCandidate &candidate) {
+  if (!split.why.empty()) {
+    candidate.why = split.why;
+    return;
+  }
+  candidate.seconds = split.split->seconds;
+  candidate.memoryBytes = 0;
+  for (double m : split.split->memoryBytes)
+    candidate.memoryBytes = std::max(candidate.memoryBytes, m);
+  candidate.fits = split.split->fits;
+  auto sends = std::make_shared<std::map<double, double>>(split.sendSeconds);
+  candidate.sendSeconds = [sends](double bytes) {
+    auto it = sends->find(bytes);
+    return it == sends->end() ? 0.0 : it->second;
+  };
+  candidate.layers = split.layers;
+  candidate.stageDevices = split.stageDevices;
+  candidate.memoryLimit = split.memoryLimit;
+}
+
 std::optional<plan::Plan> CompileSession::buildPlan(const Attempt &attempt,
                                                     int &code) {
   DialectRegistry registry;
@@ -209,38 +247,40 @@ std::optional<plan::Plan> CompileSession::buildPlan(const Attempt &attempt,
   PipelineExtras extras;
   extras.progress = progress;
   extras.recordLayouts = attempt.ownStageMeshes;
+  extras.evaluating = attempt.evaluating != nullptr;
+  extras.stageTimes = true;
   PassManager pm(&context);
-  buildShardingPipeline(pm, step, extras);
+  buildCompilePipeline(pm, step, extras);
   auto owned = std::make_unique<ExplanationRecorder>(
-      step, cluster, log, earlier.has_value() && !attempt.evaluating);
+      step, cluster, log, earlier.has_value() && !attempt.evaluating,
+      extras.evaluating);
   ExplanationRecorder &recorder = *owned;
   pm.addInstrumentation(std::move(owned));
-  {
-    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
-      recorder.collect(d);
-      return success();
-    });
-    LogicalResult ran = pm.run(*module);
-    progress.finish();
-    if (failed(ran) || !recorder.failure().empty()) {
-      code = recorder.noPlanUnderLoweredLimit() ? kNoPlanUnderLoweredLimit
-                                                : fail(recorder.failure());
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
+    recorder.collect(d);
+    return success();
+  });
+  LogicalResult ran = pm.run(*module);
+  progress.finish();
+  if (attempt.evaluating) {
+    // A candidate of --stages auto: costed by the split, not compiled.
+    if (failed(ran) && !recorder.split) {
+      code = fail(recorder.failure());
       return std::nullopt;
     }
+    if (recorder.split)
+      evaluate(*recorder.split, *attempt.evaluating);
+    code = recorder.split ? kEvaluated : 0;
+    return std::nullopt;
   }
-  if (onMesh) {
-    recorder.explanation->recordProgram(recorder.func);
-    if ((code = stageAndPipeline(attempt, recorder)))
-      return std::nullopt;
+  if (failed(ran) || !recorder.failure().empty()) {
+    code = recorder.noPlanUnderLoweredLimit() ? kNoPlanUnderLoweredLimit
+                                              : fail(recorder.failure());
+    return std::nullopt;
   }
-  if (options.fuse) {
-    PassManager fuse(&context);
-    fuse.addNestedPass<func::FuncOp>(createFuseMatmulEpilogue());
-    if (failed(fuse.run(*module))) {
-      code = fail(modelPath() + ": cannot fuse matmul epilogues");
-      return std::nullopt;
-    }
-  }
+  recorder.recordProgram();
+  if (recorder.pipeline)
+    chosenLayerStages = recorder.pipeline->layerStages;
   if (!options.emitMlir.empty()) {
     auto output = mlir::openOutputFile(options.emitMlir, &error);
     if (!output) {

@@ -23,6 +23,7 @@
 #include "compiler/pipeline/Compiler.h"
 #include "compiler/plan/Explain.h"
 #include "compiler/search/StageSplit.h"
+#include "passes/Pipeline.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/Twine.h"
@@ -104,8 +105,6 @@ public:
   const std::string &message() const { return error; }
 
 private:
-  friend class Stager;
-
   // Compile.cpp: one attempt.
   std::optional<plan::Plan> buildPlan(const Attempt &attempt, int &code);
   void finishPlan(plan::Plan &plan, const ParallelConfig &config) const;
@@ -113,9 +112,11 @@ private:
   /// The options one attempt runs the passes with.
   CompileOptions attemptOptions(const Attempt &attempt) const;
 
-  // Stages.cpp: the stage split and pipelining after the sharding passes.
+  /// The schedule's checks against the stages and micro-batches.
   int checkPipelineShape(const ParallelConfig &config);
-  int stageAndPipeline(const Attempt &attempt, ExplanationRecorder &recorder);
+  /// A candidate of --stages auto from the stage split's report.
+  void evaluate(const sharding::StageSplitReport &split,
+                StageCandidate &candidate);
 
   // Planner.cpp: the searches over whole compiles.
   int chooseStages(ParallelConfig &chosen);

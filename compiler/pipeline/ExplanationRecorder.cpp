@@ -26,8 +26,10 @@ namespace loom::pipeline {
 
 ExplanationRecorder::ExplanationRecorder(const CompileOptions &options,
                                          const cost::HardwareProfile &cluster,
-                                         raw_ostream &log, bool lowered)
+                                         raw_ostream &log, bool lowered,
+                                         bool evaluating)
     : options(options), cluster(cluster), log(log), lowered(lowered),
+      evaluating(evaluating),
       recompute(options.parallel.recompute.value_or("")) {
   if (options.parallel.mesh.empty())
     explanation.emplace(cluster, std::nullopt, "single");
@@ -63,10 +65,19 @@ void ExplanationRecorder::runBeforePass(Pass *pass, Operation *op) {
       {"loom-shard-optimizer", Phase::Zero},
       {"loom-recompute", Phase::Recompute},
       {"loom-partition", Phase::Partition},
+      {"loom-split-stages", Phase::SplitStages},
+      {"loom-pipeline", Phase::Pipeline},
       {"loom-fuse-matmul-epilogue", Phase::Fusion}};
   for (const auto &[argument, next] : phases)
-    if (name == argument)
+    if (name == argument) {
+      // The stages' messages are their own, as the search's are not.
+      if (next != phase &&
+          (next == Phase::SplitStages || next == Phase::Pipeline))
+        diagnostics.clear();
       phase = next;
+    }
+  if (phase > Phase::Partition)
+    recordProgram();
   auto f = dyn_cast<func::FuncOp>(op);
   if (!f)
     return;
@@ -78,7 +89,50 @@ void ExplanationRecorder::runBeforePass(Pass *pass, Operation *op) {
     explanation->recordShardings(f, nullptr);
 }
 
+void ExplanationRecorder::recordProgram() {
+  if (programRecorded || !mesh)
+    return;
+  explanation->recordProgram(func);
+  programRecorded = true;
+}
+
+/// "loom: pipeline stages by the cost model: 2 stages of 3, 2 layers; ...".
+static void printSplit(raw_ostream &log, const sharding::StageSplitReport &r,
+                       int64_t chunks) {
+  const search::StageSplit &split = *r.split;
+  double memory = 0;
+  for (double m : split.memoryBytes)
+    memory = std::max(memory, m);
+  log << "loom: pipeline stages by the cost model: " << split.starts.size()
+      << (chunks > 1 ? " chunks (" + std::to_string(chunks) + " per stage) of"
+                     : " stages of");
+  for (size_t s = 0; s < split.starts.size(); ++s)
+    log << (s ? ", " : " ") << split.end(s, r.layers.size()) - split.starts[s];
+  log << " layers; predicted step " << explain::formatSeconds(split.seconds)
+      << ", the largest stage holding " << sharding::formatBytes(memory)
+      << (split.fits ? ""
+                     : " (over the limit: no split fits by this "
+                       "count; the most compact)")
+      << "\n";
+}
+
 void ExplanationRecorder::runAfterPass(Pass *pass, Operation *op) {
+  if (const sharding::StageSplitReport *report =
+          sharding::splitStagesReport(*pass)) {
+    split = report;
+    if (!evaluating)
+      printSplit(log, *report,
+                 options.parallel.schedule == Schedule::Interleaved
+                     ? options.parallel.virtualStages
+                     : 1);
+    return;
+  }
+  if (const sharding::PipelineReport *report =
+          sharding::pipelineReport(*pass)) {
+    pipeline = report;
+    explanation->recordPipeline(*report);
+    return;
+  }
   if (phase == Phase::Mesh && isa<ModuleOp>(op) && !mesh) {
     func = cast<ModuleOp>(op).lookupSymbol<func::FuncOp>("main");
     std::string error;
@@ -139,6 +193,9 @@ void ExplanationRecorder::runAfterPass(Pass *pass, Operation *op) {
 
 void ExplanationRecorder::runAfterPassFailed(Pass *pass, Operation *op) {
   const std::string &model = options.model.path;
+  if (const sharding::StageSplitReport *report =
+          sharding::splitStagesReport(*pass))
+    split = report;
   const std::string shard =
       model + ": cannot shard the model on " + meshText() + ": ";
   switch (phase) {
@@ -182,6 +239,12 @@ void ExplanationRecorder::runAfterPassFailed(Pass *pass, Operation *op) {
   case Phase::Partition:
     return fail(model + ": cannot partition the model on " + meshText() + ": " +
                 diagnostics);
+  case Phase::SplitStages:
+    return fail(model + ": " + StringRef(diagnostics).rtrim().str());
+  case Phase::Pipeline:
+    return fail(model + ": cannot pipeline the step on " +
+                options.parallel.mesh + ": " +
+                StringRef(diagnostics).rtrim().str());
   case Phase::Fusion:
     return fail(model + ": cannot fuse matmul epilogues");
   }

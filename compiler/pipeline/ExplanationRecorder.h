@@ -16,6 +16,7 @@
 #include "compiler/pipeline/CompileOptions.h"
 #include "compiler/plan/Explain.h"
 #include "passes/AutoSharding.h"
+#include "passes/Pipeline.h"
 
 #include "common/layout/Mesh.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -36,7 +37,7 @@ public:
   /// reports the plan it had).
   ExplanationRecorder(const CompileOptions &options,
                       const cost::HardwareProfile &cluster,
-                      llvm::raw_ostream &log, bool lowered);
+                      llvm::raw_ostream &log, bool lowered, bool evaluating);
 
   void runBeforePass(mlir::Pass *pass, mlir::Operation *op) override;
   void runAfterPass(mlir::Pass *pass, mlir::Operation *op) override;
@@ -55,6 +56,13 @@ public:
   mlir::func::FuncOp func;
   std::optional<layout::Mesh> mesh;
   cost::HardwareProfile profile;
+  /// The stage split's and the pipeline's reports, while the pass manager
+  /// that ran them lives.
+  const sharding::StageSplitReport *split = nullptr;
+  const sharding::PipelineReport *pipeline = nullptr;
+
+  /// Records the partitioned program, once (before the stages split it).
+  void recordProgram();
 
 private:
   enum class Phase {
@@ -69,6 +77,8 @@ private:
     Zero,
     Recompute,
     Partition,
+    SplitStages,
+    Pipeline,
     Fusion
   };
   void fail(const std::string &text) { message = text; }
@@ -78,7 +88,8 @@ private:
   const CompileOptions &options;
   const cost::HardwareProfile &cluster;
   llvm::raw_ostream &log;
-  const bool lowered;
+  const bool lowered, evaluating;
+  bool programRecorded = false;
   Phase phase = Phase::Cleanup;
   bool fixedNoted = false;
   std::string diagnostics;

@@ -22,14 +22,6 @@ using namespace mlir;
 
 namespace loom::pipeline {
 
-bool splitsStagesByCost(const CompileOptions &options) {
-  const ParallelConfig &p = options.parallel;
-  return !p.stageMeshes.empty() ||
-         (options.shardingMode() == ShardingMode::Auto &&
-          options.training.enabled && !p.layerStages &&
-          pipelineStages(p.mesh) > 1);
-}
-
 bool isPipelined(const CompileOptions &options) {
   const ParallelConfig &p = options.parallel;
   return !p.stageMeshes.empty() ||
@@ -107,8 +99,48 @@ void addSharding(OpPassManager &pm, const CompileOptions &options,
 
 } // namespace
 
-void buildShardingPipeline(OpPassManager &pm, const CompileOptions &options,
-                           const PipelineExtras &extras) {
+namespace {
+
+/// The stages of a pipelined step: split by the cost model (--mode auto,
+/// unless the layers' stages are given), then pipelined. A candidate of
+/// --stages auto stops after the split (it is costed, not compiled).
+void addStages(OpPassManager &pm, const CompileOptions &options,
+               const PipelineExtras &extras) {
+  const ParallelConfig &p = options.parallel;
+  const int64_t stages = pipelineStages(p.mesh);
+  const int64_t chunks =
+      p.schedule == Schedule::Interleaved ? p.virtualStages : 1;
+  if (options.shardingMode() == ShardingMode::Auto &&
+      options.training.enabled && !p.layerStages &&
+      (stages > 1 || extras.evaluating)) {
+    SplitStagesOptions split;
+    split.stages = stages;
+    split.microBatches = p.microBatches;
+    split.schedule = toString(p.schedule).str();
+    split.virtualStages = chunks;
+    split.profile = options.cluster;
+    split.memoryLimit = options.memoryLimit;
+    split.ownMeshes = extras.recordLayouts;
+    pm.addPass(createSplitStages(split));
+  }
+  if (extras.evaluating || !(stages > 1 || p.microBatches > 1))
+    return;
+  sharding::PipelineOptions pipeline;
+  pipeline.stages = stages;
+  pipeline.microBatches = p.microBatches;
+  pipeline.schedule = toString(p.schedule).str();
+  pipeline.virtualStages = chunks;
+  pipeline.ownMeshes = extras.recordLayouts;
+  if (p.layerStages)
+    pipeline.layerStages = *p.layerStages;
+  pm.addPass(sharding::createPipelinePass(
+      pipeline, extras.stageTimes ? options.cluster : std::string()));
+}
+
+} // namespace
+
+void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options,
+                          const PipelineExtras &extras) {
   pm.addNestedPass<func::FuncOp>(createFuseLayerNorm());
   pm.addPass(createCSEPass());
   if (options.precision != Precision::F32) {
@@ -123,33 +155,25 @@ void buildShardingPipeline(OpPassManager &pm, const CompileOptions &options,
     mark.spec = *options.parallel.recompute;
     pm.addNestedPass<func::FuncOp>(createMarkRecompute(mark));
   }
-  if (options.parallel.mesh.empty())
+  if (options.parallel.mesh.empty()) {
     pm.addNestedPass<func::FuncOp>(createRecompute());
-  else
+  } else {
     addSharding(pm, options, extras);
+    addStages(pm, options, extras);
+  }
+  if (options.fuse && !extras.evaluating)
+    pm.addNestedPass<func::FuncOp>(createFuseMatmulEpilogue());
 }
 
 LogicalResult buildLoomPipeline(OpPassManager &pm,
                                 const CompileOptions &options,
                                 std::string &error) {
-  if (splitsStagesByCost(options)) {
-    error = "the stage split by the cost model (--mode auto with pp=P, "
-            "--stage-meshes) is not yet a pass: compile with `loom compile`";
+  if (!options.parallel.stageMeshes.empty()) {
+    error = "--stage-meshes assembles one plan from a compile per submesh: "
+            "compile it with `loom compile`";
     return failure();
   }
-  buildShardingPipeline(pm, options);
-  if (isPipelined(options)) {
-    const ParallelConfig &p = options.parallel;
-    sharding::PipelineOptions stages;
-    stages.stages = pipelineStages(p.mesh);
-    stages.microBatches = p.microBatches;
-    stages.schedule = toString(p.schedule).str();
-    stages.virtualStages =
-        p.schedule == Schedule::Interleaved ? p.virtualStages : 1;
-    pm.addPass(sharding::createPipelinePass(stages));
-  }
-  if (options.fuse)
-    pm.addNestedPass<func::FuncOp>(createFuseMatmulEpilogue());
+  buildCompilePipeline(pm, options);
   return success();
 }
 

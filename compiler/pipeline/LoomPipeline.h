@@ -18,6 +18,7 @@
 //     loom-shard-optimizer                     --zero, or auto's choice
 //     loom-recompute
 //     loom-partition, cse
+//     loom-split-stages                        --mode auto with pp=P
 //     loom-pipeline                            pp=P, --micro-batches
 //   loom-fuse-matmul-epilogue                  --fuse
 //
@@ -25,10 +26,8 @@
 // `loom compile` flags of the same names, so that
 //   loom import M.onnx --locations | loom-opt --loom-compile-pipeline="..."
 // prints the program `loom compile M.onnx --emit-mlir` writes.
-// The stage split by the cost model (--mode auto with pp=P, and
-// --stage-meshes) is not yet a pass: it runs in the compiler library
-// between loom-partition and loom-pipeline (Stages.cpp), and the
-// registered pipeline says so for those options.
+// --stage-meshes is not one pipeline: its plan is assembled from one
+// compile per distinct submesh (StageMeshes.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,22 +50,23 @@ struct PipelineExtras {
   /// Ops record their results' layouts (stages compiled on meshes of
   /// their own).
   bool recordLayouts = false;
+  /// A candidate of --stages auto: the passes stop after the stage split.
+  bool evaluating = false;
+  /// loom-pipeline costs its report's stage times (for the explanation).
+  bool stageTimes = false;
 };
 
-/// The passes from the imported model through partitioning (through
-/// recompute without a mesh): every pass above but the last.
-void buildShardingPipeline(mlir::OpPassManager &pm,
-                           const CompileOptions &options,
-                           const PipelineExtras &extras = {});
+/// Every pass of `loom compile` for `options`, in the order above.
+void buildCompilePipeline(mlir::OpPassManager &pm,
+                          const CompileOptions &options,
+                          const PipelineExtras &extras = {});
 
 /// Whether the step of `options` is pipelined (stages, or micro-batches on
 /// a mesh).
 bool isPipelined(const CompileOptions &options);
-/// Whether its stages are split by the cost model, which is not yet a pass.
-bool splitsStagesByCost(const CompileOptions &options);
 
-/// The whole pipeline; fails with `error` where the stages are split by
-/// the cost model.
+/// The pipeline `loom-compile-pipeline` builds; fails with `error` for
+/// --stage-meshes, whose plan is assembled from one compile per submesh.
 mlir::LogicalResult buildLoomPipeline(mlir::OpPassManager &pm,
                                       const CompileOptions &options,
                                       std::string &error);
