@@ -51,15 +51,13 @@ LogicalResult checkShapes(Operation *op, int64_t dim, int64_t mul, int64_t div,
     if (d == dim) {
       if (expected * mul % div != 0)
         return op->emitOpError("dimension ")
-               << d << " of size " << expected << " does not divide by "
-               << div;
+               << d << " of size " << expected << " does not divide by " << div;
       expected = expected * mul / div;
     }
     if (d == toDim) {
       if (expected % mul != 0)
         return op->emitOpError("dimension ")
-               << d << " of size " << expected << " does not divide by "
-               << mul;
+               << d << " of size " << expected << " does not divide by " << mul;
       expected /= mul;
     }
     if (out.getDimSize(d) != expected)
@@ -116,15 +114,6 @@ LogicalResult MakePartialOp::verify() {
     return failure();
   if (getInput().getType() != getResult().getType())
     return emitOpError("result must have the input's type");
-  return success();
-}
-
-LogicalResult LabelCountOp::verify() {
-  RankedTensorType labels = typeOf(getLabels()), out = typeOf(getResult());
-  if (labels.getRank() != 1)
-    return emitOpError("labels must be [N], got ") << labels;
-  if (out.getRank() != 0)
-    return emitOpError("result must be a scalar, got ") << out;
   return success();
 }
 

@@ -34,10 +34,31 @@ class Loom_Op<string mnemonic, list<Trait> traits = []>
                       Loom_CostOpInterface],
                      traits)>;
 
-/// An op whose result type is inferred by `$cppClass::inferReturnTypes`.
+/// An op whose result types follow from its operands and attributes by the
+/// op's rule (common/ops/OpRules.h), which its `inferReturnTypes` runs.
 class Loom_InferredOp<string mnemonic, list<Trait> traits = []>
     : Loom_Op<mnemonic, !listconcat([InferTypeOpAdaptor], traits)> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *context, std::optional<::mlir::Location> loc,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &results) {
+      return ::loom::inferByRule<$cppClass>(context, loc, adaptor, results);
+    }
+  }];
+}
+
+/// An op whose result type is an input of its own (cast, reshape, broadcast,
+/// the gradients that write into a given shape): its verifier checks the
+/// operands against the results by the op's rule (common/ops/OpRules.h).
+class Loom_CheckedOp<string mnemonic, list<Trait> traits = []>
+    : Loom_Op<mnemonic, traits> {
+  let hasVerifier = 1;
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::verify() {
+      return ::loom::verifyByRule(getOperation());
+    }
+  }];
 }
 
 //===----------------------------------------------------------------------===//
@@ -54,6 +75,8 @@ def Loom_ConstantOp : Loom_InferredOp<"constant", [ConstantLike]> {
   let results = (outs Loom_Tensor:$result);
   let assemblyFormat = "attr-dict $value";
   let hasFolder = 1;
+  // The result type is the value's (LoomOps.cpp), not a rule's.
+  let extraClassDefinition = [{}];
 }
 
 //===----------------------------------------------------------------------===//
@@ -70,14 +93,6 @@ class Loom_BinaryOp<string mnemonic, string what>
   }];
   let arguments = (ins Loom_NumericTensor:$lhs, Loom_NumericTensor:$rhs);
   let results = (outs Loom_NumericTensor:$result);
-  let extraClassDefinition = [{
-    ::llvm::LogicalResult $cppClass::inferReturnTypes(
-        ::mlir::MLIRContext *, std::optional<::mlir::Location> loc,
-        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &results) {
-      return ::loom::inferElementwiseResult(
-          loc, {adaptor.getLhs(), adaptor.getRhs()}, results);
-    }
-  }];
 }
 
 def Loom_AddOp : Loom_BinaryOp<"add", "addition">;
@@ -91,14 +106,6 @@ class Loom_UnaryOp<string mnemonic, string what, Type type = Loom_FloatTensor>
   let summary = "elementwise " # what;
   let arguments = (ins type:$input);
   let results = (outs type:$result);
-  let extraClassDefinition = [{
-    ::llvm::LogicalResult $cppClass::inferReturnTypes(
-        ::mlir::MLIRContext *, std::optional<::mlir::Location>,
-        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &results) {
-      results.push_back(adaptor.getInput().getType());
-      return ::mlir::success();
-    }
-  }];
 }
 
 def Loom_NegOp : Loom_UnaryOp<"neg", "negation", Loom_NumericTensor>;
@@ -118,7 +125,7 @@ def Loom_GeluOp : Loom_UnaryOp<"gelu", "Gaussian error linear unit"> {
   let arguments = (ins Loom_FloatTensor:$input, UnitAttr:$tanh_approximation);
 }
 
-def Loom_CastOp : Loom_Op<"cast", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
+def Loom_CastOp : Loom_CheckedOp<"cast", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "elementwise conversion to another element type";
   let description = [{
     Converts every element to the result's element type; the shape is kept.
@@ -127,7 +134,6 @@ def Loom_CastOp : Loom_Op<"cast", [DeclareOpInterfaceMethods<Loom_GradientOpInte
   let arguments = (ins Loom_Tensor:$input);
   let results = (outs Loom_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
-  let hasVerifier = 1;
 }
 
 def Loom_SelectOp : Loom_InferredOp<"select", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
@@ -234,15 +240,6 @@ class Loom_ReduceOp<string mnemonic, string what>
   let arguments = (ins Loom_NumericTensor:$input, DenseI64ArrayAttr:$axes,
                        UnitAttr:$keep_dims);
   let results = (outs Loom_NumericTensor:$result);
-  let extraClassDefinition = [{
-    ::llvm::LogicalResult $cppClass::inferReturnTypes(
-        ::mlir::MLIRContext *, std::optional<::mlir::Location> loc,
-        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &results) {
-      return ::loom::inferReduceResult(loc, adaptor.getInput(),
-                                       adaptor.getAxes(),
-                                       adaptor.getKeepDims(), results);
-    }
-  }];
 }
 
 def Loom_ReduceSumOp : Loom_ReduceOp<"reduce_sum", "sum">;
@@ -263,7 +260,7 @@ def Loom_TransposeOp : Loom_InferredOp<"transpose", [DeclareOpInterfaceMethods<L
   let results = (outs Loom_Tensor:$result);
 }
 
-def Loom_ReshapeOp : Loom_Op<"reshape", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
+def Loom_ReshapeOp : Loom_CheckedOp<"reshape", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "same elements in row-major order, another shape";
   let description = [{
     The result has the input's element type and number of elements.
@@ -271,10 +268,9 @@ def Loom_ReshapeOp : Loom_Op<"reshape", [DeclareOpInterfaceMethods<Loom_Gradient
   let arguments = (ins Loom_Tensor:$input);
   let results = (outs Loom_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
-  let hasVerifier = 1;
 }
 
-def Loom_BroadcastOp : Loom_Op<"broadcast", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
+def Loom_BroadcastOp : Loom_CheckedOp<"broadcast", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "numpy broadcast to a larger shape";
   let description = [{
     The result has the input's element type, rank at least the input's, and
@@ -284,7 +280,6 @@ def Loom_BroadcastOp : Loom_Op<"broadcast", [DeclareOpInterfaceMethods<Loom_Grad
   let arguments = (ins Loom_Tensor:$input);
   let results = (outs Loom_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
-  let hasVerifier = 1;
 }
 
 def Loom_GatherOp : Loom_InferredOp<"gather", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
@@ -348,16 +343,6 @@ class Loom_Pool2DOp<string mnemonic, string what>
     : Loom_InferredOp<mnemonic, [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "2-D " # what # " pooling, NCHW";
   let results = (outs Loom_FloatTensor:$result);
-  let extraClassDefinition = [{
-    ::llvm::LogicalResult $cppClass::inferReturnTypes(
-        ::mlir::MLIRContext *, std::optional<::mlir::Location> loc,
-        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &results) {
-      return ::loom::inferPool2DResult(
-          loc, adaptor.getInput(), adaptor.getKernel(), adaptor.getStrides(),
-          adaptor.getPadding(), adaptor.getDilations(), adaptor.getCeilMode(),
-          results);
-    }
-  }];
 }
 
 def Loom_MaxPool2DOp : Loom_Pool2DOp<"max_pool2d", "max"> {
@@ -386,7 +371,6 @@ def Loom_AvgPool2DOp : Loom_Pool2DOp<"avg_pool2d", "average"> {
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
                        DenseI64ArrayAttr:$dilations, UnitAttr:$ceil_mode,
                        UnitAttr:$count_include_pad);
-  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -11,9 +11,8 @@
 
 /// Result type given explicitly (the shape of what is differentiated).
 class Loom_TypedOp<string mnemonic, list<Trait> traits = []>
-    : Loom_Op<mnemonic, traits> {
+    : Loom_CheckedOp<mnemonic, traits> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
 def Loom_ReluGradOp : Loom_InferredOp<"relu_grad"> {
@@ -93,7 +92,6 @@ def Loom_LabelCountOp : Loom_TypedOp<"label_count"> {
   }];
   let arguments = (ins Loom_IndexTensor:$labels, I64Attr:$ignore_index);
   let results = (outs Loom_FloatTensor:$result);
-  let hasVerifier = 1;
 }
 
 def Loom_SoftmaxCrossEntropyGradOp

@@ -13,8 +13,8 @@
 
 #include "runtime/ExecutorImpl.h"
 
+#include "common/ops/OpRules.h"
 #include "common/plan/CollectiveScratch.h"
-#include "runtime/ShapeCheck.h"
 
 #include <algorithm>
 
@@ -75,7 +75,7 @@ std::string Executor::Impl::validateInstruction(
     return at + ": backend '" + backend->name() + "' does not support op '" +
            inst.op() + "'";
   Step step{kind, kernel, toAttrs(inst), {}, {}, &inst, -1, {}};
-  std::vector<TypeRef> operandTypes, resultTypes;
+  std::vector<ops::TypeRef> operandTypes, resultTypes;
   for (int32_t id : inst.operands()) {
     if (id < 0 || id >= n || !live.defined[id])
       return at + ": operand " + std::to_string(id) +
@@ -98,9 +98,10 @@ std::string Executor::Impl::validateInstruction(
   if (kind == Step::Send || kind == Step::Recv)
     e = checkPointToPoint(step);
   else if (collective)
-    e = checkCollective(inst.op(), step.attrs, axes, operandTypes, resultTypes);
+    e = ops::checkCollective(inst.op(), step.attrs, axes, operandTypes,
+                             resultTypes);
   else
-    e = checkInstruction(inst.op(), step.attrs, operandTypes, resultTypes);
+    e = ops::checkOp(inst.op(), step.attrs, operandTypes, resultTypes);
   if (e.empty() && collective)
     e = checkStageAxisUnused(step);
   if (e.empty())

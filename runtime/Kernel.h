@@ -1,5 +1,4 @@
-//===- Kernel.h - What a backend kernel receives ------------------*- C++
-//-*-===//
+//===- Kernel.h - What a backend kernel receives ----------------*- C++ -*-===//
 //
 // A kernel computes one instruction of a plan: a loom op (named as in the
 // dialect without the `loom.` prefix, e.g. "matmul") on input and output
@@ -24,29 +23,8 @@
 
 namespace loom::rt {
 
-/// An attribute value: integer, float, string, bool or integer list.
-using AttrValue =
-    std::variant<int64_t, double, std::string, bool, std::vector<int64_t>>;
-
-class Attrs {
-public:
-  void set(std::string name, AttrValue value) {
-    values[std::move(name)] = std::move(value);
-  }
-  bool has(std::string_view name) const {
-    return values.find(std::string(name)) != values.end();
-  }
-  /// Typed accessors; a missing attribute gives the default.
-  int64_t getInt(std::string_view name, int64_t dflt = 0) const;
-  double getFloat(std::string_view name, double dflt = 0) const;
-  bool getBool(std::string_view name) const;
-  std::vector<int64_t> getInts(std::string_view name) const;
-  std::string getString(std::string_view name) const;
-  const std::map<std::string, AttrValue> &all() const { return values; }
-
-private:
-  std::map<std::string, AttrValue> values;
-};
+using ops::Attrs;
+using ops::AttrValue;
 
 struct KernelArgs {
   std::string_view op;

@@ -1,5 +1,4 @@
-//===- Tensor.h - Element types, shapes and tensor views ---------*- C++
-//-*-===//
+//===- Tensor.h - Element types, shapes and tensor views --------*- C++ -*-===//
 //
 // The runtime's view of a tensor: an element type, a static shape and a
 // pointer to dense row-major data it does not own. No MLIR or LLVM here.
@@ -9,6 +8,8 @@
 #ifndef LOOM_RUNTIME_TENSOR_H
 #define LOOM_RUNTIME_TENSOR_H
 
+#include "common/ops/OpTypes.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -16,24 +17,13 @@
 
 namespace loom::rt {
 
-/// Element types, numbered as in plan.proto.
-enum class DType : int {
-  F32 = 1,
-  F16 = 2,
-  BF16 = 3,
-  I32 = 4,
-  I64 = 5,
-  Bool = 6, // one byte per element, 0 or 1
-};
-
-size_t dtypeSize(DType dtype);
-const char *dtypeName(DType dtype);
-bool isFloat(DType dtype);
-
-using Shape = std::vector<int64_t>;
-
-int64_t numElements(const Shape &shape);
-std::string formatShape(const Shape &shape);
+using ops::DType;
+using ops::dtypeName;
+using ops::dtypeSize;
+using ops::formatShape;
+using ops::isFloat;
+using ops::numElements;
+using ops::Shape;
 
 /// A non-owning view of dense row-major data.
 struct TensorView {

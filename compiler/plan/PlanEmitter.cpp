@@ -5,13 +5,13 @@
 
 #include "common/plan/CollectiveScratch.h"
 #include "dialects/LoomDialect.h"
+#include "dialects/OpRuleAdaptor.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/raw_ostream.h"
-
 
 using namespace mlir;
 
@@ -93,25 +93,25 @@ std::optional<std::string> elementsBytes(ElementsAttr attr) {
   return bytes;
 }
 
+/// `named` as the plan carries it: the op rules' attribute vocabulary
+/// (dialects/OpRuleAdaptor.h), which the runtime reads back into the same
+/// `ops::Attrs` the dialect's type inference saw.
 bool convertAttribute(NamedAttribute named, plan::Attribute &out) {
-  out.set_name(named.getName().str());
-  Attribute a = named.getValue();
-  if (isa<UnitAttr>(a)) {
-    out.set_bool_value(true);
-  } else if (auto b = dyn_cast<BoolAttr>(a)) {
-    out.set_bool_value(b.getValue());
-  } else if (auto i = dyn_cast<IntegerAttr>(a)) {
-    out.set_int_value(i.getValue().getSExtValue());
-  } else if (auto f = dyn_cast<FloatAttr>(a)) {
-    out.set_float_value(f.getValueAsDouble());
-  } else if (auto s = dyn_cast<StringAttr>(a)) {
-    out.set_string_value(s.str());
-  } else if (auto list = dyn_cast<DenseI64ArrayAttr>(a)) {
-    for (int64_t v : list.asArrayRef())
-      out.mutable_ints_value()->add_values(v);
-  } else {
+  std::optional<ops::AttrValue> value = toRuleAttrValue(named.getValue());
+  if (!value)
     return false;
-  }
+  out.set_name(named.getName().str());
+  if (auto *i = std::get_if<int64_t>(&*value))
+    out.set_int_value(*i);
+  else if (auto *f = std::get_if<double>(&*value))
+    out.set_float_value(*f);
+  else if (auto *s = std::get_if<std::string>(&*value))
+    out.set_string_value(*s);
+  else if (auto *b = std::get_if<bool>(&*value))
+    out.set_bool_value(*b);
+  else
+    for (int64_t v : std::get<std::vector<int64_t>>(*value))
+      out.mutable_ints_value()->add_values(v);
   return true;
 }
 

@@ -20,7 +20,7 @@ namespace {
 
 /// The output size along one axis: the dialect's floor formula, plus one
 /// in ceil mode when a last window would start inside the input or its
-/// leading padding (dialects/ShapeInference.cpp, windowOutputSize).
+/// leading padding (common/ops/NNRules.cpp, windowOut).
 int64_t outputSize(int64_t in, int64_t kernel, int64_t stride, int64_t padBegin,
                    int64_t padEnd, int64_t dilation, bool ceilMode) {
   int64_t span = in + padBegin + padEnd - dilation * (kernel - 1) - 1;

@@ -1,6 +1,7 @@
 //===- TrainShapeCheckTest.cpp - Plan validation rules of training ops ----===//
 //
-// The runtime's shape rules (runtime/ShapeCheck.cpp) for the ops of
+// The op rules (common/ops/OpRules.h) that the runtime's plan validator
+// applies, for the ops of
 // dialects/LoomTrainOps.td: each accepts what the op's description allows
 // and rejects operand/result counts, element types and shapes it does not,
 // so that the kernels never see a plan that would make them index out of
@@ -8,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "common/ops/OpRules.h"
 #include "runtime/Backend.h"
-#include "runtime/ShapeCheck.h"
 
 #include <gtest/gtest.h>
 
@@ -28,12 +29,12 @@ constexpr DType F32 = DType::F32, F16 = DType::F16, I32 = DType::I32,
 std::string check(const std::string &op, const Attrs &attrs,
                   const std::vector<Type> &operands,
                   const std::vector<Type> &results) {
-  std::vector<TypeRef> ops, res;
+  std::vector<ops::TypeRef> ops, res;
   for (const Type &t : operands)
     ops.push_back({t.first, &t.second});
   for (const Type &t : results)
     res.push_back({t.first, &t.second});
-  return checkInstruction(op, attrs, ops, res);
+  return ops::checkOp(op, attrs, ops, res);
 }
 
 /// The mnemonics of the ops LoomTrainOps.td defines.

@@ -1,18 +1,18 @@
-//===- ShapeCheck.cpp - Validate one plan instruction's shapes ------------===//
+//===- OpRules.cpp - The table of op rules and its entry points -----------===//
 //
-// The entry points of runtime/ShapeCheck.h: the helpers every family of
-// rules shares (ShapeCheckImpl.h), the table of rules by op name that
-// checkInstruction looks an op up in, filled from the family files, and the
-// collectives' rule, which needs the mesh and so sits outside the table.
+// The entry points of common/ops/OpRules.h: the helpers every family of
+// rules shares (RulesImpl.h), the table of rules by op name, filled from the
+// family files, and the collectives' rule, which needs the mesh and so sits
+// outside the table.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/ShapeCheck.h"
-#include "runtime/ShapeCheckImpl.h"
+#include "common/ops/OpRules.h"
+#include "common/ops/RulesImpl.h"
 
 #include <algorithm>
 
-namespace loom::rt {
+namespace loom::ops {
 
 bool broadcastShapes(const Shape &a, const Shape &b, Shape &out) {
   size_t rank = std::max(a.size(), b.size());
@@ -28,19 +28,13 @@ bool broadcastShapes(const Shape &a, const Shape &b, Shape &out) {
   return true;
 }
 
-namespace shapecheck {
+namespace rules {
 
-std::string expectCounts(const std::vector<TypeRef> &ops,
-                         const std::vector<TypeRef> &res, size_t minOps,
-                         size_t maxOps, size_t nRes) {
-  if (ops.size() < minOps || ops.size() > maxOps)
-    return "has " + std::to_string(ops.size()) + " operands, expected " +
-           std::to_string(minOps) +
-           (maxOps != minOps ? " to " + std::to_string(maxOps) : "");
-  if (res.size() != nRes)
-    return "has " + std::to_string(res.size()) + " results, expected " +
-           std::to_string(nRes);
-  return "";
+std::string checkAxis(int64_t axis, size_t rank) {
+  if (inRange(axis, rank))
+    return "";
+  return "axis " + std::to_string(axis) + " is out of range for rank " +
+         std::to_string(rank);
 }
 
 std::string expectResult(const TypeRef &r, DType dtype, const Shape &shape) {
@@ -81,21 +75,40 @@ std::string expectGrad(const TypeRef &grad, DType dtype, const Shape &forward,
          " gives " + typeName(dtype, forward);
 }
 
-} // namespace shapecheck
+} // namespace rules
 
 namespace {
 
-using namespace shapecheck;
+using namespace rules;
 
 /// Built once, on first use: the family files each add their ops.
-const RuleTable &rules() {
-  static const RuleTable table = [] {
+const RuleTable &table() {
+  static const RuleTable rules = [] {
     RuleTable t;
     addTensorRules(t);
     addNNRules(t);
+    addTrainRules(t);
     return t;
   }();
-  return table;
+  return rules;
+}
+
+/// "" if there are `rule`'s counts of operands and results, else how many
+/// there are and should be.
+std::string expectCounts(const OpRule &rule, size_t operands, size_t results) {
+  if (operands < rule.minOperands || operands > rule.maxOperands) {
+    std::string expected = std::to_string(rule.minOperands);
+    if (rule.maxOperands == SIZE_MAX)
+      expected = "at least " + expected;
+    else if (rule.maxOperands != rule.minOperands)
+      expected += " to " + std::to_string(rule.maxOperands);
+    return "has " + std::to_string(operands) + " operands, expected " +
+           expected;
+  }
+  if (results != rule.numResults)
+    return "has " + std::to_string(results) + " results, expected " +
+           std::to_string(rule.numResults);
+  return "";
 }
 
 //===----------------------------------------------------------------------===//
@@ -139,7 +152,8 @@ std::string collective(const std::string &op, const Attrs &a,
                        const std::vector<layout::MeshAxis> &mesh,
                        const std::vector<TypeRef> &ops,
                        const std::vector<TypeRef> &res) {
-  if (auto e = expectCounts(ops, res, 1, 1); !e.empty())
+  if (auto e = expectCounts(OpRule{1, 1, 1}, ops.size(), res.size());
+      !e.empty())
     return e;
   const Shape &in = *ops[0].shape, &out = *res[0].shape;
   if (res[0].dtype != ops[0].dtype)
@@ -240,13 +254,52 @@ std::string checkCollective(const std::string &op, const Attrs &attrs,
   return collective(op, attrs, meshAxes, operands, results);
 }
 
-std::string checkInstruction(const std::string &op, const Attrs &attrs,
-                             const std::vector<TypeRef> &operands,
-                             const std::vector<TypeRef> &results) {
-  auto it = rules().find(op);
-  if (it == rules().end())
-    return "unknown op '" + op + "'";
-  return it->second(attrs, operands, results);
+const OpRule *findOpRule(std::string_view op) {
+  auto it = table().find(op);
+  return it == table().end() ? nullptr : &it->second;
 }
 
-} // namespace loom::rt
+std::vector<std::string> opsWithRules() {
+  std::vector<std::string> names;
+  for (const auto &entry : table())
+    names.push_back(entry.first);
+  return names;
+}
+
+std::string inferResultTypes(std::string_view op, const Attrs &attrs,
+                             const std::vector<TypeRef> &operands,
+                             std::vector<TensorType> &results) {
+  const OpRule *rule = findOpRule(op);
+  if (!rule)
+    return "unknown op '" + std::string(op) + "'";
+  if (!rule->infer)
+    return "the result type of '" + std::string(op) + "' is not inferred";
+  if (auto e = expectCounts(*rule, operands.size(), rule->numResults);
+      !e.empty())
+    return e;
+  results.clear();
+  return rule->infer(attrs, operands, results);
+}
+
+std::string checkOp(std::string_view op, const Attrs &attrs,
+                    const std::vector<TypeRef> &operands,
+                    const std::vector<TypeRef> &results) {
+  const OpRule *rule = findOpRule(op);
+  if (!rule)
+    return "unknown op '" + std::string(op) + "'";
+  if (auto e = expectCounts(*rule, operands.size(), results.size()); !e.empty())
+    return e;
+  if (rule->check)
+    return rule->check(attrs, operands, results);
+  std::vector<TensorType> inferred;
+  if (auto e = rule->infer(attrs, operands, inferred); !e.empty())
+    return e;
+  for (size_t i = 0; i < results.size(); ++i)
+    if (auto e = expectResult(results[i], inferred[i].dtype, inferred[i].shape);
+        !e.empty())
+      return results.size() == 1 ? e
+                                 : "result #" + std::to_string(i) + ": " + e;
+  return "";
+}
+
+} // namespace loom::ops
