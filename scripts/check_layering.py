@@ -8,7 +8,11 @@
     compiler/, passes/
                the compiler: anything below it; of runtime/ only the
                driver (the CLI's run, explain, export and calibrate
-               commands execute plans);
+               commands execute plans). Inside it, passes/ sits between
+               what it builds on (compiler/cost, search, analysis, plan,
+               onnx: nothing of passes/ and nothing above it) and what
+               runs it (compiler/pipeline, driver, explain and the
+               registration: passes/ includes none of them);
     tools/     one-line mains over the libraries.
 
 Usage: check_layering.py [ROOT]     (exit 1 and one line per violation)
@@ -23,6 +27,12 @@ SOURCE_SUFFIXES = (".h", ".cpp", ".cu", ".cuh", ".td", ".inc")
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
 LOOM_TOP = ("common", "runtime", "dialects", "passes", "compiler", "tools")
 EXTERNAL_IR = ("mlir/", "llvm/", "llvm-c/")
+# The compiler below passes/ (the passes build on it) and above it (it runs
+# or reports on the passes).
+BELOW_PASSES = ("compiler/cost/", "compiler/search/", "compiler/analysis/",
+                "compiler/plan/", "compiler/onnx/")
+ABOVE_PASSES = ("compiler/pipeline/", "compiler/driver/", "compiler/explain/",
+                "compiler/Registration.")
 
 
 def allowed(source, target):
@@ -49,6 +59,13 @@ def allowed(source, target):
             return "nothing includes a tool"
         if target_top == "runtime" and not source.startswith("compiler/driver/"):
             return "of the compiler, only the driver includes the runtime"
+        if source.startswith(BELOW_PASSES) and (
+                target_top == "passes" or target.startswith(ABOVE_PASSES)):
+            return "what passes/ builds on includes no pass, nothing above"
+        if top == "passes" and target_top == "compiler" and \
+                not target.startswith(BELOW_PASSES):
+            return ("passes/ includes of the compiler only what it builds on "
+                    "(cost, search, analysis, plan, onnx)")
     return None
 
 
@@ -80,6 +97,10 @@ def self_test():
         "common/layout/Bad.h": '#include "runtime/Tensor.h"\n',
         "dialects/Bad.cpp": '#include "passes/Passes.h"\n',
         "compiler/plan/Bad.cpp": '#include "runtime/Executor.h"\n',
+        "compiler/analysis/Bad.h": '#include "passes/Passes.h"\n',
+        "passes/sharding/Bad.cpp": '#include "compiler/pipeline/Compiler.h"\n',
+        "passes/sharding/Good.cpp": '#include "compiler/cost/CostModel.h"\n',
+        "compiler/explain/Good.cpp": '#include "passes/pipeline/Pipeline.h"\n',
         "compiler/driver/Good.cpp": '#include "runtime/Executor.h"\n',
         "runtime/Good.cpp": '#include "common/plan/plan.pb.h"\n',
     }

@@ -10,8 +10,8 @@
 #include "compiler/driver/Commands.h"
 #include "compiler/driver/FrontEndFlags.h"
 
+#include "compiler/explain/Explain.h"
 #include "compiler/pipeline/Compiler.h"
-#include "compiler/plan/Explain.h"
 
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/ToolOutputFile.h"

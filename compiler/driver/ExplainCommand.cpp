@@ -1,6 +1,6 @@
 //===- ExplainCommand.cpp - `loom explain`: a plan's strategies and costs -===//
 //
-// Prints the explanation a compiled plan carries (compiler/plan/Explain.h):
+// Prints the explanation a compiled plan carries (compiler/explain/Explain.h):
 // per ONNX node the layouts chosen, the compute, communication and memory
 // terms, and the runner-up the search beat; the predicted step time and
 // memory per device.
@@ -9,7 +9,7 @@
 
 #include "compiler/driver/Commands.h"
 
-#include "compiler/plan/Explain.h"
+#include "compiler/explain/Explain.h"
 #include "runtime/Executor.h"
 
 #include "llvm/Support/raw_ostream.h"

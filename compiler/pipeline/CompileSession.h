@@ -19,11 +19,11 @@
 
 #include "common/plan/plan.pb.h"
 #include "compiler/cost/HardwareProfile.h"
+#include "compiler/explain/Explain.h"
 #include "compiler/pipeline/CompileOptions.h"
 #include "compiler/pipeline/Compiler.h"
-#include "compiler/plan/Explain.h"
 #include "compiler/search/StageSplit.h"
-#include "passes/Pipeline.h"
+#include "passes/pipeline/Pipeline.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/Twine.h"

@@ -8,11 +8,11 @@
 
 #include "compiler/pipeline/ExplanationRecorder.h"
 
+#include "compiler/analysis/StepCost.h"
 #include "dialects/LoomDialect.h"
-#include "passes/OptimizerSharding.h"
-#include "passes/Recompute.h"
-#include "passes/StepCost.h"
-#include "passes/StrategyFile.h"
+#include "passes/sharding/OptimizerSharding.h"
+#include "passes/sharding/StrategyFile.h"
+#include "passes/training/Recompute.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/FileUtilities.h"

@@ -13,10 +13,10 @@
 #define LOOM_COMPILER_PIPELINE_EXPLANATIONRECORDER_H
 
 #include "compiler/cost/HardwareProfile.h"
+#include "compiler/explain/Explain.h"
 #include "compiler/pipeline/CompileOptions.h"
-#include "compiler/plan/Explain.h"
-#include "passes/AutoSharding.h"
-#include "passes/Pipeline.h"
+#include "passes/pipeline/Pipeline.h"
+#include "passes/sharding/AutoSharding.h"
 
 #include "common/layout/Mesh.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

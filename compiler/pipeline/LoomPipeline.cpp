@@ -9,9 +9,9 @@
 
 #include "compiler/pipeline/LoomPipeline.h"
 
-#include "passes/AutoSharding.h"
 #include "passes/Passes.h"
-#include "passes/Pipeline.h"
+#include "passes/pipeline/Pipeline.h"
+#include "passes/sharding/AutoSharding.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassOptions.h"

@@ -18,7 +18,7 @@
 #include "compiler/pipeline/CompileSession.h"
 #include "compiler/pipeline/Compiler.h"
 
-#include "passes/StepCost.h"
+#include "compiler/analysis/StepCost.h"
 
 #include <algorithm>
 #include <map>

@@ -12,7 +12,7 @@
 
 #include "compiler/pipeline/CompileSession.h"
 
-#include "passes/StepCost.h"
+#include "compiler/analysis/StepCost.h"
 
 #include <map>
 #include <tuple>

@@ -50,7 +50,7 @@
 // is as above, from its position counted from the last stage.
 //
 // Plain C++17, no MLIR: the pass that measures the layers
-// (passes/Pipeline) and the driver that compares stage counts use it.
+// (passes/pipeline/Pipeline) and the driver that compares stage counts use it.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,0 +1,454 @@
+//===- StepCost.cpp - Cost terms of sharded and partitioned ops -----------===//
+
+#include "compiler/analysis/StepCost.h"
+#include "compiler/analysis/ZeroLayout.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Format.h"
+
+#include <algorithm>
+
+using namespace mlir;
+
+namespace loom::sharding {
+
+StepShape analyzeStep(func::FuncOp func, double stateShare, double savedShare) {
+  StepShape step;
+  step.stateShare = stateShare;
+  step.savedShare = savedShare;
+  Block &body = func.getBody().front();
+  Operation *terminator = body.getTerminator();
+  bool updates = false;
+  for (Operation &op : body) {
+    if (isa<AdamUpdateOp>(op))
+      step.optimizerStateFactor = 2;
+    else if (isa<MomentumUpdateOp>(op))
+      step.optimizerStateFactor = std::max(step.optimizerStateFactor, 1.0);
+    updates |= isOptimizerUpdate(&op);
+  }
+  auto name =
+      func.getNumResults() > 0
+          ? func.getResultAttrOfType<StringAttr>(0, LoomDialect::kOutputAttrName)
+          : StringAttr();
+  if (updates && name && name.getValue() == "loss") {
+    step.training = true;
+    step.zeroLevel = zeroLevel(func);
+    step.loss = terminator->getOperand(0).getDefiningOp();
+    for (Operation &op : body) {
+      step.forward.insert(&op);
+      if (auto id = op.getAttrOfType<IntegerAttr>(LoomDialect::kGradIdAttrName))
+        step.forwardById[id.getInt()] = &op;
+      if (op.hasAttr(LoomDialect::kRecomputeAttrName) && &op != step.loss)
+        step.recomputed.insert(&op);
+      if (&op == step.loss)
+        break;
+    }
+  }
+  return step;
+}
+
+bool isOptimizerUpdate(Operation *op) {
+  return isa<SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp>(op);
+}
+
+bool StepShape::usedByBackward(Value result) const {
+  return training && llvm::any_of(result.getUsers(), [&](Operation *user) {
+           return !forward.contains(user) && !isa<func::ReturnOp>(user);
+         });
+}
+
+bool StepShape::isSaved(Value result) const {
+  if (!training || recomputed.contains(result.getDefiningOp()))
+    return false;
+  return usedByBackward(result) ||
+         llvm::any_of(result.getUsers(), [&](Operation *user) {
+           return recomputed.contains(user);
+         });
+}
+
+StepShape::BackwardUses StepShape::backwardUses(Value result) const {
+  BackwardUses uses;
+  if (!training)
+    return uses;
+  Operation *producer = result.getDefiningOp();
+  for (OpOperand &use : result.getUses()) {
+    Operation *user = use.getOwner();
+    if (forward.contains(user) || isa<func::ReturnOp>(user))
+      continue;
+    // The forward value this operand of the gradient op stands for.
+    auto links =
+        user->getAttrOfType<DenseI64ArrayAttr>(LoomDialect::kGradOfAttrName);
+    int64_t code = links && links.size() > 1 + use.getOperandNumber()
+                       ? links[1 + use.getOperandNumber()]
+                       : -1;
+    Operation *of = code >= 0 ? forwardById.lookup(links[0]) : nullptr;
+    size_t k = code / 2;
+    if (of && code % 2 == 0 && k < of->getNumOperands() &&
+        of->getOperand(k) == result && of != producer)
+      uses.consumers.push_back({of, static_cast<unsigned>(k)});
+    else
+      uses.own = true;
+    uses.unlinked |= !links;
+  }
+  return uses;
+}
+
+bool StepShape::isRecomputedForBackward(Value result) const {
+  return recomputed.contains(result.getDefiningOp()) && usedByBackward(result);
+}
+
+std::vector<Operation *> forwardOps(func::FuncOp func, const StepShape &step) {
+  std::vector<Operation *> ops;
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    if (!isa<ConstantOp>(op) && isa<ShardingOpInterface>(op))
+      ops.push_back(&op);
+    if (&op == step.loss)
+      break;
+  }
+  return ops;
+}
+
+const std::vector<int64_t> &GroupCache::group(const std::vector<int> &axes) {
+  auto it = groups.find(axes);
+  if (it == groups.end())
+    it = groups.emplace(axes, layout::commGroups(mesh, axes).front()).first;
+  return it->second;
+}
+
+BlockArgument NodeCoster::parameterOf(Value v) const {
+  if (auto cast = v.getDefiningOp<CastOp>())
+    v = cast.getInput();
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (arg && arg.getOwner()->getParentOp() == func.getOperation() &&
+      func.getArgAttr(arg.getArgNumber(), LoomDialect::kParamAttrName))
+    return arg;
+  return nullptr;
+}
+
+bool NodeCoster::isParameterCast(Operation *op) const {
+  return isa<CastOp>(op) && parameterOf(op->getOperand(0));
+}
+
+std::string dtypeName(Type elementType) {
+  return elementType.isBF16()  ? "bf16"
+         : elementType.isF16() ? "f16"
+                               : "f32";
+}
+
+/// Roofline seconds of `op` on operands and results of the given types.
+static double workSeconds(Operation *op, ArrayRef<RankedTensorType> operands,
+                          ArrayRef<RankedTensorType> results,
+                          const cost::HardwareProfile &profile) {
+  OpWork work = cast<CostOpInterface>(op).estimateWork(operands, results);
+  std::string dtype =
+      results.empty() ? "f32" : dtypeName(results.front().getElementType());
+  return cost::computeSeconds(
+      profile, {work.flops, work.bytes, dtype, work.kernelClass});
+}
+
+static double bytesOf(RankedTensorType t) {
+  return static_cast<double>(t.getNumElements()) *
+         static_cast<double>(elementBytes(t));
+}
+
+/// How many ways ZeRO splits the update of parameter operand `i` (1: not
+/// at all): the size of its gradient's axes, when a dimension divides.
+static int64_t zeroWays(Operation *op, unsigned i, const OpLayouts &layouts,
+                        const layout::Mesh &mesh, const StepShape &step) {
+  if (!step.training || step.zeroLevel == 0)
+    return 1;
+  std::vector<int> axes = gradientAxes(layouts, i);
+  auto global = cast<RankedTensorType>(op->getOperand(i).getType());
+  if (!zeroLayout(layouts.operands[i], axes, global.getShape(), mesh))
+    return 1;
+  int64_t ways = 1;
+  for (int a : axes)
+    ways *= mesh.axisSize(a);
+  return ways;
+}
+
+/// Bytes per device a parameter of `bytes` (its layout's share) holds for
+/// the step with its gradient and optimizer state, its update split
+/// `ways` ways by ZeRO.
+static double parameterBytes(double bytes, const StepShape &step,
+                             int64_t ways) {
+  if (!step.training)
+    return bytes;
+  double n = static_cast<double>(ways), s = step.optimizerStateFactor;
+  switch (step.zeroLevel) {
+  case 1:
+    return bytes * (2.0 + s / n);
+  case 2:
+    return bytes * (1.0 + (1.0 + s) / n);
+  case 3:
+    return bytes * (2.0 + s) / n;
+  default:
+    return bytes * (2.0 + s);
+  }
+}
+
+/// Calls `f(value, layout, bytes, isParameter)` for each tensor `op` holds
+/// for the whole step: its parameter operands (with gradients and optimizer
+/// state in training) and, in training, its results the backward uses.
+template <typename F>
+static void forEachHeld(Operation *op, const OpLayouts &layouts,
+                        const layout::Mesh &mesh, const StepShape &step,
+                        const NodeCoster &coster, F f) {
+  for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+    BlockArgument param = coster.parameterOf(v);
+    if (!param || coster.isParameterCast(op))
+      continue;
+    // The parameter's own (master) type, in the operand's layout.
+    double bytes = bytesOf(localType(cast<RankedTensorType>(param.getType()),
+                                     mesh, layouts.operands[i]));
+    f(v, layouts.operands[i],
+      parameterBytes(bytes, step, zeroWays(op, i, layouts, mesh, step)), true);
+  }
+  // A result the backward reads only as its consumers' copies is counted
+  // with those (the search's edges).
+  for (auto [j, r] : llvm::enumerate(op->getResults()))
+    if (step.isSaved(r) && step.backwardUses(r).own)
+      f(r, layouts.results[j],
+        bytesOf(localType(cast<RankedTensorType>(r.getType()), mesh,
+                          layouts.results[j])),
+        false);
+  // The step peaks where the backward begins: every saved result is live,
+  // and so is the gradient of the loss's input (the logits'), made in the
+  // input's layout.
+  if (step.training && isa<SoftmaxCrossEntropyOp, MseLossOp>(op))
+    f(op->getOperand(0), layouts.operands[0],
+      bytesOf(localType(cast<RankedTensorType>(op->getOperand(0).getType()),
+                        mesh, layouts.operands[0])),
+      false);
+}
+
+NodeTerms NodeCoster::terms(Operation *op, const ShardingRule &rule,
+                            const FactorAxes &axes, const OpLayouts &layouts) {
+  NodeTerms t;
+  SmallVector<RankedTensorType> operands, results;
+  for (auto [i, v] : llvm::enumerate(op->getOperands()))
+    operands.push_back(localType(cast<RankedTensorType>(v.getType()), mesh,
+                                 layouts.operands[i]));
+  for (auto [j, r] : llvm::enumerate(op->getResults()))
+    results.push_back(localType(cast<RankedTensorType>(r.getType()), mesh,
+                                layouts.results[j]));
+  double passes = !step.training                 ? 1.0
+                  : step.recomputed.contains(op) ? 4.0
+                                                 : 3.0;
+  t.computeSeconds = workSeconds(op, operands, results, profile) * passes;
+  forEachHeld(
+      op, layouts, mesh, step, *this,
+      [&](Value, const layout::TensorLayout &, double bytes, bool parameter) {
+        t.memoryBytes +=
+            bytes * (parameter ? step.stateShare : step.savedShare);
+        if (!parameter)
+          t.resultBytes += bytes * step.savedShare;
+      });
+  if (!step.training)
+    return t;
+  for (auto [j, r] : llvm::enumerate(op->getResults()))
+    if (step.isRecomputedForBackward(r) && step.backwardUses(r).own)
+      t.recomputedBytes += bytesOf(results[j]);
+  for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+    BlockArgument param = parameterOf(v);
+    if (!param || isParameterCast(op))
+      continue;
+    // The optimizer update of the local parameter: it reads the parameter,
+    // its gradient and its state, and writes the parameter and the state
+    // (about ten operations per element for Adam).
+    // With ZeRO, each device updates a 1/ways slice.
+    int64_t ways = zeroWays(op, i, layouts, mesh, step);
+    double share = 1.0 / static_cast<double>(ways);
+    // The update is in the parameter's type; the gradient is reduced in
+    // the operand's (the compute precision under --precision).
+    RankedTensorType master = localType(cast<RankedTensorType>(param.getType()),
+                                        mesh, layouts.operands[i]);
+    double elements = static_cast<double>(operands[i].getNumElements());
+    double bytes = bytesOf(operands[i]);
+    t.computeSeconds += cost::computeSeconds(
+        profile,
+        {share * elements * (2.0 + 4.0 * step.optimizerStateFactor),
+         share * bytesOf(master) * (3.0 + 2.0 * step.optimizerStateFactor),
+         dtypeName(master.getElementType()), "elementwise"});
+    // Each parameter's gradient sums over the work split on axes the
+    // parameter does not index: one all-reduce over them. ZeRO
+    // reduce-scatters it and all-gathers the updated slices instead (and
+    // at level 3 gathers the parameter for the forward and the backward).
+    std::vector<int> summed;
+    for (size_t f = 0; f < axes.size() && f < rule.factors.size(); ++f) {
+      bool indexed = llvm::any_of(rule.operands[i], [&](const auto &d) {
+        return llvm::is_contained(d, static_cast<int>(f));
+      });
+      if (!indexed)
+        summed.insert(summed.end(), axes[f].begin(), axes[f].end());
+    }
+    llvm::sort(summed);
+    if (summed.empty())
+      continue;
+    const std::vector<int64_t> &group = groups.group(summed);
+    if (ways == 1) {
+      t.commSeconds += cost::collectiveSeconds(
+          profile, cost::CollectiveKind::AllReduce, bytes, group);
+      continue;
+    }
+    t.commSeconds +=
+        cost::collectiveSeconds(profile, cost::CollectiveKind::ReduceScatter,
+                                bytes, group) +
+        (step.zeroLevel == 3 ? 2.0 : 1.0) *
+            cost::collectiveSeconds(profile, cost::CollectiveKind::AllGather,
+                                    bytes, group);
+  }
+  return t;
+}
+
+std::vector<NodeCoster::MemoryItem>
+NodeCoster::memoryItems(Operation *op, const OpLayouts &layouts) const {
+  std::vector<MemoryItem> items;
+  forEachHeld(op, layouts, mesh, step, *this,
+              [&](Value v, const layout::TensorLayout &l, double bytes,
+                  bool parameter) {
+                std::string what;
+                if (parameter) {
+                  BlockArgument arg = parameterOf(v);
+                  auto name = func.getArgAttrOfType<StringAttr>(
+                      arg.getArgNumber(), LoomDialect::kParamAttrName);
+                  what = "parameter '" + name.getValue().str() + "'";
+                  if (step.training)
+                    what += step.optimizerStateFactor > 0
+                                ? " (with its gradient and optimizer state)"
+                                : " (with its gradient)";
+                } else {
+                  what =
+                      (v.getDefiningOp() == op ? "result of "
+                                               : "gradient of the input of ") +
+                      describeOp(op);
+                }
+                items.push_back({what, bytes, compactLayout(l, mesh)});
+              });
+  return items;
+}
+
+double localComputeSeconds(Operation *op, const cost::HardwareProfile &profile) {
+  if (!isa<CostOpInterface>(op))
+    return 0;
+  SmallVector<RankedTensorType> operands, results;
+  for (Type t : op->getOperandTypes())
+    if (auto r = dyn_cast<RankedTensorType>(t))
+      operands.push_back(r);
+  for (Type t : op->getResultTypes())
+    if (auto r = dyn_cast<RankedTensorType>(t))
+      results.push_back(r);
+  if (operands.size() != op->getNumOperands() ||
+      results.size() != op->getNumResults())
+    return 0;
+  return workSeconds(op, operands, results, profile);
+}
+
+bool isCommunication(Operation *op) {
+  return isa<AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp>(op);
+}
+
+double collectiveOpSeconds(Operation *op, GroupCache &groups,
+                           const cost::HardwareProfile &profile) {
+  if (!isCommunication(op))
+    return 0;
+  double in = bytesOf(cast<RankedTensorType>(op->getOperand(0).getType()));
+  double out = bytesOf(cast<RankedTensorType>(op->getResult(0).getType()));
+  auto axis = [](int64_t a) { return std::vector<int>{static_cast<int>(a)}; };
+  if (auto ar = dyn_cast<AllReduceOp>(op)) {
+    std::vector<int> axes(ar.getAxes().begin(), ar.getAxes().end());
+    return cost::collectiveSeconds(profile, cost::CollectiveKind::AllReduce, in,
+                                   groups.group(axes));
+  }
+  if (auto rs = dyn_cast<ReduceScatterOp>(op))
+    return cost::collectiveSeconds(profile,
+                                   cost::CollectiveKind::ReduceScatter, in,
+                                   groups.group(axis(rs.getAxis())));
+  if (auto ag = dyn_cast<AllGatherOp>(op))
+    return cost::collectiveSeconds(profile, cost::CollectiveKind::AllGather,
+                                   out, groups.group(axis(ag.getAxis())));
+  auto a2a = cast<AllToAllOp>(op);
+  return cost::collectiveSeconds(profile, cost::CollectiveKind::AllToAll, in,
+                                 groups.group(axis(a2a.getAxis())));
+}
+
+double opSeconds(Operation *op, GroupCache &groups,
+                 const cost::HardwareProfile &profile) {
+  return isCommunication(op) ? collectiveOpSeconds(op, groups, profile)
+                             : localComputeSeconds(op, profile);
+}
+
+std::string compactLayout(const layout::TensorLayout &layout,
+                          const layout::Mesh &mesh) {
+  std::string s = "[";
+  for (int d = 0; d < layout.rank(); ++d) {
+    if (d)
+      s += ",";
+    const std::vector<int> &axes = layout.dimAxes(d);
+    if (axes.empty())
+      s += "-";
+    for (size_t k = 0; k < axes.size(); ++k)
+      s += (k ? "*" : "") + mesh.axisName(axes[k]);
+  }
+  s += "]";
+  if (!layout.partialAxes().empty()) {
+    s += "+sum(";
+    for (size_t k = 0; k < layout.partialAxes().size(); ++k)
+      s += (k ? "," : "") + mesh.axisName(layout.partialAxes()[k]);
+    s += ")";
+  }
+  return s;
+}
+
+std::string compactLayouts(const OpLayouts &layouts, const layout::Mesh &mesh) {
+  std::string s;
+  for (size_t i = 0; i < layouts.operands.size(); ++i)
+    s += (i ? " x " : "") + compactLayout(layouts.operands[i], mesh);
+  s += " -> ";
+  for (size_t j = 0; j < layouts.results.size(); ++j)
+    s += (j ? ", " : "") + compactLayout(layouts.results[j], mesh);
+  return s;
+}
+
+StringRef layerOf(StringRef node) {
+  size_t second = node.find('/', 1);
+  return second == StringRef::npos ? StringRef() : node.take_front(second);
+}
+
+std::string nodeName(Operation *op) {
+  Location loc = op->getLoc();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations())
+      if (isa<NameLoc>(l)) {
+        loc = l;
+        break;
+      }
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  return "";
+}
+
+cost::HardwareProfile profileForMesh(const cost::HardwareProfile &profile,
+                                     const layout::Mesh &mesh, bool &grown) {
+  cost::HardwareProfile p = profile;
+  int64_t per = std::max<int64_t>(p.devicesPerNode, 1);
+  int64_t needed = (mesh.numDevices() + per - 1) / per;
+  grown = needed > p.nodes;
+  p.nodes = std::max(p.nodes, needed);
+  return p;
+}
+
+std::string formatBytes(double bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << llvm::format(u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
+  return s;
+}
+
+} // namespace loom::sharding

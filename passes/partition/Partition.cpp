@@ -1,0 +1,334 @@
+//===- Partition.cpp - From a sharded global graph to the SPMD program ----===//
+//
+// Walks the function once in program order, keeping for every global value
+// its local value and layout. Each op is rebuilt on local operands after
+// its operands are redistributed to the layouts its sharding needs; the
+// redistribution steps come from the layout library's planner, one
+// collective op per step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/analysis/ShardingSupport.h"
+#include "compiler/analysis/StepCost.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <cmath>
+#include <map>
+
+namespace loom {
+#define GEN_PASS_DEF_PARTITION
+#include "passes/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+struct Local {
+  Value value;
+  layout::TensorLayout layout;
+};
+
+class Partitioner {
+public:
+  Partitioner(func::FuncOp func, MeshAttr meshAttr, layout::Mesh mesh,
+              bool recordLayouts)
+      : func(func), meshAttr(meshAttr), mesh(std::move(mesh)),
+        recordLayouts(recordLayouts) {}
+
+  LogicalResult run();
+
+private:
+  /// `local` (of `global`, in `from`) redistributed to `to`.
+  FailureOr<Value> redistribute(OpBuilder &b, Location loc, Value local,
+                                RankedTensorType global,
+                                const layout::TensorLayout &from,
+                                const layout::TensorLayout &to);
+  LogicalResult partitionOp(Operation *op);
+  /// The ZeRO level `v` (an argument) was split by, 0 if none.
+  int zeroLevelOf(Value v);
+  /// With recordLayouts: `layouts` as `op`'s loom.layouts.
+  void record(Operation *op, ArrayRef<layout::TensorLayout> layouts);
+
+  func::FuncOp func;
+  MeshAttr meshAttr;
+  layout::Mesh mesh;
+  const bool recordLayouts;
+  /// Global value -> local value and its layout.
+  llvm::DenseMap<Value, Local> locals;
+  /// Global value -> its redistributions made so far, reused by later users
+  /// (they come after, so they are dominated).
+  llvm::DenseMap<Value, SmallVector<Local, 1>> copies;
+  /// Global types of the arguments (they are retyped in place).
+  llvm::DenseMap<Value, RankedTensorType> argGlobalTypes;
+  /// Past the loss of a training step: ZeRO-3 parameters are gathered
+  /// again rather than kept from the forward pass.
+  bool inBackward = false;
+  sharding::PlannerCache planners{mesh};
+};
+
+FailureOr<Value> Partitioner::redistribute(OpBuilder &b, Location loc,
+                                           Value local, RankedTensorType global,
+                                           const layout::TensorLayout &from,
+                                           const layout::TensorLayout &to) {
+  if (from == to)
+    return local;
+  std::vector<int64_t> shape(global.getShape().begin(),
+                             global.getShape().end());
+  int64_t bytes = sharding::elementBytes(global);
+  std::string error;
+  std::optional<layout::RedistributionPlan> plan =
+      planners.plan(global, from, to, error);
+  if (!plan)
+    return emitError(loc) << "cannot redistribute " << global << " from "
+                          << from.toString(mesh) << " to " << to.toString(mesh)
+                          << ": " << error;
+  layout::TensorLayout current = from;
+  Value v = local;
+  for (const layout::Step &step : plan->steps) {
+    std::optional<layout::TensorLayout> next =
+        layout::applyStep(mesh, current, step, shape, error);
+    if (!next)
+      return emitError(loc) << "redistribution step " << step.toString(mesh)
+                            << " failed: " << error;
+    RankedTensorType type = sharding::localType(global, mesh, *next);
+    auto i64 = [&](int64_t x) { return b.getI64IntegerAttr(x); };
+    IntegerAttr predicted = i64(static_cast<int64_t>(std::llround(
+        layout::stepBytes(mesh, current, step, shape, bytes))));
+    switch (step.kind) {
+    case layout::StepKind::AllReduce: {
+      SmallVector<int64_t> axes(step.axes.begin(), step.axes.end());
+      llvm::sort(axes);
+      v = AllReduceOp::create(b, loc, type, v, b.getDenseI64ArrayAttr(axes),
+                              predicted);
+      break;
+    }
+    case layout::StepKind::ReduceScatter:
+      v = ReduceScatterOp::create(b, loc, type, v, i64(step.axis()),
+                                  i64(step.dim), predicted);
+      break;
+    case layout::StepKind::AllGather: {
+      auto gather = AllGatherOp::create(b, loc, type, v, i64(step.axis()),
+                                        i64(step.dim), predicted);
+      if (inBackward && zeroLevelOf(local) == 3)
+        gather->setAttr(LoomDialect::kRegatherAttrName, b.getUnitAttr());
+      v = gather;
+      break;
+    }
+    case layout::StepKind::AllToAll:
+      v = AllToAllOp::create(b, loc, type, v, i64(step.axis()), i64(step.dim),
+                             i64(step.toDim), predicted);
+      break;
+    case layout::StepKind::LocalSplit:
+      v = LocalSplitOp::create(b, loc, type, v, i64(step.axis()),
+                               i64(step.dim), IntegerAttr());
+      break;
+    case layout::StepKind::MakePartial:
+      v = MakePartialOp::create(b, loc, type, v, i64(step.axis()),
+                                IntegerAttr());
+      break;
+    }
+    current = *next;
+    record(v.getDefiningOp(), current);
+  }
+  return v;
+}
+
+LogicalResult Partitioner::partitionOp(Operation *op) {
+  auto iface = dyn_cast<ShardingOpInterface>(op);
+  if (!iface || !op->hasAttr(LoomDialect::kShardingAttrName))
+    return op->emitOpError("has no `loom.sharding`; run "
+                           "loom-propagate-sharding before loom-partition");
+  std::string error;
+  std::optional<sharding::OpLayouts> layouts =
+      sharding::layoutsOf(op, mesh, error);
+  if (!layouts)
+    return op->emitOpError("invalid `loom.sharding`: ") << error;
+
+  OpBuilder b(op);
+  // ZeRO 2 and 3 reduce-scatter a gradient where it is complete, not at
+  // its update, so that only the slice lives until then.
+  bool update = sharding::isOptimizerUpdate(op);
+  bool earlyGradient = update && zeroLevelOf(op->getOperand(0)) >= 2;
+  SmallVector<Value> operands;
+  for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+    const Local &in = locals.find(v)->second;
+    const layout::TensorLayout &want = layouts->operands[i];
+    auto &made = copies[v];
+    auto copy = llvm::find_if(made, [&](const Local &c) { return c.layout == want; });
+    if (in.layout == want || copy != made.end()) {
+      operands.push_back(in.layout == want ? in.value : copy->value);
+      continue;
+    }
+    RankedTensorType global = argGlobalTypes.lookup(v);
+    if (!global)
+      global = typeOf(v);
+    OpBuilder at = b;
+    if (earlyGradient && i == 1)
+      at.setInsertionPointAfterValue(in.value);
+    FailureOr<Value> moved =
+        redistribute(at, op->getLoc(), in.value, global, in.layout, want);
+    if (failed(moved))
+      return failure();
+    made.push_back({*moved, want});
+    operands.push_back(*moved);
+  }
+  SmallVector<Type> resultTypes;
+  for (auto [j, r] : llvm::enumerate(op->getResults()))
+    resultTypes.push_back(
+        sharding::localType(typeOf(r), mesh, layouts->results[j]));
+  Operation *local = iface.buildLocalOp(b, operands, resultTypes);
+  local->removeAttr(LoomDialect::kShardingAttrName);
+  local->removeAttr(LoomDialect::kStrategyAttrName);
+  local->removeAttr(LoomDialect::kGradIdAttrName);
+  local->removeAttr(LoomDialect::kGradOfAttrName);
+  record(local, layouts->results);
+  for (auto [j, r] : llvm::enumerate(op->getResults())) {
+    Value v = local->getResult(j);
+    if (layouts->meanDivisor > 1) {
+      auto type = typeOf(v);
+      if (!isa<FloatType>(type.getElementType()))
+        return op->emitOpError("computes an integer mean over a split "
+                               "dimension, which cannot be made exact");
+      auto scalarType = RankedTensorType::get({}, type.getElementType());
+      Value scale = ConstantOp::create(
+          b, op->getLoc(),
+          DenseElementsAttr::get(
+              scalarType,
+              b.getFloatAttr(type.getElementType(),
+                             1.0 / static_cast<double>(layouts->meanDivisor))));
+      v = MulOp::create(b, op->getLoc(), v, scale);
+      record(v.getDefiningOp(), layouts->results[j]);
+      record(scale.getDefiningOp(),
+             layout::TensorLayout::replicated(/*rank=*/0));
+    }
+    locals[r] = {v, layouts->results[j]};
+  }
+  return success();
+}
+
+void Partitioner::record(Operation *op,
+                         ArrayRef<layout::TensorLayout> layouts) {
+  if (!recordLayouts)
+    return;
+  SmallVector<Attribute> attrs;
+  for (const layout::TensorLayout &l : layouts)
+    attrs.push_back(sharding::toAttr(meshAttr, l));
+  op->setAttr(LoomDialect::kResultLayoutsAttrName,
+              ArrayAttr::get(op->getContext(), attrs));
+}
+
+int Partitioner::zeroLevelOf(Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg || arg.getOwner() != &func.getBody().front())
+    return 0;
+  auto level = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                  LoomDialect::kZeroAttrName);
+  return level ? static_cast<int>(level.getInt()) : 0;
+}
+
+LogicalResult Partitioner::run() {
+  Block &body = func.getBody().front();
+  // Arguments: retyped to their local types.
+  for (BlockArgument arg : func.getArguments()) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type)
+      return func.emitError() << "argument #" << arg.getArgNumber()
+                              << " is not a ranked tensor";
+    auto attr = func.getArgAttrOfType<TensorLayoutAttr>(
+        arg.getArgNumber(), LoomDialect::kLayoutAttrName);
+    layout::TensorLayout l =
+        attr ? sharding::toLayout(attr, meshAttr)
+             : layout::TensorLayout::replicated(type.getRank());
+    std::string error;
+    std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+    if (!l.verify(mesh, shape, error))
+      return func.emitError() << "argument #" << arg.getArgNumber() << ": "
+                              << error;
+    if (!attr)
+      func.setArgAttr(arg.getArgNumber(), LoomDialect::kLayoutAttrName,
+                      sharding::toAttr(meshAttr, l));
+    argGlobalTypes[arg] = type;
+    locals[arg] = {arg, l};
+  }
+
+  SmallVector<Operation *> globalOps;
+  for (Operation &op : body.without_terminator())
+    globalOps.push_back(&op);
+  Operation *loss = sharding::analyzeStep(func).loss;
+  for (Operation *op : globalOps) {
+    if (failed(partitionOp(op)))
+      return failure();
+    if (op != loss)
+      continue;
+    inBackward = true;
+    for (BlockArgument arg : func.getArguments())
+      if (zeroLevelOf(arg) == 3)
+        copies.erase(arg);
+  }
+
+  // Results: replicated, or the layout of the argument an update replaces.
+  Operation *terminator = body.getTerminator();
+  OpBuilder b(terminator);
+  SmallVector<Value> results;
+  for (auto [j, v] : llvm::enumerate(terminator->getOperands())) {
+    const Local &in = locals.find(v)->second;
+    RankedTensorType global = argGlobalTypes.lookup(v);
+    if (!global)
+      global = typeOf(v);
+    layout::TensorLayout target =
+        layout::TensorLayout::replicated(global.getRank());
+    if (auto index = func.getResultAttrOfType<IntegerAttr>(
+            j, LoomDialect::kUpdatesAttrName))
+      target = locals.find(func.getArgument(index.getInt()))->second.layout;
+    FailureOr<Value> moved =
+        redistribute(b, terminator->getLoc(), in.value, global, in.layout,
+                     target);
+    if (failed(moved))
+      return failure();
+    results.push_back(*moved);
+    if (!target.isReplicated())
+      func.setResultAttr(j, LoomDialect::kLayoutAttrName,
+                         sharding::toAttr(meshAttr, target));
+  }
+  terminator->setOperands(results);
+
+  // The global ops are dead now; local types everywhere.
+  for (Operation *op : llvm::reverse(globalOps)) {
+    op->dropAllUses();
+    op->erase();
+  }
+  for (BlockArgument arg : func.getArguments()) {
+    const Local &l = locals.find(arg)->second;
+    arg.setType(sharding::localType(argGlobalTypes.lookup(arg), mesh, l.layout));
+  }
+  func.setType(FunctionType::get(func.getContext(), body.getArgumentTypes(),
+                                 terminator->getOperandTypes()));
+  func->setAttr(LoomDialect::kSpmdAttrName, UnitAttr::get(func.getContext()));
+  return success();
+}
+
+struct PartitionPass : public loom::impl::PartitionBase<PartitionPass> {
+  using PartitionBase::PartitionBase;
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func->hasAttr(LoomDialect::kSpmdAttrName)) {
+      func.emitError("the function is already partitioned");
+      return signalPassFailure();
+    }
+    auto mesh = sharding::meshOf(func, "loom-partition");
+    if (failed(mesh))
+      return signalPassFailure();
+    Partitioner partitioner(func, mesh->first, mesh->second, recordLayouts);
+    if (failed(partitioner.run()))
+      signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,751 @@
+//===- AutoSharding.cpp - Choose every forward op's sharding by cost ------===//
+//
+// `--mode auto`: the forward ops of a training step (or every op of an
+// inference graph) become the nodes of a cost graph (compiler/search). Each
+// node's candidates are the valid assignments of mesh axes to the factors
+// of its sharding rule (only the user's, for an op the user fixed); a
+// candidate costs its NodeTerms (compiler/analysis/StepCost.h): compute, the
+// all-reduce of its parameters' gradients, and lambda times its
+// per-device memory. An edge costs the redistribution of the value from
+// its producer's layout to what its consumer needs, and of the gradient
+// back. The eliminations of `search::solve` find the cheapest assignment;
+// lambda rises from 0 until the plan fits the device memory. The backward
+// and optimizer ops then follow their forward ops through
+// loom-propagate-sharding.
+//
+// Repeated layers. A transformer's layers are the same ops on the same
+// types, so candidates and their costs are computed once per op signature
+// (name, attributes, operand and result types, which operands are
+// parameters) and edge cost matrices once per pair of signatures: a
+// 96-layer model costs what one layer does, and only the solve grows with
+// depth (linearly, since the layers form a chain the eliminations reduce).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/sharding/AutoSharding.h"
+
+#include "compiler/search/CostGraph.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Format.h"
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::sharding;
+
+namespace {
+
+using Matrix = std::vector<std::vector<double>>;
+
+/// Whether the backward pass needs the redistributed copy an edge makes.
+enum class KeptCopy {
+  None,
+  /// A saved value the consumer needs in another layout (a weight gathered
+  /// for its matmul): the copy is held until the consumer's backward.
+  Saved,
+  /// A recomputed result: the copy is made again in the backward of its
+  /// layer and live through it, like the result itself.
+  Recomputed,
+};
+
+/// An edge's costs per pair of candidates: seconds of redistribution, and
+/// bytes per device of the redistributed copy the consumer's backward reads
+/// (`kept`).
+struct EdgeCosts {
+  Matrix seconds, bytes;
+  bool hasBytes = false;
+  KeptCopy kept = KeptCopy::None;
+};
+
+struct Candidate {
+  FactorAxes axes;
+  OpLayouts layouts;
+  NodeTerms terms;
+};
+
+/// Memory per device of one plan. It peaks where the backward begins (all
+/// it holds for the step, the loss input's gradient included) or, with
+/// recompute, in the backward of the layer recomputing the most: by then
+/// the ops after the last recomputed one (the head: final norm, logits,
+/// loss) have run their backward and freed what they held.
+struct MemoryCount {
+  double held = 0;
+  /// The part of `held` the head holds.
+  double headHeld = 0;
+  /// The results the largest layer recomputes (with their copies).
+  double recomputed = 0;
+  /// That layer (an index into the layer names), or -1.
+  int layer = -1;
+  double total() const { return std::max(held, held - headHeld + recomputed); }
+};
+
+/// An edge of the cost graph: producer node -> consumer node.
+struct EdgeRef {
+  int from, to;
+  const EdgeCosts *costs;
+  unsigned operand; // of the consumer
+  unsigned result;  // of the producer
+  /// The share of the copy's bytes the memory penalty counts: 1/k for a
+  /// value k consumers keep copies of (one copy per layout is made).
+  double keptWeight = 1.0;
+};
+
+/// The candidates of every op with one signature.
+struct CandidateSet {
+  std::vector<Candidate> list;
+  bool fixed = false;
+};
+
+/// The cost graph's parts: its nodes (forward ops), their candidates, the
+/// edges between them and each candidate's cost of returning its results
+/// replicated.
+struct CostProblem {
+  std::vector<Operation *> nodes;
+  std::vector<const CandidateSet *> candidates;
+  std::vector<EdgeRef> edges;
+  std::vector<std::vector<double>> sinkCost;
+  /// The share the penalty counts of a layer's recomputed results.
+  double recomputedWeight = 1.0;
+};
+
+/// The solution chosen, its memory and the lambda it was solved with.
+struct SolvedPlan {
+  search::Solution best;
+  MemoryCount memory;
+  double lambda = 0;
+};
+
+class AutoSharder {
+public:
+  AutoSharder(func::FuncOp func, layout::Mesh mesh,
+              const SearchOptions &options)
+      : func(func), mesh(std::move(mesh)), options(options),
+        step(analyzeStep(func, options.stateShare, options.savedShare)),
+        coster(func, this->mesh, options.profile, step), planners(this->mesh) {}
+
+  FailureOr<SearchReport> run();
+
+private:
+  /// Fills nodeLayer, layerNames and headStart; returns the weight of
+  /// recomputed results (1 over the number of recomputing layers).
+  double indexLayers(const std::vector<Operation *> &nodes);
+  LogicalResult costNodes(CostProblem &p);
+  void costEdges(CostProblem &p);
+  /// Fails (with the error, unless fastestOnly) when no plan fits.
+  LogicalResult solveWithinMemory(const CostProblem &p, SolvedPlan &plan);
+  /// Also sets each op's loom.sharding to its choice.
+  SearchReport buildReport(const CostProblem &p, const SolvedPlan &plan);
+  FailureOr<const CandidateSet *> candidatesFor(Operation *op);
+  void enumerate(Operation *op, const ShardingRule &rule, CandidateSet &set);
+  /// `always`: the backward does not read the value in its producer's
+  /// layout, so the consumer's copy is what is kept even where the layouts
+  /// agree and nothing is redistributed.
+  const EdgeCosts &edgeCosts(const CandidateSet *producer, unsigned result,
+                             const CandidateSet *consumer, unsigned operand,
+                             RankedTensorType type, KeptCopy kept, bool always);
+  /// Seconds to redistribute a tensor of `type` from `from` to `to`.
+  double redistributionSeconds(RankedTensorType type,
+                               const layout::TensorLayout &from,
+                               const layout::TensorLayout &to);
+  double stepSeconds(const layout::TensorLayout &before,
+                     const layout::TensorLayout &after,
+                     const layout::Step &step,
+                     const std::vector<int64_t> &shape, int64_t elementBytes);
+  /// The memory of the plan `choice`.
+  MemoryCount countMemory(const std::vector<const CandidateSet *> &candidates,
+                          const std::vector<EdgeRef> &edges,
+                          const std::vector<int> &choice) const;
+  /// The error when even the most compact plan (`choice`, `memory`)
+  /// exceeds `limit`: its largest tensors per device.
+  LogicalResult infeasible(const std::vector<Operation *> &nodes,
+                           const std::vector<const CandidateSet *> &candidates,
+                           const std::vector<EdgeRef> &edges,
+                           const std::vector<int> &choice,
+                           const MemoryCount &memory, int64_t limit);
+  void progress(StringRef phase, int64_t done, int64_t total) {
+    if (options.progress)
+      options.progress(phase, done, total);
+  }
+
+  func::FuncOp func;
+  layout::Mesh mesh;
+  const SearchOptions &options;
+  StepShape step;
+  NodeCoster coster;
+  PlannerCache planners;
+  std::map<std::vector<const void *>, std::unique_ptr<CandidateSet>> sets;
+  /// Per node, its layer (layerOf its ONNX node) as an index into
+  /// layerNames; recomputed results add up per layer.
+  std::vector<int> nodeLayer;
+  /// The first node after the last recomputed one (the head), or the
+  /// number of nodes.
+  size_t headStart = 0;
+  std::vector<std::string> layerNames;
+  std::map<std::tuple<const CandidateSet *, unsigned, const CandidateSet *,
+                      unsigned, KeptCopy, bool>,
+           EdgeCosts>
+      matrices;
+  std::map<std::tuple<const void *, layout::TensorLayout, layout::TensorLayout>,
+           double>
+      seconds;
+};
+
+double AutoSharder::stepSeconds(const layout::TensorLayout &before,
+                                const layout::TensorLayout &after,
+                                const layout::Step &s,
+                                const std::vector<int64_t> &shape,
+                                int64_t elementBytes) {
+  double in = static_cast<double>(before.localNumElements(mesh, shape)) *
+              static_cast<double>(elementBytes);
+  double out = static_cast<double>(after.localNumElements(mesh, shape)) *
+               static_cast<double>(elementBytes);
+  std::vector<int> axes(s.axes.begin(), s.axes.end());
+  const cost::HardwareProfile &profile = options.profile;
+  GroupCache &groups = coster.groupCache();
+  switch (s.kind) {
+  case layout::StepKind::AllReduce:
+    return cost::collectiveSeconds(profile, cost::CollectiveKind::AllReduce, in,
+                                   groups.group(axes));
+  case layout::StepKind::ReduceScatter:
+    return cost::collectiveSeconds(profile, cost::CollectiveKind::ReduceScatter,
+                                   in, groups.group(axes));
+  case layout::StepKind::AllGather:
+    return cost::collectiveSeconds(profile, cost::CollectiveKind::AllGather,
+                                   out, groups.group(axes));
+  case layout::StepKind::AllToAll:
+    return cost::collectiveSeconds(profile, cost::CollectiveKind::AllToAll, in,
+                                   groups.group(axes));
+  case layout::StepKind::LocalSplit:
+  case layout::StepKind::MakePartial:
+    return 0;
+  }
+  return 0;
+}
+
+double AutoSharder::redistributionSeconds(RankedTensorType type,
+                                          const layout::TensorLayout &from,
+                                          const layout::TensorLayout &to) {
+  if (from == to)
+    return 0;
+  auto key = std::make_tuple(type.getAsOpaquePointer(), from, to);
+  if (auto it = seconds.find(key); it != seconds.end())
+    return it->second;
+  std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+  int64_t bytes = elementBytes(type);
+  std::string error;
+  double total = 1e30;
+  if (std::optional<layout::RedistributionPlan> plan =
+          planners.plan(type, from, to, error)) {
+    total = 0;
+    layout::TensorLayout current = from;
+    for (const layout::Step &s : plan->steps) {
+      std::optional<layout::TensorLayout> next =
+          layout::applyStep(mesh, current, s, shape, error);
+      if (!next) {
+        total = 1e30;
+        break;
+      }
+      total += stepSeconds(current, *next, s, shape, bytes);
+      current = *next;
+    }
+  }
+  seconds.emplace(key, total);
+  return total;
+}
+
+void AutoSharder::enumerate(Operation *op, const ShardingRule &rule,
+                            CandidateSet &set) {
+  const int numFactors = static_cast<int>(rule.factors.size());
+  const int numAxes = mesh.numAxes();
+  auto add = [&](const FactorAxes &axes) {
+    std::string error;
+    std::optional<OpLayouts> layouts = deriveLayouts(rule, axes, mesh, error);
+    if (layouts)
+      set.list.push_back({axes, std::move(*layouts), {}});
+  };
+  // Every way of giving each mesh axis to one factor or to none; the axes
+  // of a factor keep the mesh's order (outermost first).
+  std::vector<int> pick(numAxes, -1);
+  std::function<void(int)> visit = [&](int a) {
+    if (a == numAxes) {
+      FactorAxes axes(numFactors);
+      for (int x = 0; x < numAxes; ++x)
+        if (pick[x] >= 0)
+          axes[pick[x]].push_back(x);
+      add(axes);
+      return;
+    }
+    for (int f = -1; f < numFactors; ++f) {
+      if (f >= 0 && (rule.factors[f].kind == FactorKind::Blocked ||
+                     rule.factors[f].size <= 1))
+        continue;
+      pick[a] = f;
+      visit(a + 1);
+    }
+  };
+  visit(0);
+  for (Candidate &c : set.list)
+    c.terms = coster.terms(op, rule, c.axes, c.layouts);
+}
+
+FailureOr<const CandidateSet *> AutoSharder::candidatesFor(Operation *op) {
+  std::vector<const void *> key;
+  key.push_back(op->getName().getAsOpaquePointer());
+  // Every differentiated op has an id of its own, which no cost depends on.
+  DictionaryAttr attrs = op->getAttrDictionary();
+  if (attrs.contains(LoomDialect::kGradIdAttrName)) {
+    NamedAttrList named(attrs);
+    named.erase(LoomDialect::kGradIdAttrName);
+    attrs = named.getDictionary(op->getContext());
+  }
+  key.push_back(attrs.getAsOpaquePointer());
+  uintptr_t parameters = 0;
+  for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+    key.push_back(v.getType().getAsOpaquePointer());
+    if (coster.isParameter(v))
+      parameters |= uintptr_t(1) << (i % (8 * sizeof(uintptr_t)));
+  }
+  for (Type t : op->getResultTypes())
+    key.push_back(t.getAsOpaquePointer());
+  key.push_back(reinterpret_cast<const void *>(parameters));
+  auto it = sets.find(key);
+  if (it != sets.end())
+    return it->second.get();
+
+  auto set = std::make_unique<CandidateSet>();
+  ShardingRule rule = cast<ShardingOpInterface>(op).getShardingRule();
+  FailureOr<std::optional<FactorAxes>> fixed = fixedAssignment(op, rule, mesh);
+  if (failed(fixed))
+    return failure();
+  if (*fixed) {
+    std::string error;
+    std::optional<OpLayouts> layouts =
+        deriveLayouts(rule, **fixed, mesh, error);
+    if (!layouts)
+      return op->emitError()
+             << "sharding of " << describeOp(op) << ": " << error;
+    set->fixed = true;
+    set->list.push_back({**fixed, std::move(*layouts), {}});
+    set->list.back().terms =
+        coster.terms(op, rule, **fixed, set->list.back().layouts);
+  } else {
+    enumerate(op, rule, *set);
+  }
+  if (set->list.empty())
+    return op->emitError() << "no valid sharding for " << describeOp(op)
+                           << " on " << mesh.toString();
+  return sets.emplace(std::move(key), std::move(set)).first->second.get();
+}
+
+const EdgeCosts &AutoSharder::edgeCosts(const CandidateSet *producer,
+                                        unsigned result,
+                                        const CandidateSet *consumer,
+                                        unsigned operand, RankedTensorType type,
+                                        KeptCopy kept, bool always) {
+  auto key = std::make_tuple(producer, result, consumer, operand, kept, always);
+  if (auto it = matrices.find(key); it != matrices.end())
+    return it->second;
+  EdgeCosts e;
+  e.kept = kept;
+  e.seconds.assign(producer->list.size(),
+                   std::vector<double>(consumer->list.size(), 0));
+  e.bytes = e.seconds;
+  for (size_t a = 0; a < producer->list.size(); ++a)
+    for (size_t b = 0; b < consumer->list.size(); ++b) {
+      const layout::TensorLayout &have =
+          producer->list[a].layouts.results[result];
+      const layout::TensorLayout &want =
+          consumer->list[b].layouts.operands[operand];
+      double s = redistributionSeconds(type, have, want);
+      if (step.training) {
+        // The gradient flows back: from what the consumer's operand was to
+        // the producer's result layout, without its partial sums.
+        layout::TensorLayout back = have;
+        for (int axis : std::vector<int>(back.partialAxes()))
+          back.removePartial(axis);
+        s += redistributionSeconds(type, want, back);
+      }
+      e.seconds[a][b] = s;
+      if (kept != KeptCopy::None && (have != want || always)) {
+        // A saved copy is held by the micro-batches in flight; a recomputed
+        // one exists for one micro-batch's backward at a time.
+        e.bytes[a][b] =
+            static_cast<double>(localType(type, mesh, want).getNumElements()) *
+            static_cast<double>(elementBytes(type)) *
+            (kept == KeptCopy::Saved ? step.savedShare : 1.0);
+        e.hasBytes = true;
+      }
+    }
+  return matrices.emplace(key, std::move(e)).first->second;
+}
+
+LogicalResult
+AutoSharder::infeasible(const std::vector<Operation *> &nodes,
+                        const std::vector<const CandidateSet *> &candidates,
+                        const std::vector<EdgeRef> &edges,
+                        const std::vector<int> &choice,
+                        const MemoryCount &memory, int64_t limit) {
+  std::vector<NodeCoster::MemoryItem> items;
+  for (size_t n = 0; n < nodes.size(); ++n)
+    for (NodeCoster::MemoryItem &item :
+         coster.memoryItems(nodes[n], candidates[n]->list[choice[n]].layouts))
+      items.push_back(std::move(item));
+  if (memory.layer >= 0 && memory.recomputed > 0) {
+    const std::string &name = layerNames[memory.layer];
+    items.push_back({"results of " +
+                         (name.empty() ? std::string("the ops outside layers")
+                                       : "layer '" + name + "'") +
+                         " recomputed in its backward (with their copies)",
+                     memory.recomputed, ""});
+  }
+  for (const EdgeRef &e : edges)
+    if (double bytes = e.costs->bytes[choice[e.from]][choice[e.to]];
+        bytes && e.costs->kept == KeptCopy::Saved) {
+      Operation *user = nodes[e.to];
+      items.push_back(
+          {"copy of a result of " + describeOp(nodes[e.from]) +
+               " kept for the backward of " + describeOp(user),
+           bytes,
+           compactLayout(
+               candidates[e.to]->list[choice[e.to]].layouts.operands[e.operand],
+               mesh)});
+    }
+  llvm::stable_sort(
+      items, [](const auto &a, const auto &b) { return a.bytes > b.bytes; });
+  InFlightDiagnostic d = func.emitError();
+  d << "no sharding on " << mesh.toString() << " fits in "
+    << formatBytes(static_cast<double>(limit)) << " (" << limit
+    << " bytes) per device: the most compact plan found needs "
+    << formatBytes(memory.total()) << ", "
+    << formatBytes(memory.total() - static_cast<double>(limit))
+    << " over. Its largest tensors per device:";
+  for (size_t k = 0; k < items.size() && k < 6; ++k) {
+    d << "\n  " << items[k].what << ": " << formatBytes(items[k].bytes);
+    if (!items[k].layout.empty())
+      d << " as " << items[k].layout;
+  }
+  d << "\nUse more devices, a smaller batch, or a larger --memory-limit";
+  return failure();
+}
+
+MemoryCount
+AutoSharder::countMemory(const std::vector<const CandidateSet *> &candidates,
+                         const std::vector<EdgeRef> &edges,
+                         const std::vector<int> &choice) const {
+  MemoryCount memory;
+  std::vector<double> perLayer(layerNames.size(), 0);
+  for (size_t n = 0; n < candidates.size(); ++n) {
+    const NodeTerms &t = candidates[n]->list[choice[n]].terms;
+    memory.held += t.memoryBytes;
+    if (n >= headStart)
+      memory.headHeld += t.resultBytes;
+    perLayer[nodeLayer[n]] += t.recomputedBytes;
+  }
+  // One copy per value and layout: the partitioner shares it.
+  std::set<std::tuple<int, unsigned, layout::TensorLayout>> copies;
+  for (const EdgeRef &e : edges) {
+    double bytes = e.costs->bytes[choice[e.from]][choice[e.to]];
+    if (!bytes || !copies
+                       .insert({e.from, e.result,
+                                candidates[e.to]
+                                    ->list[choice[e.to]]
+                                    .layouts.operands[e.operand]})
+                       .second)
+      continue;
+    if (e.costs->kept == KeptCopy::Recomputed) {
+      perLayer[nodeLayer[e.from]] += bytes;
+    } else {
+      memory.held += bytes;
+      if (static_cast<size_t>(e.to) >= headStart)
+        memory.headHeld += bytes;
+    }
+  }
+  for (size_t l = 0; l < perLayer.size(); ++l)
+    if (perLayer[l] > memory.recomputed) {
+      memory.recomputed = perLayer[l];
+      memory.layer = static_cast<int>(l);
+    }
+  return memory;
+}
+
+double AutoSharder::indexLayers(const std::vector<Operation *> &nodes) {
+  std::map<std::string, int> layerIndex;
+  // Layers that recompute: the penalty counts each's recomputed results
+  // 1/R, the share the largest of R equal layers has of their sum.
+  std::set<int> recomputingLayers;
+  for (auto [n, op] : llvm::enumerate(nodes)) {
+    std::string layer = layerOf(nodeName(op)).str();
+    auto [it, added] =
+        layerIndex.emplace(layer, static_cast<int>(layerNames.size()));
+    if (added)
+      layerNames.push_back(layer);
+    nodeLayer.push_back(it->second);
+    if (step.recomputed.contains(op)) {
+      recomputingLayers.insert(it->second);
+      headStart = n + 1;
+    }
+  }
+  if (recomputingLayers.empty())
+    headStart = nodes.size();
+  return 1.0 /
+         static_cast<double>(std::max<size_t>(recomputingLayers.size(), 1));
+}
+
+LogicalResult AutoSharder::costNodes(CostProblem &p) {
+  p.candidates.resize(p.nodes.size());
+  for (auto [n, op] : llvm::enumerate(p.nodes)) {
+    FailureOr<const CandidateSet *> set = candidatesFor(op);
+    if (failed(set))
+      return failure();
+    p.candidates[n] = *set;
+    if (n % 64 == 0)
+      progress("costing ops", static_cast<int64_t>(n),
+               static_cast<int64_t>(p.nodes.size()));
+  }
+  return success();
+}
+
+void AutoSharder::costEdges(CostProblem &p) {
+  Operation *terminator = func.getBody().front().getTerminator();
+  llvm::DenseMap<Operation *, int> index;
+  for (auto [n, op] : llvm::enumerate(p.nodes))
+    index[op] = static_cast<int>(n);
+  // Edges: producer result -> consumer operand, both forward ops. Values
+  // returned (the loss, outputs) must end replicated.
+  p.sinkCost.resize(p.nodes.size());
+  for (auto [n, op] : llvm::enumerate(p.nodes)) {
+    const CandidateSet *set = p.candidates[n];
+    p.sinkCost[n].assign(set->list.size(), 0);
+    for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+      Operation *producer = v.getDefiningOp();
+      auto it = producer ? index.find(producer) : index.end();
+      if (it == index.end())
+        continue;
+      int from = it->second;
+      unsigned result = cast<OpResult>(v).getResultNumber();
+      // The copy made for this consumer is kept when its gradient reads
+      // it, or (a saved value) when the backward recomputes the consumer.
+      StepShape::BackwardUses uses = step.backwardUses(v);
+      bool saved = step.isSaved(v);
+      KeptCopy kept = KeptCopy::None;
+      if (uses.readsAs(op, i) || (saved && step.recomputed.contains(op)))
+        kept = saved                             ? KeptCopy::Saved
+               : step.isRecomputedForBackward(v) ? KeptCopy::Recomputed
+                                                 : KeptCopy::None;
+      p.edges.push_back(
+          {from, static_cast<int>(n),
+           &edgeCosts(p.candidates[from], result, set, i,
+                      cast<RankedTensorType>(v.getType()), kept, !uses.own),
+           static_cast<unsigned>(i), result});
+    }
+    for (auto [j, r] : llvm::enumerate(op->getResults()))
+      if (llvm::is_contained(terminator->getOperands(), r)) {
+        auto type = cast<RankedTensorType>(r.getType());
+        for (size_t a = 0; a < set->list.size(); ++a)
+          p.sinkCost[n][a] += redistributionSeconds(
+              type, set->list[a].layouts.results[j],
+              layout::TensorLayout::replicated(type.getRank()));
+      }
+    if (n % 64 == 0)
+      progress("costing edges", static_cast<int64_t>(n),
+               static_cast<int64_t>(p.nodes.size()));
+  }
+  std::map<std::pair<int, unsigned>, int> keptCopies;
+  for (const EdgeRef &e : p.edges)
+    if (e.costs->hasBytes)
+      ++keptCopies[{e.from, e.result}];
+  for (EdgeRef &e : p.edges)
+    if (e.costs->hasBytes)
+      e.keptWeight = 1.0 / keptCopies[{e.from, e.result}];
+}
+
+LogicalResult AutoSharder::solveWithinMemory(const CostProblem &p,
+                                             SolvedPlan &plan) {
+  search::CostGraph graph;
+  for (size_t n = 0; n < p.nodes.size(); ++n)
+    graph.addNode(std::vector<double>(p.candidates[n]->list.size(), 0));
+  for (const EdgeRef &e : p.edges)
+    graph.addEdge(e.from, e.to, e.costs->seconds);
+
+  // Solve, raising lambda (seconds per byte) until the memory fits.
+  int64_t limit = options.memoryLimit > 0 ? options.memoryLimit
+                                          : options.profile.memoryCapacity;
+  int solves = 0;
+  // The memory penalty is additive: the largest layer's recomputed results
+  // count as the mean over the recomputing layers (exact for equal layers);
+  // whether a plan fits is judged on its count (countMemory).
+  auto solveWith = [&](double lambda, MemoryCount &memory) {
+    for (size_t n = 0; n < p.nodes.size(); ++n) {
+      std::vector<double> costs;
+      for (size_t a = 0; a < p.candidates[n]->list.size(); ++a) {
+        const NodeTerms &t = p.candidates[n]->list[a].terms;
+        costs.push_back(
+            t.seconds() + p.sinkCost[n][a] +
+            lambda * (t.memoryBytes + p.recomputedWeight * t.recomputedBytes));
+      }
+      graph.setNodeCosts(static_cast<int>(n), std::move(costs));
+    }
+    for (auto [k, e] : llvm::enumerate(p.edges)) {
+      if (!e.costs->hasBytes)
+        continue;
+      double weight =
+          lambda * e.keptWeight *
+          (e.costs->kept == KeptCopy::Recomputed ? p.recomputedWeight : 1.0);
+      Matrix costs = e.costs->seconds;
+      for (size_t a = 0; a < costs.size(); ++a)
+        for (size_t b = 0; b < costs[a].size(); ++b)
+          costs[a][b] += weight * e.costs->bytes[a][b];
+      graph.setEdgeCosts(static_cast<int>(k), std::move(costs));
+    }
+    progress("solving", ++solves, 0);
+    search::Solution s = search::solve(graph);
+    memory = countMemory(p.candidates, p.edges, s.choice);
+    return s;
+  };
+  // Lambda: 0 if the fastest plan fits; else the most compact plan (memory
+  // first, time only breaking ties) must fit, and lambda rises from the
+  // ratio of the fastest plan's time to its memory until a plan fits, then
+  // is bisected (in log scale, to 10%) down to the smallest that fits.
+  MemoryCount &memory = plan.memory;
+  double &lambda = plan.lambda;
+  search::Solution &best = plan.best;
+  lambda = 0;
+  best = solveWith(0, memory);
+  bool over = limit > 0 && memory.total() > static_cast<double>(limit);
+  if (!over)
+    return success();
+  if (options.fastestOnly)
+    return failure();
+  double scale = std::max(best.cost, 1e-12) / std::max(memory.total(), 1.0);
+  MemoryCount compactMemory;
+  search::Solution compact = solveWith(scale * 1e6, compactMemory);
+  if (compactMemory.total() > static_cast<double>(limit))
+    return infeasible(p.nodes, p.candidates, p.edges, compact.choice,
+                      compactMemory, limit);
+  best = compact;
+  memory = compactMemory;
+  lambda = scale * 1e6;
+  // Keeps the plan of `candidate` if it fits.
+  auto fitsWith = [&](double candidate) {
+    MemoryCount m;
+    search::Solution s = solveWith(candidate, m);
+    if (m.total() > static_cast<double>(limit))
+      return false;
+    best = std::move(s);
+    memory = m;
+    lambda = candidate;
+    return true;
+  };
+  double low = 0;
+  for (double high = scale; high < lambda && !fitsWith(high); high *= 8)
+    low = high;
+  low = std::max(low, lambda / 8);
+  while (lambda > low * 1.1) {
+    double mid = std::sqrt(low * lambda);
+    if (!fitsWith(mid))
+      low = mid;
+  }
+  return success();
+}
+
+SearchReport AutoSharder::buildReport(const CostProblem &p,
+                                      const SolvedPlan &plan) {
+  const search::Solution &best = plan.best;
+  const double lambda = plan.lambda;
+  // The report, with each op's runner-up: its best other candidate with
+  // every other op's choice held.
+  SearchReport report;
+  report.nodes = static_cast<int>(p.nodes.size());
+  report.distinctOps = static_cast<int>(sets.size());
+  report.exact = best.exact;
+  report.memoryBound = lambda > 0;
+  report.memoryBytes = plan.memory.total();
+  std::vector<std::vector<int>> incident(p.nodes.size());
+  for (auto [k, e] : llvm::enumerate(p.edges)) {
+    incident[e.from].push_back(static_cast<int>(k));
+    if (e.to != e.from)
+      incident[e.to].push_back(static_cast<int>(k));
+  }
+  for (auto [n, op] : llvm::enumerate(p.nodes)) {
+    const CandidateSet *set = p.candidates[n];
+    int chosen = best.choice[n];
+    // Seconds and bytes of candidate a of node n, its redistributions
+    // (and the copies they keep) included.
+    auto termsOf = [&](int a) {
+      double s = set->list[a].terms.seconds() + p.sinkCost[n][a];
+      double m = set->list[a].terms.memoryBytes;
+      for (int k : incident[n]) {
+        const EdgeRef &e = p.edges[k];
+        int from = e.from == static_cast<int>(n) ? a : best.choice[e.from];
+        int to = e.to == static_cast<int>(n) ? a : best.choice[e.to];
+        s += e.costs->seconds[from][to];
+        m += e.costs->bytes[from][to];
+      }
+      return std::make_pair(s, m);
+    };
+    SearchChoice c;
+    c.op = op;
+    c.fixed = set->fixed;
+    c.layouts = compactLayouts(set->list[chosen].layouts, mesh);
+    c.terms = set->list[chosen].terms;
+    auto [chosenSeconds, chosenMemory] = termsOf(chosen);
+    int runnerUp = -1;
+    double runnerUpCost = 0;
+    for (int a = 0; a < static_cast<int>(set->list.size()); ++a) {
+      if (a == chosen)
+        continue;
+      auto [seconds, memory] = termsOf(a);
+      double cost = seconds + lambda * memory;
+      if (runnerUp < 0 || cost < runnerUpCost) {
+        runnerUp = a;
+        runnerUpCost = cost;
+      }
+    }
+    if (runnerUp >= 0) {
+      auto [seconds, memory] = termsOf(runnerUp);
+      c.runnerUp = compactLayouts(set->list[runnerUp].layouts, mesh);
+      c.runnerUpSeconds = seconds - chosenSeconds;
+      c.runnerUpMemory = memory - chosenMemory;
+    }
+    report.seconds += set->list[chosen].terms.seconds() + p.sinkCost[n][chosen];
+    report.choices.push_back(std::move(c));
+    op->setAttr(LoomDialect::kShardingAttrName,
+                factorsToAttr(func.getContext(), set->list[chosen].axes, mesh));
+  }
+  for (const EdgeRef &e : p.edges)
+    report.seconds += e.costs->seconds[best.choice[e.from]][best.choice[e.to]];
+  return report;
+}
+
+FailureOr<SearchReport> AutoSharder::run() {
+  CostProblem p;
+  p.nodes = forwardOps(func, step);
+  p.recomputedWeight = indexLayers(p.nodes);
+  if (failed(costNodes(p)))
+    return failure();
+  costEdges(p);
+  SolvedPlan plan;
+  if (failed(solveWithinMemory(p, plan)))
+    return failure();
+  return buildReport(p, plan);
+}
+
+} // namespace
+
+FailureOr<SearchReport>
+loom::sharding::searchShardings(func::FuncOp func,
+                                const SearchOptions &options) {
+  auto mesh = meshOf(func, "loom-auto-sharding");
+  if (failed(mesh))
+    return failure();
+  AutoSharder sharder(func, mesh->second, options);
+  return sharder.run();
+}
