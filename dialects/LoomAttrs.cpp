@@ -322,9 +322,9 @@ parseEnumBody(AsmParser &parser, StringRef what, StringRef spellings,
 }
 
 Attribute PipelineScheduleAttr::parse(AsmParser &parser, Type) {
-  auto value = parseEnumBody<PipelineSchedule>(
-      parser, "a pipeline schedule", "gpipe, 1f1b or interleaved",
-      symbolizePipelineSchedule);
+  auto value = parseEnumBody<PipelineSchedule>(parser, "a pipeline schedule",
+                                               "gpipe, 1f1b or interleaved",
+                                               symbolizePipelineSchedule);
   return value ? get(parser.getContext(), *value) : Attribute();
 }
 

@@ -150,7 +150,8 @@ def Loom_HyperAttr : EnumAttr<Loom_Dialect, Loom_Hyper, "hyper"> {
 // verifyPhaseContract checks (PhaseContract.h); an enum without an
 // attribute, for loom-verify-phase's option.
 def Loom_PhaseImported : I32EnumAttrCase<"Imported", 0, "imported">;
-def Loom_PhaseTrainingStep : I32EnumAttrCase<"TrainingStep", 1, "training-step">;
+def Loom_PhaseTrainingStep
+    : I32EnumAttrCase<"TrainingStep", 1, "training-step">;
 def Loom_PhaseSharded : I32EnumAttrCase<"Sharded", 2, "sharded">;
 def Loom_PhasePartitioned : I32EnumAttrCase<"Partitioned", 3, "partitioned">;
 def Loom_PhasePipelined : I32EnumAttrCase<"Pipelined", 4, "pipelined">;

@@ -2,8 +2,8 @@
 //
 // The enums of LoomAttrs.td (the pipeline schedule, the per-step scalars,
 // the phase boundaries) with their spellings: stringify*, symbolize* and
-// the *Attr classes' values. A header of its own so that the compiler's options take the
-// enums without the whole dialect.
+// the *Attr classes' values. A header of its own, so that the compiler's
+// options take the enums without the whole dialect.
 //
 //===----------------------------------------------------------------------===//
 

@@ -60,9 +60,8 @@ LogicalResult verifyRoles(FunctionOpInterface main, Phase phase) {
   for (Hyper hyper : {Hyper::Lr, Hyper::Step})
     if (training && hypers[static_cast<int>(hyper)] != 1)
       return breach(main, phase)
-             << "@main needs one argument #loom.hyper<"
-             << stringifyHyper(hyper) << ">, not "
-             << hypers[static_cast<int>(hyper)];
+             << "@main needs one argument #loom.hyper<" << stringifyHyper(hyper)
+             << ">, not " << hypers[static_cast<int>(hyper)];
   return success();
 }
 
@@ -101,17 +100,19 @@ LogicalResult verifyPartitioned(FunctionOpInterface main) {
 LogicalResult verifyPipelined(ModuleOp module) {
   const Phase phase = Phase::Pipelined;
   SmallVector<FunctionOpInterface> stages;
+  FunctionOpInterface main;
   for (auto f : module.getOps<FunctionOpInterface>()) {
     if (f.isExternal())
       continue;
     if (f->hasAttr(D::kPipelineAttrName))
       stages.push_back(f);
     else if (f.getName() == "main")
-      return breach(f, phase) << "@main is left beside the stage functions";
+      main = f;
   }
   if (stages.empty())
-    return breach(module, phase)
-           << "no function has " << D::kPipelineAttrName;
+    return breach(module, phase) << "no function has " << D::kPipelineAttrName;
+  if (main)
+    return breach(main, phase) << "@main is left beside the stage functions";
   auto dictOf = [](FunctionOpInterface f) {
     return f->getAttrOfType<DictionaryAttr>(D::kPipelineAttrName);
   };

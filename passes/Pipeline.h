@@ -57,9 +57,9 @@ struct PipelineOptions {
   int64_t stages = 1;
   int64_t microBatches = 1;
   PipelineSchedule schedule = PipelineSchedule::OneFOneB;
-  /// Model chunks per stage under the interleaved schedule (at least 2 there; 1 for
-  /// the others). User stages (nodeStages) and the stage search's split
-  /// (layerStages) then number chunks, 0 to stages * virtualStages - 1.
+  /// Model chunks per stage under the interleaved schedule (at least 2
+  /// there; 1 for the others). User stages (nodeStages) and the stage search's
+  /// split (layerStages) then number chunks, 0 to stages * virtualStages - 1.
   int64_t virtualStages = 1;
   /// The pipeline axis's name in the plan's mesh.
   std::string axis = "pp";

@@ -157,9 +157,9 @@ Block *Pipeliner::createStageFunc(StageBuild &st, OpBuilder &builder) {
       builder.getNamedAttr("stage", builder.getI64IntegerAttr(st.s)),
       builder.getNamedAttr("stages", builder.getI64IntegerAttr(P)),
       builder.getNamedAttr("micro_batches", builder.getI64IntegerAttr(M)),
-      builder.getNamedAttr("schedule",
-                           PipelineScheduleAttr::get(builder.getContext(),
-                                                     options.schedule)),
+      builder.getNamedAttr(
+          "schedule",
+          PipelineScheduleAttr::get(builder.getContext(), options.schedule)),
       builder.getNamedAttr("axis", builder.getStringAttr(options.axis))};
   if (V > 1)
     pipelineAttrs.push_back(

@@ -17,8 +17,7 @@ using namespace mlir;
 
 namespace {
 
-struct VerifyPhasePass
-    : public loom::impl::VerifyPhaseBase<VerifyPhasePass> {
+struct VerifyPhasePass : public loom::impl::VerifyPhaseBase<VerifyPhasePass> {
   using VerifyPhaseBase::VerifyPhaseBase;
   void runOnOperation() override {
     if (failed(loom::verifyPhaseContract(getOperation(), phase)))

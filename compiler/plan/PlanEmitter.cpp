@@ -9,11 +9,10 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/raw_ostream.h"
-
 
 using namespace mlir;
 
@@ -255,8 +254,7 @@ std::optional<plan::Plan> Emitter::run(ModuleOp module) {
           LoomDialect::kPipelineAttrName)) {
     stages = pipeline.getAs<IntegerAttr>("stages").getInt();
     microBatches = pipeline.getAs<IntegerAttr>("micro_batches").getInt();
-    scheduleKind =
-        pipeline.getAs<PipelineScheduleAttr>("schedule").getValue();
+    scheduleKind = pipeline.getAs<PipelineScheduleAttr>("schedule").getValue();
     if (auto chunks = pipeline.getAs<IntegerAttr>("virtual_stages"))
       virtualStages = chunks.getInt();
     auto axis = pipeline.getAs<StringAttr>("axis");
@@ -395,7 +393,8 @@ bool Emitter::emitArguments(func::FuncOp func) {
     } else if (auto hyper = func.getArgAttrOfType<HyperAttr>(
                    i, LoomDialect::kHyperAttrName)) {
       kind = plan::Value::HYPERPARAMETER;
-      name = StringAttr::get(func.getContext(), stringifyHyper(hyper.getValue()));
+      name =
+          StringAttr::get(func.getContext(), stringifyHyper(hyper.getValue()));
     }
     plan::Value *pv = addValue(arg, kind, func);
     if (!pv)
