@@ -12,6 +12,7 @@ using namespace loom;
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/LoomAttrs.cpp.inc"
+#include "dialects/LoomEnums.cpp.inc"
 
 void LoomDialect::registerAttributes() {
   addAttributes<
@@ -292,5 +293,55 @@ void StrategyAttr::print(AsmPrinter &printer) const {
     printer << " -> ";
     printCountLists(printer, getOutputs());
   }
+  printer << '>';
+}
+
+//===----------------------------------------------------------------------===//
+// Enum attributes: `<spelling>`, quoted where it is not a bare keyword
+//===----------------------------------------------------------------------===//
+
+/// Parses `<spelling>` into one of an enum's values, or says which
+/// spellings it takes.
+template <typename EnumT>
+static std::optional<EnumT>
+parseEnumBody(AsmParser &parser, StringRef what, StringRef spellings,
+              std::optional<EnumT> (*symbolize)(StringRef)) {
+  std::string spelling;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseLess() || parser.parseKeywordOrString(&spelling))
+    return std::nullopt;
+  std::optional<EnumT> value = symbolize(spelling);
+  if (!value) {
+    parser.emitError(loc) << "expected " << what << " (" << spellings
+                          << "), got '" << spelling << "'";
+    return std::nullopt;
+  }
+  if (parser.parseGreater())
+    return std::nullopt;
+  return value;
+}
+
+Attribute PipelineScheduleAttr::parse(AsmParser &parser, Type) {
+  auto value = parseEnumBody<PipelineSchedule>(parser, "a pipeline schedule",
+                                               "gpipe, 1f1b or interleaved",
+                                               symbolizePipelineSchedule);
+  return value ? get(parser.getContext(), *value) : Attribute();
+}
+
+void PipelineScheduleAttr::print(AsmPrinter &printer) const {
+  printer << '<';
+  printer.printKeywordOrString(stringifyPipelineSchedule(getValue()));
+  printer << '>';
+}
+
+Attribute HyperAttr::parse(AsmParser &parser, Type) {
+  auto value = parseEnumBody<Hyper>(parser, "a per-step scalar", "lr or step",
+                                    symbolizeHyper);
+  return value ? get(parser.getContext(), *value) : Attribute();
+}
+
+void HyperAttr::print(AsmPrinter &printer) const {
+  printer << '<';
+  printer.printKeywordOrString(stringifyHyper(getValue()));
   printer << '>';
 }

@@ -5,6 +5,7 @@
 
 include "dialects/LoomDialect.td"
 include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
 
 class Loom_Attr<string name, string attrMnemonic, list<Trait> traits = []>
     : AttrDef<Loom_Dialect, name, traits> {
@@ -97,6 +98,68 @@ def Loom_StrategyAttr : Loom_Attr<"Strategy", "strategy"> {
                               "output split counts">:$outputs);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Enumerated annotations: the values a phase writes and a later one reads.
+//===----------------------------------------------------------------------===//
+
+def Loom_ScheduleGPipe : I32EnumAttrCase<"GPipe", 0, "gpipe">;
+def Loom_ScheduleOneFOneB : I32EnumAttrCase<"OneFOneB", 1, "1f1b">;
+def Loom_ScheduleInterleaved : I32EnumAttrCase<"Interleaved", 2, "interleaved">;
+def Loom_PipelineSchedule : I32EnumAttr<"PipelineSchedule",
+    "the pipeline schedule of the micro-batches",
+    [Loom_ScheduleGPipe, Loom_ScheduleOneFOneB, Loom_ScheduleInterleaved]> {
+  let cppNamespace = "::loom";
+  let genSpecializedAttr = 0;
+}
+
+def Loom_PipelineScheduleAttr
+    : EnumAttr<Loom_Dialect, Loom_PipelineSchedule, "schedule"> {
+  let summary = "a pipeline schedule: gpipe, 1f1b or interleaved";
+  let description = [{
+    The `schedule` of a stage function's `loom.pipeline` dictionary, written
+    `#loom.schedule<gpipe>`, `#loom.schedule<"1f1b">` (the spelling is not a
+    bare keyword, so it is quoted) or `#loom.schedule<interleaved>`. The
+    spellings are the ones `loom compile --schedule` takes.
+  }];
+  let assemblyFormat = ?;
+  let hasCustomAssemblyFormat = 1;
+}
+
+def Loom_HyperLr : I32EnumAttrCase<"Lr", 0, "lr">;
+def Loom_HyperStep : I32EnumAttrCase<"Step", 1, "step">;
+def Loom_Hyper : I32EnumAttr<"Hyper",
+    "a per-step scalar the runtime sets", [Loom_HyperLr, Loom_HyperStep]> {
+  let cppNamespace = "::loom";
+  let genSpecializedAttr = 0;
+}
+
+def Loom_HyperAttr : EnumAttr<Loom_Dialect, Loom_Hyper, "hyper"> {
+  let summary = "a per-step scalar argument: the learning rate or the step";
+  let description = [{
+    The `loom.hyper` annotation of a scalar argument of a training step,
+    written `#loom.hyper<lr>` or `#loom.hyper<step>`; the plan names the
+    value by the spelling.
+  }];
+  let assemblyFormat = ?;
+  let hasCustomAssemblyFormat = 1;
+}
+
+// The boundaries between the compiler's phases whose annotations
+// verifyPhaseContract checks (PhaseContract.h); an enum without an
+// attribute, for loom-verify-phase's option.
+def Loom_PhaseImported : I32EnumAttrCase<"Imported", 0, "imported">;
+def Loom_PhaseTrainingStep
+    : I32EnumAttrCase<"TrainingStep", 1, "training-step">;
+def Loom_PhaseSharded : I32EnumAttrCase<"Sharded", 2, "sharded">;
+def Loom_PhasePartitioned : I32EnumAttrCase<"Partitioned", 3, "partitioned">;
+def Loom_PhasePipelined : I32EnumAttrCase<"Pipelined", 4, "pipelined">;
+def Loom_Phase : I32EnumAttr<"Phase", "a boundary between compiler phases",
+    [Loom_PhaseImported, Loom_PhaseTrainingStep, Loom_PhaseSharded,
+     Loom_PhasePartitioned, Loom_PhasePipelined]> {
+  let cppNamespace = "::loom";
+  let genSpecializedAttr = 0;
 }
 
 #endif // LOOM_ATTRS_TD

@@ -117,30 +117,43 @@ static LogicalResult verifyResultLayoutsAttr(Operation *op, NamedAttribute attr,
   return success();
 }
 
-/// Checks `loom.pipeline`, the dictionary a stage function carries.
+/// Checks `loom.pipeline`, the dictionary a stage function carries: each
+/// entry by name, so that a missing or misspelt one says which.
 static LogicalResult verifyPipelineAttr(Operation *op, NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
   auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
-  auto integer = [&](StringRef key) {
-    auto v = dict ? dict.getAs<IntegerAttr>(key) : IntegerAttr();
-    return v && !v.getType().isInteger(1) && v.getInt() >= 0;
-  };
-  auto schedule = dict ? dict.getAs<StringAttr>("schedule") : StringAttr();
-  auto chunks =
-      dict ? dict.getAs<IntegerAttr>("virtual_stages") : IntegerAttr();
-  if (!isa<FunctionOpInterface>(op) || !integer("stage") ||
-      !integer("stages") || !integer("micro_batches") || !schedule ||
-      (schedule.getValue() != "gpipe" && schedule.getValue() != "1f1b" &&
-       schedule.getValue() != "interleaved") ||
-      (dict.get("virtual_stages") &&
-       (!chunks || chunks.getType().isInteger(1) || chunks.getInt() < 1)) ||
-      (dict.get("own_mesh") && !isa<UnitAttr>(dict.get("own_mesh"))))
+  if (!isa<FunctionOpInterface>(op) || !dict)
     return op->emitError()
            << "'" << name
            << "' must be a dictionary {stage, stages, micro_batches, "
-              "schedule = \"gpipe\", \"1f1b\" or \"interleaved\", "
-              "optional virtual_stages >= 1, optional unit own_mesh} on a "
+              "schedule, optional axis, virtual_stages and own_mesh} on a "
               "function";
+  auto integer = [&](StringRef key, int64_t least) {
+    auto v = dict.getAs<IntegerAttr>(key);
+    return v && !v.getType().isInteger(1) && v.getInt() >= least;
+  };
+  for (StringRef key : {"stage", "stages", "micro_batches"})
+    if (!integer(key, 0))
+      return op->emitError() << "'" << name << "' needs '" << key
+                             << "', a non-negative integer";
+  if (!dict.getAs<PipelineScheduleAttr>("schedule"))
+    return op->emitError() << "'" << name
+                           << "' needs 'schedule', a #loom.schedule (gpipe, "
+                              "1f1b or interleaved)";
+  for (NamedAttribute entry : dict) {
+    StringRef key = entry.getName().getValue();
+    if (key == "stage" || key == "stages" || key == "micro_batches" ||
+        key == "schedule")
+      continue;
+    if (key == "virtual_stages" ? !integer(key, 1)
+        : key == "axis"         ? !isa<StringAttr>(entry.getValue())
+        : key == "own_mesh"     ? !isa<UnitAttr>(entry.getValue())
+                                : true)
+      return op->emitError()
+             << "'" << name << "': unknown or ill-typed entry '" << key
+             << "' (optional: axis, a string; virtual_stages, an integer "
+                ">= 1; own_mesh, a unit)";
+  }
   return success();
 }
 
@@ -342,13 +355,11 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
   if (name == kLayoutAttrName)
     return verifyLayoutOn(op, "argument", argIndex, attr.getValue(), argType);
   if (name == kHyperAttrName) {
-    auto hyper = dyn_cast<StringAttr>(attr.getValue());
     auto type = dyn_cast<RankedTensorType>(argType);
-    if (!hyper || (hyper.getValue() != "lr" && hyper.getValue() != "step") ||
-        !type || type.getRank() != 0)
+    if (!isa<HyperAttr>(attr.getValue()) || !type || type.getRank() != 0)
       return op->emitError() << "'" << name
-                             << "' must be \"lr\" or \"step\" on a scalar "
-                                "argument";
+                             << "' must be a #loom.hyper (lr or step) on a "
+                                "scalar argument";
     return success();
   }
   if (name == kMicroBatchAttrName) {

@@ -14,6 +14,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "dialects/LoomDialect.h.inc"
+#include "dialects/LoomEnums.h"
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/LoomAttrs.h.inc"

@@ -37,15 +37,22 @@ def Loom_Dialect : Dialect {
         op that is not a function.
       * `loom.layer_stages` (dictionary of non-negative integers) on a
         function: each ONNX layer's pipeline stage, from loom-split-stages.
+      * `loom.pipeline` (dictionary) on a stage function: `stage`,
+        `stages` and `micro_batches` (non-negative integers), `schedule`
+        (a `#loom.schedule`), and optionally `axis` (string),
+        `virtual_stages` (at least 1) and `own_mesh` (unit); any other
+        entry is refused.
       * `loom.source` (string) and `loom.opset` (integer) on a module: the
         model file and ONNX opset it was imported from.
     On function arguments: `loom.input`, `loom.param`, `loom.buffer` (the
     ONNX name, a string), `loom.init` (elements of the argument's type),
-    `loom.hyper` ("lr" or "step", on a scalar), `loom.state` (optimizer
-    state, a string) and `loom.layout`; on function results: `loom.output`
-    (string), `loom.updates` (the index of an argument of the same type that
-    the result replaces) and `loom.layout`. A layout's mesh must be the function's `loom.mesh`, if
-    the function has one.
+    `loom.hyper` (`#loom.hyper<lr>` or `#loom.hyper<step>`, on a scalar),
+    `loom.state` (optimizer state, a string) and `loom.layout`; on function
+    results: `loom.output` (string), `loom.updates` (the index of an
+    argument of the same type that the result replaces) and `loom.layout`.
+    A layout's mesh must be the function's `loom.mesh`, if the function
+    has one. Which annotations each phase boundary needs is
+    verifyPhaseContract's (PhaseContract.h, loom-verify-phase).
   }];
   let useDefaultAttributePrinterParser = 1;
   let hasOperationAttrVerify = 1;
@@ -94,10 +101,12 @@ def Loom_Dialect : Dialect {
     /// their own need of the values they exchange).
     static constexpr ::llvm::StringLiteral kResultLayoutsAttrName = "loom.layouts";
     /// On each function of a pipelined step: a dictionary with the
-    /// function's `stage`, the number of `stages`, the `schedule` ("gpipe"
-    /// or "1f1b") and the `micro_batches`, and `own_mesh` (a unit) when
-    /// every stage runs on a submesh of its own (its function's loom.mesh). On an input argument of such a
-    /// function: the micro-batch (an integer) it holds.
+    /// function's `stage`, the number of `stages`, the `schedule` (a
+    /// #loom.schedule), the `micro_batches` and the pipeline `axis`,
+    /// `virtual_stages` under the interleaved schedule, and `own_mesh` (a
+    /// unit) when every stage runs on a submesh of its own (its function's
+    /// loom.mesh). On an input argument of such a function: the
+    /// micro-batch (an integer) it holds.
     static constexpr ::llvm::StringLiteral kPipelineAttrName = "loom.pipeline";
     /// Set by loom-split-stages on a function: the pipeline stage (chunk)
     /// of each ONNX layer, a dictionary of non-negative integers, which
@@ -110,7 +119,7 @@ def Loom_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kBufferAttrName = "loom.buffer";
     static constexpr ::llvm::StringLiteral kInitAttrName = "loom.init";
     static constexpr ::llvm::StringLiteral kOutputAttrName = "loom.output";
-    /// Set by loom-build-training-graph: per-step scalars ("lr", "step"),
+    /// Set by loom-build-training-graph: per-step scalars (#loom.hyper),
     /// optimizer state, and results that replace an argument in place.
     static constexpr ::llvm::StringLiteral kHyperAttrName = "loom.hyper";
     static constexpr ::llvm::StringLiteral kStateAttrName = "loom.state";

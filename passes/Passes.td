@@ -434,8 +434,11 @@ def AutoSharding : Pass<"loom-auto-sharding", "mlir::func::FuncOp"> {
            "the state, and stage 0 the most micro-batches in flight)">,
     Option<"microBatches", "micro-batches", "int64_t", "1",
            "Micro-batches per step">,
-    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
-           "The pipeline schedule: gpipe, 1f1b or interleaved">,
+    Option<"schedule", "schedule", "::loom::PipelineSchedule",
+           "::loom::PipelineSchedule::OneFOneB",
+           "The pipeline schedule: gpipe, 1f1b or interleaved",
+           "::loom::EnumSpellings<::loom::PipelineSchedule, "
+           "::loom::symbolizePipelineSchedule>()">,
     Option<"virtualStages", "virtual-stages", "int64_t", "1",
            "Chunks per stage under the interleaved schedule">,
     Option<"chooseZero", "choose-zero", "bool", "false",
@@ -528,8 +531,11 @@ def SplitStages : Pass<"loom-split-stages", "mlir::ModuleOp"> {
     Option<"stages", "stages", "int64_t", "1", "Pipeline stages">,
     Option<"microBatches", "micro-batches", "int64_t", "1",
            "Micro-batches per step">,
-    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
-           "gpipe, 1f1b or interleaved">,
+    Option<"schedule", "schedule", "::loom::PipelineSchedule",
+           "::loom::PipelineSchedule::OneFOneB",
+           "gpipe, 1f1b or interleaved",
+           "::loom::EnumSpellings<::loom::PipelineSchedule, "
+           "::loom::symbolizePipelineSchedule>()">,
     Option<"virtualStages", "virtual-stages", "int64_t", "1",
            "Chunks per stage under the interleaved schedule">,
     Option<"profile", "profile", "std::string", "\"8xH100-80GB\"",
@@ -569,7 +575,8 @@ def PipelineStages : Pass<"loom-pipeline", "mlir::ModuleOp"> {
     // after
     func.func @main_stage0(%ids: tensor<1x64xi64> {loom.micro_batch = 0}, ...)
         attributes {loom.pipeline = {axis = "pp", micro_batches = 4 : i64,
-                    schedule = "1f1b", stage = 0 : i64, stages = 2 : i64}}
+                    schedule = #loom.schedule<"1f1b">, stage = 0 : i64,
+                    stages = 2 : i64}}
       ... loom.send %h {peer_stage = 1 : i64, tag = 1 : i64} ...
     func.func @main_stage1(...)
     ```
@@ -578,8 +585,11 @@ def PipelineStages : Pass<"loom-pipeline", "mlir::ModuleOp"> {
     Option<"stages", "stages", "int64_t", "1", "Pipeline stages">,
     Option<"microBatches", "micro-batches", "int64_t", "1",
            "Micro-batches per step">,
-    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
-           "gpipe, 1f1b or interleaved">,
+    Option<"schedule", "schedule", "::loom::PipelineSchedule",
+           "::loom::PipelineSchedule::OneFOneB",
+           "gpipe, 1f1b or interleaved",
+           "::loom::EnumSpellings<::loom::PipelineSchedule, "
+           "::loom::symbolizePipelineSchedule>()">,
     Option<"virtualStages", "virtual-stages", "int64_t", "1",
            "Chunks per stage under the interleaved schedule">,
     Option<"ownMeshes", "own-meshes", "bool", "false",
@@ -592,6 +602,46 @@ def PipelineStages : Pass<"loom-pipeline", "mlir::ModuleOp"> {
            "(empty: none)">,
   ];
   let dependentDialects = ["loom::LoomDialect"];
+}
+
+def VerifyPhase : Pass<"loom-verify-phase", "mlir::ModuleOp"> {
+  let summary = "Checks the annotations a phase boundary promises";
+  let description = [{
+    Fails with a diagnostic, and changes nothing, unless the module keeps
+    the contract of `phase` (verifyPhaseContract, dialects/PhaseContract.h),
+    so that a missing or misspelt annotation is an error where it is made
+    rather than a default where it is read:
+      * `imported`: a `@main` whose arguments each have one role
+        (`loom.input`, `loom.param` or `loom.buffer`), every result a
+        `loom.output`; a module's `loom.source` a string;
+      * `training-step`: as imported, an argument may also be optimizer
+        state (`loom.state`) or a `#loom.hyper`, and `@main` has one
+        `#loom.hyper<lr>` and one `#loom.hyper<step>`; a result may
+        instead update an argument (`loom.updates`);
+      * `sharded`: `@main` has a `loom.mesh` and every op with a sharding
+        rule its `loom.sharding`;
+      * `partitioned`: `@main` is `loom.spmd` with its `loom.mesh`, and no
+        op keeps `loom.sharding` or `loom.strategy`;
+      * `pipelined`: stage functions with `loom.pipeline` (no `@main`
+        left), stages 0 to P-1 once each, all agreeing on the stages,
+        micro-batches, schedule, chunks and axis.
+    The dialect's verifier has already checked each annotation's type.
+
+    ```mlir
+    // loom-opt -loom-verify-phase=phase=pipelined: passes
+    func.func @main_stage0(...) attributes {loom.pipeline = {
+        micro_batches = 2 : i64, schedule = #loom.schedule<gpipe>,
+        stage = 0 : i64, stages = 2 : i64}, loom.spmd, ...}
+    func.func @main_stage1(...) attributes {loom.pipeline = {..., stage = 1}}
+    // with @main_stage1 missing:
+    // error: 'loom.pipeline' says 2 stages but the module has 1 stage function
+    ```
+  }];
+  let options = [
+    Option<"phase", "phase", "::loom::Phase", "::loom::Phase::Imported",
+           "imported, training-step, sharded, partitioned or pipelined",
+           "::loom::EnumSpellings<::loom::Phase, ::loom::symbolizePhase>()">,
+  ];
 }
 
 #endif // LOOM_PASSES_TD

@@ -138,7 +138,7 @@ void ExplanationBuilder::recordPipeline(
     for (const auto &[first, last] : stage.chunks)
       out->add_chunks(first == last ? first : first + " to " + last);
   }
-  explanation.set_schedule(pipeline.schedule);
+  explanation.set_schedule(stringifyPipelineSchedule(pipeline.schedule).str());
   if (pipeline.virtualStages > 1)
     explanation.set_virtual_stages(
         static_cast<int32_t>(pipeline.virtualStages));

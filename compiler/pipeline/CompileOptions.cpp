@@ -1,7 +1,8 @@
 //===- CompileOptions.cpp - The options' spellings ------------------------===//
 //
 // Each enum's spellings, the one table both ways: parsing a flag and
-// naming the value in plans, summaries and the MLIR pass options.
+// naming the value in plans, summaries and the MLIR pass options. The
+// schedule's are the dialect's (LoomAttrs.td).
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,10 +24,6 @@ using Spellings = std::array<std::pair<E, const char *>, N>;
 constexpr Spellings<ShardingMode, 3> kModes = {{{ShardingMode::Data, "data"},
                                                 {ShardingMode::Semi, "semi"},
                                                 {ShardingMode::Auto, "auto"}}};
-constexpr Spellings<Schedule, 3> kSchedules = {
-    {{Schedule::GPipe, "gpipe"},
-     {Schedule::OneFOneB, "1f1b"},
-     {Schedule::Interleaved, "interleaved"}}};
 constexpr Spellings<Precision, 3> kPrecisions = {{{Precision::F32, "f32"},
                                                   {Precision::BF16, "bf16"},
                                                   {Precision::F16, "f16"}}};
@@ -61,7 +58,9 @@ std::optional<E> lookup(const Spellings<E, N> &table, StringRef text) {
 } // namespace
 
 StringRef toString(ShardingMode mode) { return spell(kModes, mode); }
-StringRef toString(Schedule schedule) { return spell(kSchedules, schedule); }
+StringRef toString(Schedule schedule) {
+  return stringifyPipelineSchedule(schedule);
+}
 StringRef toString(Precision precision) {
   return spell(kPrecisions, precision);
 }
@@ -82,7 +81,7 @@ std::optional<ShardingMode> parseShardingMode(StringRef text,
 }
 
 std::optional<Schedule> parseSchedule(StringRef text, std::string &error) {
-  if (auto schedule = lookup(kSchedules, text))
+  if (auto schedule = symbolizePipelineSchedule(text))
     return schedule;
   error =
       "--schedule must be gpipe, 1f1b or interleaved, got '" + text.str() + "'";

@@ -13,6 +13,8 @@
 #ifndef LOOM_COMPILER_PIPELINE_COMPILEOPTIONS_H
 #define LOOM_COMPILER_PIPELINE_COMPILEOPTIONS_H
 
+#include "dialects/LoomEnums.h"
+
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -28,8 +30,9 @@ namespace loom::pipeline {
 /// device), semi (the user's strategies completed by propagation) or auto
 /// (the cost-model search).
 enum class ShardingMode { Data, Semi, Auto };
-/// The pipeline's schedule of the micro-batches.
-enum class Schedule { GPipe, OneFOneB, Interleaved };
+/// The pipeline's schedule of the micro-batches: the dialect's enum (the
+/// `schedule` of loom.pipeline), its spellings those of --schedule.
+using Schedule = ::loom::PipelineSchedule;
 /// The forward and backward's compute type (f32 master weights under the
 /// others).
 enum class Precision { F32, BF16, F16 };

@@ -31,6 +31,13 @@ bool isPipelined(const CompileOptions &options) {
 
 namespace {
 
+/// Checks the contract of a phase boundary (changes nothing).
+void addContract(OpPassManager &pm, Phase phase) {
+  VerifyPhaseOptions verify;
+  verify.phase = phase;
+  pm.addPass(createVerifyPhase(verify));
+}
+
 void addTrainingStep(OpPassManager &pm, const CompileOptions &options) {
   const TrainingOptions &training = options.training;
   BuildTrainingGraphOptions step;
@@ -50,6 +57,7 @@ void addTrainingStep(OpPassManager &pm, const CompileOptions &options) {
       options.parallel.mesh.empty() ? options.parallel.microBatches : 1;
   pm.addPass(createBuildTrainingGraph(step));
   pm.addPass(createCSEPass());
+  addContract(pm, Phase::TrainingStep);
 }
 
 void addSharding(OpPassManager &pm, const CompileOptions &options,
@@ -74,7 +82,7 @@ void addSharding(OpPassManager &pm, const CompileOptions &options,
     search.memoryLimit = options.memoryLimit;
     search.stages = pipelineStages(parallel.mesh);
     search.microBatches = parallel.microBatches;
-    search.schedule = toString(parallel.schedule).str();
+    search.schedule = parallel.schedule;
     search.virtualStages =
         parallel.schedule == Schedule::Interleaved ? parallel.virtualStages : 1;
     search.chooseZero = chooseZero;
@@ -90,11 +98,14 @@ void addSharding(OpPassManager &pm, const CompileOptions &options,
     zero.repropagate = propagation.mode;
     func.addPass(createShardOptimizer(zero));
   }
-  func.addPass(createRecompute());
+  addContract(pm, Phase::Sharded);
+  OpPassManager &partitioned = pm.nest<func::FuncOp>();
+  partitioned.addPass(createRecompute());
   PartitionOptions partition;
   partition.recordLayouts = extras.recordLayouts;
-  func.addPass(createPartition(partition));
+  partitioned.addPass(createPartition(partition));
   pm.addPass(createCSEPass());
+  addContract(pm, Phase::Partitioned);
 }
 
 } // namespace
@@ -116,7 +127,7 @@ void addStages(OpPassManager &pm, const CompileOptions &options,
     SplitStagesOptions split;
     split.stages = stages;
     split.microBatches = p.microBatches;
-    split.schedule = toString(p.schedule).str();
+    split.schedule = p.schedule;
     split.virtualStages = chunks;
     split.profile = options.cluster;
     split.memoryLimit = options.memoryLimit;
@@ -128,19 +139,21 @@ void addStages(OpPassManager &pm, const CompileOptions &options,
   sharding::PipelineOptions pipeline;
   pipeline.stages = stages;
   pipeline.microBatches = p.microBatches;
-  pipeline.schedule = toString(p.schedule).str();
+  pipeline.schedule = p.schedule;
   pipeline.virtualStages = chunks;
   pipeline.ownMeshes = extras.recordLayouts;
   if (p.layerStages)
     pipeline.layerStages = *p.layerStages;
   pm.addPass(sharding::createPipelinePass(
       pipeline, extras.stageTimes ? options.cluster : std::string()));
+  addContract(pm, Phase::Pipelined);
 }
 
 } // namespace
 
 void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options,
                           const PipelineExtras &extras) {
+  addContract(pm, Phase::Imported);
   pm.addNestedPass<func::FuncOp>(createFuseLayerNorm());
   pm.addPass(createCSEPass());
   if (options.precision != Precision::F32) {
@@ -206,7 +219,9 @@ struct CompilePipelineOptions
   Option<std::string> strategy{*this, "strategy",
                                llvm::cl::desc("A JSON strategy file")};
   Option<int64_t> microBatches{*this, "micro-batches", llvm::cl::init(1)};
-  Option<std::string> schedule{*this, "schedule", llvm::cl::init("1f1b")};
+  Option<Schedule> schedule{
+      *this, "schedule", llvm::cl::init(Schedule::OneFOneB),
+      EnumSpellings<Schedule, symbolizePipelineSchedule>()};
   Option<int64_t> virtualStages{*this, "virtual-stages", llvm::cl::init(2)};
   Option<bool> fuse{*this, "fuse", llvm::cl::init(true)};
 };
@@ -238,10 +253,7 @@ std::optional<CompileOptions> toCompileOptions(const CompilePipelineOptions &o,
   ParallelConfig &p = options.parallel;
   p.mesh = o.mesh;
   p.microBatches = o.microBatches;
-  std::optional<Schedule> schedule = parseSchedule(o.schedule, error);
-  if (!schedule)
-    return std::nullopt;
-  p.schedule = *schedule;
+  p.schedule = o.schedule;
   p.virtualStages = o.virtualStages;
   if (!o.zero.empty()) {
     p.zero = parseZero(o.zero, error);

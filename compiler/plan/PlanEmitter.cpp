@@ -6,9 +6,11 @@
 #include "common/plan/CollectiveScratch.h"
 #include "dialects/LoomDialect.h"
 #include "dialects/OpRuleAdaptor.h"
+#include "dialects/PhaseContract.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/raw_ostream.h"
@@ -206,6 +208,19 @@ std::optional<plan::Plan> Emitter::run(ModuleOp module) {
   for (auto f : module.getOps<func::FuncOp>())
     if (f->hasAttr(LoomDialect::kPipelineAttrName) && !f.isDeclaration())
       funcs.push_back(f);
+  // A pipeline's annotations are read unchecked below: its contract first.
+  if (!funcs.empty()) {
+    std::string contract;
+    ScopedDiagnosticHandler capture(module.getContext(), [&](Diagnostic &d) {
+      if (contract.empty())
+        contract = d.str();
+      return success();
+    });
+    if (failed(verifyPhaseContract(module, Phase::Pipelined))) {
+      error = "cannot emit a plan: " + contract;
+      return std::nullopt;
+    }
+  }
   auto stageOf = [](func::FuncOp f) {
     return f->getAttrOfType<DictionaryAttr>(LoomDialect::kPipelineAttrName)
         .getAs<IntegerAttr>("stage")
@@ -233,13 +248,14 @@ std::optional<plan::Plan> Emitter::run(ModuleOp module) {
           module->getAttrOfType<StringAttr>(LoomDialect::kSourceAttrName))
     plan.set_source(source.str());
   int64_t stages = 1, microBatches = 1, virtualStages = 1;
-  std::string scheduleName, pipelineAxis;
+  PipelineSchedule scheduleKind = PipelineSchedule::OneFOneB;
+  std::string pipelineAxis;
   bool ownMeshes = false;
   if (auto pipeline = funcs.front()->getAttrOfType<DictionaryAttr>(
           LoomDialect::kPipelineAttrName)) {
     stages = pipeline.getAs<IntegerAttr>("stages").getInt();
     microBatches = pipeline.getAs<IntegerAttr>("micro_batches").getInt();
-    scheduleName = pipeline.getAs<StringAttr>("schedule").str();
+    scheduleKind = pipeline.getAs<PipelineScheduleAttr>("schedule").getValue();
     if (auto chunks = pipeline.getAs<IntegerAttr>("virtual_stages"))
       virtualStages = chunks.getInt();
     auto axis = pipeline.getAs<StringAttr>("axis");
@@ -259,12 +275,13 @@ std::optional<plan::Plan> Emitter::run(ModuleOp module) {
   }
   plan::Schedule *schedule = plan.mutable_schedule();
   schedule->set_kind(stages == 1 && microBatches == 1 ? plan::Schedule::SINGLE
-                     : scheduleName == "gpipe"        ? plan::Schedule::GPIPE
-                     : scheduleName == "interleaved"
+                     : scheduleKind == PipelineSchedule::GPipe
+                         ? plan::Schedule::GPIPE
+                     : scheduleKind == PipelineSchedule::Interleaved
                          ? plan::Schedule::INTERLEAVED
                          : plan::Schedule::ONE_F_ONE_B);
   schedule->set_micro_batches(static_cast<int32_t>(microBatches));
-  if (scheduleName == "interleaved")
+  if (scheduleKind == PipelineSchedule::Interleaved)
     schedule->set_virtual_stages(static_cast<int32_t>(virtualStages));
   // Stages on submeshes of their own: each stage's mesh is its function's,
   // its ranks follow the previous stage's, and the plan's mesh counts them.
@@ -374,10 +391,11 @@ bool Emitter::emitArguments(func::FuncOp func) {
                    i, LoomDialect::kStateAttrName)) {
       kind = plan::Value::OPTIMIZER_STATE;
       name = state;
-    } else if (auto hyper = func.getArgAttrOfType<StringAttr>(
+    } else if (auto hyper = func.getArgAttrOfType<HyperAttr>(
                    i, LoomDialect::kHyperAttrName)) {
       kind = plan::Value::HYPERPARAMETER;
-      name = hyper;
+      name =
+          StringAttr::get(func.getContext(), stringifyHyper(hyper.getValue()));
     }
     plan::Value *pv = addValue(arg, kind, func);
     if (!pv)

@@ -345,13 +345,8 @@ FailureOr<PipelineReport> Pipeliner::run() {
     error = "stages and micro-batches must be at least 1";
     return failure();
   }
-  if (options.schedule != "gpipe" && options.schedule != "1f1b" &&
-      options.schedule != "interleaved") {
-    error = "unknown pipeline schedule '" + options.schedule +
-            "'; use gpipe, 1f1b or interleaved";
-    return failure();
-  }
-  if (options.schedule == "interleaved" && options.virtualStages < 1) {
+  if (options.schedule == PipelineSchedule::Interleaved &&
+      options.virtualStages < 1) {
     error = "the interleaved schedule needs at least 1 virtual stage";
     return failure();
   }

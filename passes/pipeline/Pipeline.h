@@ -39,6 +39,7 @@
 
 #include "compiler/analysis/StepCost.h"
 #include "compiler/search/StageSplit.h"
+#include "dialects/LoomEnums.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
@@ -55,11 +56,10 @@ namespace loom::sharding {
 struct PipelineOptions {
   int64_t stages = 1;
   int64_t microBatches = 1;
-  /// "gpipe", "1f1b" or "interleaved".
-  std::string schedule = "1f1b";
-  /// Model chunks per stage under "interleaved" (at least 2 there; 1 for
-  /// the others). User stages (nodeStages) and the stage search's split
-  /// (layerStages) then number chunks, 0 to stages * virtualStages - 1.
+  PipelineSchedule schedule = PipelineSchedule::OneFOneB;
+  /// Model chunks per stage under the interleaved schedule (at least 2
+  /// there; 1 for the others). User stages (nodeStages) and the stage search's
+  /// split (layerStages) then number chunks, 0 to stages * virtualStages - 1.
   int64_t virtualStages = 1;
   /// The pipeline axis's name in the plan's mesh.
   std::string axis = "pp";
@@ -100,7 +100,7 @@ struct PipelineReport {
     double microBatchSeconds = 0, stepSeconds = 0;
   };
   std::vector<Stage> stages;
-  std::string schedule;
+  PipelineSchedule schedule = PipelineSchedule::OneFOneB;
   int64_t microBatches = 1;
   int64_t virtualStages = 1;
   /// (P - 1) / (V M + P - 1): the idle fraction of the schedule when the

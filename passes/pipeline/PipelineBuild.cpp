@@ -157,7 +157,9 @@ Block *Pipeliner::createStageFunc(StageBuild &st, OpBuilder &builder) {
       builder.getNamedAttr("stage", builder.getI64IntegerAttr(st.s)),
       builder.getNamedAttr("stages", builder.getI64IntegerAttr(P)),
       builder.getNamedAttr("micro_batches", builder.getI64IntegerAttr(M)),
-      builder.getNamedAttr("schedule", builder.getStringAttr(options.schedule)),
+      builder.getNamedAttr(
+          "schedule",
+          PipelineScheduleAttr::get(builder.getContext(), options.schedule)),
       builder.getNamedAttr("axis", builder.getStringAttr(options.axis))};
   if (V > 1)
     pipelineAttrs.push_back(
@@ -296,7 +298,7 @@ void Pipeliner::precount(StageBuild &st, LabelCountOp count) {
 /// The micro-batches' units in the schedule's order.
 LogicalResult Pipeliner::emitSchedule(StageBuild &st) {
   for (const search::ScheduleUnit &unit :
-       search::scheduleOrder(options.schedule, P, M, st.s, V)) {
+       search::scheduleOrder(scheduleName(), P, M, st.s, V)) {
     IRMapping &m = st.micro[unit.microBatch];
     for (Operation *op :
          (unit.backward ? st.backwardOps : st.forwardOps)[unit.chunk]) {
@@ -328,7 +330,7 @@ LogicalResult Pipeliner::emitUnitOp(StageBuild &st, Operation *op,
       return fail(describe(op) + " on stage " + std::to_string(s) +
                   " runs before its operand from " +
                   (def ? describe(def) : std::string("an argument")) +
-                  " in the " + options.schedule + " schedule");
+                  " in the " + scheduleName() + " schedule");
     auto recv = RecvOp::create(b, def->getLoc(), v.getType(), stageOfOp(def),
                                tag(v, unit.microBatch, s));
     if (options.ownMeshes)
@@ -420,7 +422,7 @@ LogicalResult Pipeliner::checkDeadlock() {
   }
   for (int64_t s = 0; s < P; ++s)
     if (next[s] < events[s].size())
-      return fail("the " + options.schedule + " schedule deadlocks: stage " +
+      return fail("the " + scheduleName() + " schedule deadlocks: stage " +
                   std::to_string(s) + " waits for tag " +
                   std::to_string(events[s][next[s]].tag) + " from stage " +
                   std::to_string(events[s][next[s]].peer));

@@ -56,13 +56,18 @@ public:
       : func(func), options(options), error(error), perLayer(perLayer),
         P(options.stages), M(options.microBatches),
         V(perLayer ? 1
-                   : search::chunksPerStage(options.schedule,
-                                            options.virtualStages)),
+                   : search::chunksPerStage(
+                         stringifyPipelineSchedule(options.schedule).str(),
+                         options.virtualStages)),
         body(func.getBody().front()) {}
   mlir::FailureOr<PipelineReport> run();
   mlir::FailureOr<std::vector<search::LayerCost>> measure();
 
 private:
+  /// The schedule's spelling, as the search and the messages take it.
+  std::string scheduleName() const {
+    return stringifyPipelineSchedule(options.schedule).str();
+  }
   mlir::LogicalResult fail(const llvm::Twine &message) {
     error = message.str();
     return mlir::failure();

@@ -80,7 +80,7 @@ void SplitStagesPass::runOnOperation() {
   search::StageSplitOptions split;
   split.stages = stages;
   split.microBatches = microBatches;
-  split.schedule = schedule;
+  split.schedule = stringifyPipelineSchedule(schedule).str();
   split.virtualStages = virtualStages;
   split.memoryLimit = static_cast<double>(
       memoryLimit > 0 ? memoryLimit : costs.stageProfile().memoryCapacity);

@@ -58,7 +58,9 @@ AutoShardingPass::searchOptions(const cost::HardwareProfile &hw) const {
     double p = static_cast<double>(stages);
     search.stateShare = 1.0 / p;
     search.savedShare =
-        search::inFlight(schedule, stages, microBatches, 0, virtualStages) / p;
+        search::inFlight(stringifyPipelineSchedule(schedule).str(), stages,
+                         microBatches, 0, virtualStages) /
+        p;
   }
   return search;
 }

@@ -43,10 +43,10 @@ struct BuildTrainingGraphPass
 
   /// Appends an argument with one attribute; returns it.
   BlockArgument addArgument(func::FuncOp func, Type type, StringRef attr,
-                            StringRef value) {
+                            Attribute value) {
     unsigned index = func.getNumArguments();
     OpBuilder b(func.getContext());
-    NamedAttribute named(b.getStringAttr(attr), b.getStringAttr(value));
+    NamedAttribute named(b.getStringAttr(attr), value);
     if (failed(func.insertArgument(index, type, b.getDictionaryAttr({named}),
                                    func.getLoc())))
       return nullptr;
@@ -236,8 +236,7 @@ struct BuildTrainingGraphPass
           addArgument(func, RankedTensorType::get(shape, t.getElementType()),
                       LoomDialect::kInputAttrName,
                       func.getArgAttrOfType<StringAttr>(
-                              arg.getArgNumber(), LoomDialect::kInputAttrName)
-                          .getValue());
+                          arg.getArgNumber(), LoomDialect::kInputAttrName));
     }
     Value scale = ConstantOp::create(
         b, loc,
@@ -306,7 +305,7 @@ struct BuildTrainingGraphPass
       Location ploc = NameLoc::get(b.getStringAttr(name), loc);
       auto state = [&](StringRef suffix) {
         return addArgument(func, p.getType(), LoomDialect::kStateAttrName,
-                           (name + "::" + suffix).str());
+                           b.getStringAttr(name + "::" + suffix));
       };
       auto record = [&](Value v, BlockArgument of) {
         results.push_back(v);
@@ -367,11 +366,12 @@ struct BuildTrainingGraphPass
         optimizer != "adamw")
       return func.emitError("unknown optimizer '")
              << optimizer << "'; use sgd, momentum, adam or adamw";
-    Value labels =
-        addArgument(func, labelsType, LoomDialect::kInputAttrName, "labels");
-    Value lr = addArgument(func, scalarType, LoomDialect::kHyperAttrName, "lr");
-    Value step =
-        addArgument(func, scalarType, LoomDialect::kHyperAttrName, "step");
+    Value labels = addArgument(func, labelsType, LoomDialect::kInputAttrName,
+                               StringAttr::get(ctx, "labels"));
+    Value lr = addArgument(func, scalarType, LoomDialect::kHyperAttrName,
+                           HyperAttr::get(ctx, Hyper::Lr));
+    Value step = addArgument(func, scalarType, LoomDialect::kHyperAttrName,
+                             HyperAttr::get(ctx, Hyper::Step));
     if (!labels || !lr || !step)
       return func.emitError("cannot add the training arguments");
 

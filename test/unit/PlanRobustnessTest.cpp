@@ -15,6 +15,7 @@
 #include "runtime/Executor.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 #include "gtest/gtest.h"
 
 #include <random>
@@ -253,6 +254,33 @@ INSTANTIATE_TEST_SUITE_P(Models, PlanRobustness,
 
 // A chain x -> a -> b -> c: the peak is where b is made while a is still
 // read (x + a + b), and it lists those, largest first, with their makers.
+// A pipeline whose stage functions break its contract (a stage missing, a
+// schedule that differs) is an error of the emitter, never a crash.
+TEST(PlanEmitter, ABrokenPipelineContractIsAnError) {
+  mlir::DialectRegistry registry;
+  registerLoomDialects(registry);
+  mlir::MLIRContext context(registry);
+  auto stage = [](int s, const char *schedule) {
+    return "func.func @main_stage" + std::to_string(s) +
+           "() attributes {loom.pipeline = {micro_batches = 2 : i64, "
+           "schedule = #loom.schedule<" +
+           schedule + ">, stage = " + std::to_string(s) +
+           " : i64, stages = 2 : i64}} { return }\n";
+  };
+  const std::pair<std::string, std::string> cases[] = {
+      {stage(0, "gpipe"), "says 2 stages but the module has 1"},
+      {stage(0, "gpipe") + stage(1, "interleaved"), "'schedule' differs"}};
+  for (const auto &[text, message] : cases) {
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        mlir::parseSourceString<mlir::ModuleOp>(text, &context);
+    ASSERT_TRUE(module) << text;
+    std::string error;
+    EXPECT_FALSE(emitPlan(*module, error));
+    EXPECT_NE(error.find("phase 'pipelined': "), std::string::npos) << error;
+    EXPECT_NE(error.find(message), std::string::npos) << error;
+  }
+}
+
 TEST(ArenaPeak, ResultsMeetTheOperandsTheyReplace) {
   plan::Program program;
   auto value = [&](plan::Value::Kind kind, int64_t bytes) {

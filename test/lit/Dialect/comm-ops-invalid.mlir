@@ -71,28 +71,50 @@ func.func @sharding_count(%x: tensor<4x4xf32>, %y: tensor<4x4xf32>) -> tensor<4x
 
 // -----
 
-// expected-error @+1 {{'loom.pipeline' must be a dictionary {stage, stages, micro_batches, schedule = "gpipe", "1f1b" or "interleaved", optional virtual_stages >= 1, optional unit own_mesh} on a function}}
-func.func @pipeline_schedule() attributes {loom.pipeline = {stage = 0 : i64, stages = 2 : i64, micro_batches = 2 : i64, schedule = "zigzag"}} {
+// A schedule spelt as a string (the annotation before it was typed).
+// expected-error @+1 {{'loom.pipeline' needs 'schedule', a #loom.schedule (gpipe, 1f1b or interleaved)}}
+func.func @pipeline_schedule() attributes {loom.pipeline = {stage = 0 : i64, stages = 2 : i64, micro_batches = 2 : i64, schedule = "1f1b"}} {
   return
 }
 
 // -----
 
-// expected-error @+1 {{'loom.pipeline' must be a dictionary}}
-func.func @pipeline_virtual_stages() attributes {loom.pipeline = {stage = 0 : i64, stages = 2 : i64, micro_batches = 2 : i64, schedule = "interleaved", virtual_stages = 0 : i64}} {
+// expected-error @+1 {{expected a pipeline schedule (gpipe, 1f1b or interleaved), got 'zigzag'}}
+func.func @pipeline_schedule_spelling() attributes {loom.pipeline = {stage = 0 : i64, stages = 2 : i64, micro_batches = 2 : i64, schedule = #loom.schedule<zigzag>}} {
   return
 }
 
 // -----
 
-func.func @pipeline_interleaved() attributes {loom.pipeline = {stage = 1 : i64, stages = 2 : i64, micro_batches = 4 : i64, schedule = "interleaved", virtual_stages = 2 : i64}} {
+// expected-error @+1 {{'loom.pipeline' needs 'micro_batches', a non-negative integer}}
+func.func @pipeline_micro_batches() attributes {loom.pipeline = {stage = 0 : i64, stages = 2 : i64, micro_batch = 2 : i64, schedule = #loom.schedule<gpipe>}} {
   return
 }
 
 // -----
 
-// expected-error @+1 {{'loom.pipeline' must be a dictionary}}
-func.func @pipeline_own_mesh() attributes {loom.pipeline = {stage = 0 : i64, stages = 2 : i64, micro_batches = 1 : i64, schedule = "1f1b", own_mesh = 1 : i64}} {
+// expected-error @+1 {{'loom.pipeline': unknown or ill-typed entry 'virtual_stage'}}
+func.func @pipeline_unknown_key() attributes {loom.pipeline = {stage = 0 : i64, stages = 2 : i64, micro_batches = 2 : i64, schedule = #loom.schedule<interleaved>, virtual_stage = 2 : i64}} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'loom.pipeline': unknown or ill-typed entry 'virtual_stages'}}
+func.func @pipeline_virtual_stages() attributes {loom.pipeline = {stage = 0 : i64, stages = 2 : i64, micro_batches = 2 : i64, schedule = #loom.schedule<interleaved>, virtual_stages = 0 : i64}} {
+  return
+}
+
+// -----
+
+func.func @pipeline_interleaved() attributes {loom.pipeline = {axis = "pp", stage = 1 : i64, stages = 2 : i64, micro_batches = 4 : i64, schedule = #loom.schedule<interleaved>, virtual_stages = 2 : i64}} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'loom.pipeline': unknown or ill-typed entry 'own_mesh'}}
+func.func @pipeline_own_mesh() attributes {loom.pipeline = {stage = 0 : i64, stages = 2 : i64, micro_batches = 1 : i64, schedule = #loom.schedule<"1f1b">, own_mesh = 1 : i64}} {
   return
 }
 

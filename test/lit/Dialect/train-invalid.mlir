@@ -163,8 +163,23 @@ func.func @adam_step(%p: tensor<8xf32>, %lr: tensor<f32>, %step: tensor<2xf32>) 
 
 // -----
 
-// expected-error @+1 {{'loom.hyper' must be "lr" or "step" on a scalar argument}}
-func.func @hyper(%lr: tensor<2xf32> {loom.hyper = "lr"}) {
+// expected-error @+1 {{'loom.hyper' must be a #loom.hyper (lr or step) on a scalar argument}}
+func.func @hyper(%lr: tensor<2xf32> {loom.hyper = #loom.hyper<lr>}) {
+  return
+}
+
+// -----
+
+// A per-step scalar spelt as a string (before it was typed).
+// expected-error @+1 {{'loom.hyper' must be a #loom.hyper (lr or step) on a scalar argument}}
+func.func @hyper_string(%lr: tensor<f32> {loom.hyper = "lr"}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{expected a per-step scalar (lr or step), got 'rate'}}
+func.func @hyper_spelling(%lr: tensor<f32> {loom.hyper = #loom.hyper<rate>}) {
   return
 }
 

@@ -19,7 +19,7 @@ func.func @main(%x: tensor<8x16xf32> {loom.input = "x"},
 }
 
 // CHECK: func.func @main_stage0(
-// CHECK-SAME: loom.pipeline = {axis = "pp", micro_batches = 2 : i64, schedule = "gpipe", stage = 0 : i64, stages = 2 : i64}
+// CHECK-SAME: loom.pipeline = {axis = "pp", micro_batches = 2 : i64, schedule = #loom.schedule<gpipe>, stage = 0 : i64, stages = 2 : i64}
 // CHECK: loom.send %{{.*}} {peer_stage = 1 : i64, tag = {{[0-9]+}} : i64} : tensor<8x32xf32>
 // CHECK: loom.recv {peer_stage = 1 : i64, tag = {{[0-9]+}} : i64} : tensor<8x32xf32>
 // CHECK: func.func @main_stage1(

@@ -13,8 +13,8 @@
 // SGD-SAME: %[[W:.*]]: tensor<3x8xf32> {loom.param = "w"}
 // SGD-SAME: %[[B:.*]]: tensor<3xf32> {loom.param = "b"}
 // SGD-SAME: %[[LABELS:.*]]: tensor<4xi64> {loom.input = "labels"}
-// SGD-SAME: %[[LR:.*]]: tensor<f32> {loom.hyper = "lr"}
-// SGD-SAME: %[[STEP:.*]]: tensor<f32> {loom.hyper = "step"}
+// SGD-SAME: %[[LR:.*]]: tensor<f32> {loom.hyper = #loom.hyper<lr>}
+// SGD-SAME: %[[STEP:.*]]: tensor<f32> {loom.hyper = #loom.hyper<step>}
 // SGD-SAME: -> (tensor<f32> {loom.output = "loss"}, tensor<3x8xf32> {loom.updates = 1 : i64}, tensor<3xf32> {loom.updates = 2 : i64})
 // Each differentiated op gets a loom.grad_id, and each op of its gradient a
 // loom.grad_of: the id, then per operand and result the forward value it
