@@ -95,9 +95,11 @@ std::string Executor::Impl::validateInstruction(
     step.results.push_back(id);
   }
   std::string e;
-  if (kind == Step::Send || kind == Step::Recv)
-    e = checkPointToPoint(step);
-  else if (collective)
+  if (kind == Step::Send || kind == Step::Recv) {
+    e = ops::checkAttrs(inst.op(), step.attrs);
+    if (e.empty())
+      e = checkPointToPoint(step);
+  } else if (collective)
     e = ops::checkCollective(inst.op(), step.attrs, axes, operandTypes,
                              resultTypes);
   else

@@ -11,6 +11,8 @@
 #include "common/ops/RulesImpl.h"
 
 #include <algorithm>
+#include <map>
+#include <variant>
 
 namespace loom::ops {
 
@@ -251,7 +253,104 @@ std::string checkCollective(const std::string &op, const Attrs &attrs,
                             const std::vector<layout::MeshAxis> &meshAxes,
                             const std::vector<TypeRef> &operands,
                             const std::vector<TypeRef> &results) {
+  if (auto e = checkAttrs(op, attrs); !e.empty())
+    return e;
   return collective(op, attrs, meshAxes, operands, results);
+}
+
+namespace {
+
+using Schemas = std::map<std::string, std::vector<AttrSpec>, std::less<>>;
+
+const Schemas &schemas() {
+  static const Schemas table = {
+#include "common/ops/OpSchema.inc"
+  };
+  return table;
+}
+
+const char *kindName(AttrKind kind) {
+  switch (kind) {
+  case AttrKind::Int:
+    return "an integer";
+  case AttrKind::Float:
+    return "a float";
+  case AttrKind::Bool:
+    return "a bool";
+  case AttrKind::Ints:
+    return "an integer list";
+  case AttrKind::String:
+    return "a string";
+  }
+  return "?";
+}
+
+/// "integer" for "needs the integer attribute 'axis'".
+const char *kindNoun(AttrKind kind) {
+  switch (kind) {
+  case AttrKind::Int:
+    return "integer";
+  case AttrKind::Float:
+    return "float";
+  case AttrKind::Bool:
+    return "bool";
+  case AttrKind::Ints:
+    return "integer list";
+  case AttrKind::String:
+    return "string";
+  }
+  return "?";
+}
+
+bool hasKind(const AttrValue &value, AttrKind kind) {
+  switch (kind) {
+  case AttrKind::Int:
+    return std::holds_alternative<int64_t>(value);
+  case AttrKind::Float:
+    // A float attribute whose value is whole may arrive as either.
+    return std::holds_alternative<double>(value) ||
+           std::holds_alternative<int64_t>(value);
+  case AttrKind::Bool:
+    return std::holds_alternative<bool>(value);
+  case AttrKind::Ints:
+    return std::holds_alternative<std::vector<int64_t>>(value);
+  case AttrKind::String:
+    return std::holds_alternative<std::string>(value);
+  }
+  return false;
+}
+
+} // namespace
+
+const std::vector<AttrSpec> *findAttrSchema(std::string_view op) {
+  auto it = schemas().find(op);
+  return it == schemas().end() ? nullptr : &it->second;
+}
+
+std::string checkAttrs(std::string_view op, const Attrs &attrs) {
+  const std::vector<AttrSpec> *schema = findAttrSchema(op);
+  if (!schema)
+    return "";
+  for (const AttrSpec &spec : *schema) {
+    auto it = attrs.all().find(spec.name);
+    if (it == attrs.all().end()) {
+      if (!spec.optional)
+        return std::string("needs the ") + kindNoun(spec.kind) +
+               " attribute '" + spec.name + "'";
+      continue;
+    }
+    if (!hasKind(it->second, spec.kind))
+      return std::string("attribute '") + spec.name + "' must be " +
+             kindName(spec.kind);
+  }
+  for (const auto &[name, value] : attrs.all()) {
+    bool known = false;
+    for (const AttrSpec &spec : *schema)
+      known = known || name == spec.name;
+    if (!known)
+      return "has an unknown attribute '" + name + "'";
+  }
+  return "";
 }
 
 const OpRule *findOpRule(std::string_view op) {
@@ -287,6 +386,8 @@ std::string checkOp(std::string_view op, const Attrs &attrs,
   const OpRule *rule = findOpRule(op);
   if (!rule)
     return "unknown op '" + std::string(op) + "'";
+  if (auto e = checkAttrs(op, attrs); !e.empty())
+    return e;
   if (auto e = expectCounts(*rule, operands.size(), results.size()); !e.empty())
     return e;
   if (rule->check)

@@ -32,6 +32,26 @@
 
 namespace loom::ops {
 
+/// An attribute's kind, as plans carry it.
+enum class AttrKind { Int, Float, Bool, Ints, String };
+
+/// One attribute of an op's schema: generated from the dialect's ODS
+/// (OpSchema.inc, scripts/gen_op_schema.py), the one place an op's
+/// attributes are declared.
+struct AttrSpec {
+  const char *name;
+  AttrKind kind;
+  bool optional; // may be absent (unit attributes, OptionalAttr)
+};
+
+/// The attribute schema of `op` (named without `loom.`), or null.
+const std::vector<AttrSpec> *findAttrSchema(std::string_view op);
+
+/// "" if `attrs` fit `op`'s schema: every attribute it names has the kind
+/// ODS declares, none that it requires is missing, and there is no other.
+/// An op without a schema passes (its rule reports it as unknown).
+std::string checkAttrs(std::string_view op, const Attrs &attrs);
+
 /// Infers the result types of an op whose operand counts are in range.
 using InferFn = std::string (*)(const Attrs &, const std::vector<TypeRef> &,
                                 std::vector<TensorType> &);
@@ -60,8 +80,8 @@ std::string inferResultTypes(std::string_view op, const Attrs &attrs,
                              const std::vector<TypeRef> &operands,
                              std::vector<TensorType> &results);
 
-/// Returns "" if `op` with these attributes maps `operands` to `results`,
-/// else what is wrong.
+/// Returns "" if `op`'s attributes fit its schema and it maps `operands` to
+/// `results`, else what is wrong.
 std::string checkOp(std::string_view op, const Attrs &attrs,
                     const std::vector<TypeRef> &operands,
                     const std::vector<TypeRef> &results);

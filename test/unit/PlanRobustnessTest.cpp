@@ -136,6 +136,55 @@ TEST_P(PlanRobustness, ShapeMismatchNamesTheInstruction) {
       << error;
 }
 
+// Proves the validator checks every instruction's attributes against the
+// op's schema (generated from the dialect's ODS): a dropped, mistyped or
+// unknown attribute is an error naming the instruction and the attribute,
+// never a kernel run on a default.
+TEST_P(PlanRobustness, AttributesFollowTheOpsSchema) {
+  const plan::Program &program = plan.stages(0).program();
+  int index = -1;
+  for (int i = 0; i < program.instructions_size() && index < 0; ++i)
+    if (program.instructions(i).attributes_size() > 0)
+      index = i;
+  ASSERT_GE(index, 0) << "no instruction with attributes";
+  const plan::Attribute &first = program.instructions(index).attributes(0);
+  auto mutate = [&](auto &&edit) {
+    plan::Plan copy = plan;
+    plan::Instruction *inst =
+        copy.mutable_stages(0)->mutable_program()->mutable_instructions(index);
+    edit(*inst);
+    return loadAndRun(copy.SerializeAsString(), *backend);
+  };
+  std::string at = "instruction #" + std::to_string(index) + " (" +
+                   program.instructions(index).op();
+  std::string unknown = mutate([](plan::Instruction &inst) {
+    plan::Attribute *extra = inst.add_attributes();
+    extra->set_name("no_such_attribute");
+    extra->set_int_value(1);
+  });
+  EXPECT_NE(unknown.find(at), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("unknown attribute 'no_such_attribute'"),
+            std::string::npos)
+      << unknown;
+  std::string mistyped = mutate([](plan::Instruction &inst) {
+    inst.mutable_attributes(0)->set_string_value("text");
+  });
+  EXPECT_NE(mistyped.find("attribute '" + first.name() + "' must be"),
+            std::string::npos)
+      << mistyped;
+  // A required attribute (unit attributes may be absent) that goes
+  // missing is named.
+  if (first.value_case() != plan::Attribute::kBoolValue) {
+    std::string dropped = mutate([](plan::Instruction &inst) {
+      inst.mutable_attributes()->DeleteSubrange(0, 1);
+    });
+    EXPECT_NE(dropped.find(" attribute '" + first.name() + "'"),
+              std::string::npos)
+        << dropped;
+    EXPECT_NE(dropped.find("needs the "), std::string::npos) << dropped;
+  }
+}
+
 TEST_P(PlanRobustness, MissingWeightsAreAClearError) {
   plan::Plan copy = plan;
   for (plan::Value &v :

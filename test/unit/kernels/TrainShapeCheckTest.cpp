@@ -192,6 +192,7 @@ TEST(TrainShapeCheckTest, SliceGrad) {
 // grad a scalar of the logits' type; the result has the logits' type.
 TEST(TrainShapeCheckTest, SoftmaxCrossEntropyGrad) {
   Attrs a;
+  a.set("ignore_index", int64_t(-100));
   const char *op = "softmax_cross_entropy_grad";
   EXPECT_EQ(
       check(op, a, {{F32, {8, 5}}, {I64, {8}}, {F32, {}}}, {{F32, {8, 5}}}),
@@ -312,22 +313,32 @@ TEST(TrainShapeCheckTest, PoolGrads) {
 // and 3 with param's type.
 TEST(TrainShapeCheckTest, OptimizerUpdates) {
   Type p{F32, {3, 4}}, s{F32, {}};
-  Attrs a;
-  EXPECT_EQ(check("sgd_update", a, {p, p, s}, {p}), "");
-  EXPECT_NE(check("sgd_update", a, {p, p, {F32, {1}}}, {p}), "");
-  EXPECT_NE(check("sgd_update", a, {p, {F32, {4, 3}}, s}, {p}), "");
-  EXPECT_NE(check("sgd_update", a, {p, p, {F16, {}}}, {p}), "");
-  EXPECT_NE(
-      check("sgd_update", a, {{I32, {3}}, {I32, {3}}, {I32, {}}}, {{I32, {3}}}),
-      "");
-  EXPECT_EQ(check("momentum_update", a, {p, p, p, s}, {p, p}), "");
-  EXPECT_NE(check("momentum_update", a, {p, p, p, s}, {p}), "");
-  EXPECT_NE(check("momentum_update", a, {p, p, {F32, {3}}, s}, {p, p}), "");
-  EXPECT_EQ(check("adam_update", a, {p, p, p, p, s, s}, {p, p, p}), "");
-  EXPECT_NE(check("adam_update", a, {p, p, p, p, s, {F16, {}}}, {p, p, p}), "");
-  EXPECT_NE(check("adam_update", a, {p, p, p, p, s, s}, {p, p, {F32, {3}}}),
+  // The attributes each update's schema requires.
+  Attrs sgd, momentum, adam;
+  sgd.set("weight_decay", 0.0);
+  momentum.set("weight_decay", 0.0);
+  momentum.set("momentum", 0.9);
+  adam.set("weight_decay", 0.0);
+  adam.set("beta1", 0.9);
+  adam.set("beta2", 0.999);
+  adam.set("epsilon", 1e-8);
+  EXPECT_EQ(check("sgd_update", sgd, {p, p, s}, {p}), "");
+  EXPECT_NE(check("sgd_update", sgd, {p, p, {F32, {1}}}, {p}), "");
+  EXPECT_NE(check("sgd_update", sgd, {p, {F32, {4, 3}}, s}, {p}), "");
+  EXPECT_NE(check("sgd_update", sgd, {p, p, {F16, {}}}, {p}), "");
+  EXPECT_NE(check("sgd_update", sgd, {{I32, {3}}, {I32, {3}}, {I32, {}}},
+                  {{I32, {3}}}),
             "");
-  EXPECT_NE(check("adam_update", a, {p, p, p, p, s}, {p, p, p}), "");
+  EXPECT_EQ(check("momentum_update", momentum, {p, p, p, s}, {p, p}), "");
+  EXPECT_NE(check("momentum_update", momentum, {p, p, p, s}, {p}), "");
+  EXPECT_NE(check("momentum_update", momentum, {p, p, {F32, {3}}, s}, {p, p}),
+            "");
+  EXPECT_EQ(check("adam_update", adam, {p, p, p, p, s, s}, {p, p, p}), "");
+  EXPECT_NE(check("adam_update", adam, {p, p, p, p, s, {F16, {}}}, {p, p, p}),
+            "");
+  EXPECT_NE(check("adam_update", adam, {p, p, p, p, s, s}, {p, p, {F32, {3}}}),
+            "");
+  EXPECT_NE(check("adam_update", adam, {p, p, p, p, s}, {p, p, p}), "");
 }
 
 // Proves the forward rules factored into shared helpers (slice window,

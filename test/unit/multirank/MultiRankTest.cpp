@@ -406,7 +406,12 @@ plan::Plan dataParallelTraining(int64_t dp) {
   b.program().mutable_values(updated)->set_in_place_of(w);
   b.program().mutable_values(updated)->set_offset(
       b.program().values(w).offset());
-  b.instruction("sgd_update", {w, gw, lr}, {updated});
+  // As the compiler emits it: the schema requires every attribute ODS
+  // declares (common/ops/OpSchema.inc).
+  plan::Attribute *decay =
+      b.instruction("sgd_update", {w, gw, lr}, {updated}).add_attributes();
+  decay->set_name("weight_decay");
+  decay->set_float_value(0);
   b.output("loss", loss);
   b.training("sgd", 0.125);
   return b.plan();

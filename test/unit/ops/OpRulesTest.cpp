@@ -140,5 +140,38 @@ TEST_F(OpRulesTest, DialectAndValidatorAgree) {
   EXPECT_EQ(diagnostic, validator);
 }
 
+// Proves the attribute schema generated from ODS is what checkAttrs holds
+// a plan's attributes to: required attributes, their kinds, unit attributes
+// that may be absent, and nothing else.
+TEST_F(OpRulesTest, AttributesFollowTheSchemaFromOds) {
+  const std::vector<ops::AttrSpec> *schema = ops::findAttrSchema("max_pool2d");
+  ASSERT_NE(schema, nullptr);
+  std::set<std::string> names;
+  for (const ops::AttrSpec &spec : *schema)
+    names.insert(spec.name);
+  EXPECT_EQ(names, (std::set<std::string>{"ceil_mode", "dilations", "kernel",
+                                          "padding", "strides"}));
+  ops::Attrs attrs;
+  for (const char *name : {"kernel", "strides", "dilations"})
+    attrs.set(name, std::vector<int64_t>{1, 1});
+  attrs.set("padding", std::vector<int64_t>{0, 0, 0, 0});
+  EXPECT_EQ(ops::checkAttrs("max_pool2d", attrs), ""); // ceil_mode absent
+  ops::Attrs missing;
+  missing.set("kernel", std::vector<int64_t>{1, 1});
+  EXPECT_EQ(ops::checkAttrs("max_pool2d", missing),
+            "needs the integer list attribute 'dilations'");
+  ops::Attrs mistyped = attrs;
+  mistyped.set("kernel", int64_t(2));
+  EXPECT_EQ(ops::checkAttrs("max_pool2d", mistyped),
+            "attribute 'kernel' must be an integer list");
+  ops::Attrs extra = attrs;
+  extra.set("kernel_size", int64_t(2));
+  EXPECT_EQ(ops::checkAttrs("max_pool2d", extra),
+            "has an unknown attribute 'kernel_size'");
+  // Every op of the dialect has a schema.
+  for (const std::string &op : dialectOps(context))
+    EXPECT_NE(ops::findAttrSchema(op), nullptr) << op;
+}
+
 } // namespace
 } // namespace loom
