@@ -39,13 +39,14 @@ class Loom_Op<string mnemonic, list<Trait> traits = []>
 class Loom_InferredOp<string mnemonic, list<Trait> traits = []>
     : Loom_Op<mnemonic, !listconcat([InferTypeOpAdaptor], traits)> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
-  let extraClassDefinition = [{
+  code inferByRule = [{
     ::llvm::LogicalResult $cppClass::inferReturnTypes(
         ::mlir::MLIRContext *context, std::optional<::mlir::Location> loc,
         Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &results) {
       return ::loom::inferByRule<$cppClass>(context, loc, adaptor, results);
     }
   }];
+  let extraClassDefinition = inferByRule;
 }
 
 /// An op whose result type is an input of its own (cast, reshape, broadcast,
@@ -83,8 +84,21 @@ def Loom_ConstantOp : Loom_InferredOp<"constant", [ConstantLike]> {
 // Elementwise ops (numpy broadcasting)
 //===----------------------------------------------------------------------===//
 
-class Loom_BinaryOp<string mnemonic, string what>
-    : Loom_InferredOp<mnemonic, [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
+/// The sharding rule of an elementwise op: one factor per result dimension
+/// (dialects/Sharding.cpp); a linear op's operands may be partial sums.
+class Loom_ElementwiseSharding<bit linear> {
+  code elementwiseSharding = !strconcat([{
+    ::loom::ShardingRule $cppClass::getShardingRule() {
+      return ::loom::ShardingRule::elementwise(getOperation(), }],
+      !if(linear, "true", "false"), [{);
+    }
+  }]);
+}
+
+class Loom_BinaryOp<string mnemonic, string what, bit linear = 0>
+    : Loom_InferredOp<mnemonic, [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]>,
+      Loom_ElementwiseSharding<linear> {
+  let extraClassDefinition = inferByRule # elementwiseSharding;
   let summary = "elementwise " # what # " with numpy broadcasting";
   let description = [{
     Both operands have the same element type. Their shapes broadcast as in
@@ -95,14 +109,16 @@ class Loom_BinaryOp<string mnemonic, string what>
   let results = (outs Loom_NumericTensor:$result);
 }
 
-def Loom_AddOp : Loom_BinaryOp<"add", "addition">;
-def Loom_SubOp : Loom_BinaryOp<"sub", "subtraction">;
+def Loom_AddOp : Loom_BinaryOp<"add", "addition", /*linear=*/1>;
+def Loom_SubOp : Loom_BinaryOp<"sub", "subtraction", /*linear=*/1>;
 def Loom_MulOp : Loom_BinaryOp<"mul", "multiplication">;
 def Loom_DivOp : Loom_BinaryOp<"div", "division (integers truncate)">;
 def Loom_PowOp : Loom_BinaryOp<"pow", "power">;
 
 class Loom_UnaryOp<string mnemonic, string what, Type type = Loom_FloatTensor>
-    : Loom_InferredOp<mnemonic, [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
+    : Loom_InferredOp<mnemonic, [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]>,
+      Loom_ElementwiseSharding<0> {
+  let extraClassDefinition = inferByRule # elementwiseSharding;
   let summary = "elementwise " # what;
   let arguments = (ins type:$input);
   let results = (outs type:$result);

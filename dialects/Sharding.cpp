@@ -100,6 +100,12 @@ DimFactors nchw(int n, int c) { return {{n}, {c}, {}, {}}; }
 
 } // namespace
 
+ShardingRule ShardingRule::elementwise(Operation *op, bool linear) {
+  ShardingRule rule = ::elementwise(op);
+  rule.linear = linear;
+  return rule;
+}
+
 ShardingRule ShardingRule::replicatedOnly(Operation *op) {
   ShardingRule rule;
   auto blocked = [&](Value v) {
@@ -134,28 +140,8 @@ Operation *loom::buildLocalOpByCloning(Operation *op, OpBuilder &builder,
 
 #define LOOM_ELEMENTWISE_RULE(OP)                                              \
   ShardingRule OP::getShardingRule() { return elementwise(*this); }
-ShardingRule AddOp::getShardingRule() {
-  ShardingRule rule = elementwise(*this);
-  rule.linear = true;
-  return rule;
-}
-ShardingRule SubOp::getShardingRule() {
-  ShardingRule rule = elementwise(*this);
-  rule.linear = true;
-  return rule;
-}
-LOOM_ELEMENTWISE_RULE(MulOp)
-LOOM_ELEMENTWISE_RULE(DivOp)
-LOOM_ELEMENTWISE_RULE(PowOp)
-LOOM_ELEMENTWISE_RULE(NegOp)
-LOOM_ELEMENTWISE_RULE(ExpOp)
-LOOM_ELEMENTWISE_RULE(LogOp)
-LOOM_ELEMENTWISE_RULE(SqrtOp)
-LOOM_ELEMENTWISE_RULE(ErfOp)
-LOOM_ELEMENTWISE_RULE(TanhOp)
-LOOM_ELEMENTWISE_RULE(ReluOp)
-LOOM_ELEMENTWISE_RULE(SigmoidOp)
-LOOM_ELEMENTWISE_RULE(GeluOp)
+// The binary and unary elementwise ops (Loom_BinaryOp, Loom_UnaryOp) take
+// ShardingRule::elementwise from their ODS class.
 LOOM_ELEMENTWISE_RULE(CastOp)
 LOOM_ELEMENTWISE_RULE(SelectOp)
 LOOM_ELEMENTWISE_RULE(BroadcastOp)

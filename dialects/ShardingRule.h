@@ -65,6 +65,10 @@ struct ShardingRule {
   /// A rule whose every dimension is its own blocked factor: the op only
   /// runs on whole (replicated) tensors.
   static ShardingRule replicatedOnly(mlir::Operation *op);
+  /// The rule of an elementwise op with numpy broadcasting: one factor per
+  /// dimension of the result. A `linear` op (add, sub) maps partial sums to
+  /// partial sums.
+  static ShardingRule elementwise(mlir::Operation *op, bool linear = false);
 };
 
 /// The axes (mesh axis indices, outermost first) assigned to each factor.
