@@ -48,30 +48,34 @@ Type toMlirElementType(MLIRContext *context, ops::DType dtype) {
   return {};
 }
 
-std::optional<ops::AttrValue> toRuleAttrValue(Attribute attr) {
+bool toRuleAttrValue(Attribute attr, ops::AttrValue &out) {
   if (isa<UnitAttr>(attr))
-    return ops::AttrValue(true);
-  if (auto b = dyn_cast<BoolAttr>(attr))
-    return ops::AttrValue(b.getValue());
-  if (auto i = dyn_cast<IntegerAttr>(attr))
-    return ops::AttrValue(int64_t(i.getValue().getSExtValue()));
-  if (auto f = dyn_cast<FloatAttr>(attr))
-    return ops::AttrValue(f.getValueAsDouble());
-  if (auto s = dyn_cast<StringAttr>(attr))
-    return ops::AttrValue(s.str());
-  if (auto list = dyn_cast<DenseI64ArrayAttr>(attr))
-    return ops::AttrValue(std::vector<int64_t>(list.asArrayRef().begin(),
-                                               list.asArrayRef().end()));
-  return std::nullopt;
+    out = true;
+  else if (auto b = dyn_cast<BoolAttr>(attr))
+    out = b.getValue();
+  else if (auto i = dyn_cast<IntegerAttr>(attr))
+    out = int64_t(i.getValue().getSExtValue());
+  else if (auto f = dyn_cast<FloatAttr>(attr))
+    out = f.getValueAsDouble();
+  else if (auto s = dyn_cast<StringAttr>(attr))
+    out = s.str();
+  else if (auto list = dyn_cast<DenseI64ArrayAttr>(attr))
+    out = std::vector<int64_t>(list.asArrayRef().begin(),
+                               list.asArrayRef().end());
+  else
+    return false;
+  return true;
 }
 
 ops::Attrs toRuleAttrs(DictionaryAttr attrs) {
   ops::Attrs out;
   if (!attrs)
     return out;
-  for (NamedAttribute named : attrs)
-    if (std::optional<ops::AttrValue> value = toRuleAttrValue(named.getValue()))
-      out.set(named.getName().str(), std::move(*value));
+  for (NamedAttribute named : attrs) {
+    ops::AttrValue value;
+    if (toRuleAttrValue(named.getValue(), value))
+      out.set(named.getName().str(), std::move(value));
+  }
   return out;
 }
 

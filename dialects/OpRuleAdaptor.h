@@ -35,9 +35,9 @@ std::optional<ops::DType> toRuleDType(mlir::Type type);
 /// The MLIR element type of `dtype`.
 mlir::Type toMlirElementType(mlir::MLIRContext *context, ops::DType dtype);
 
-/// `attr` as a rule's attribute value (unit and bool: bool; integer; float;
-/// string; i64 array), or std::nullopt for any other kind.
-std::optional<ops::AttrValue> toRuleAttrValue(mlir::Attribute attr);
+/// Sets `out` to `attr` as a rule's attribute value (unit and bool: bool;
+/// integer; float; string; i64 array); false for any other kind.
+bool toRuleAttrValue(mlir::Attribute attr, ops::AttrValue &out);
 
 /// The entries of `attrs` that convert (toRuleAttrValue); a null dictionary
 /// gives none.

@@ -99,20 +99,20 @@ std::optional<std::string> elementsBytes(ElementsAttr attr) {
 /// (dialects/OpRuleAdaptor.h), which the runtime reads back into the same
 /// `ops::Attrs` the dialect's type inference saw.
 bool convertAttribute(NamedAttribute named, plan::Attribute &out) {
-  std::optional<ops::AttrValue> value = toRuleAttrValue(named.getValue());
-  if (!value)
+  ops::AttrValue value;
+  if (!toRuleAttrValue(named.getValue(), value))
     return false;
   out.set_name(named.getName().str());
-  if (auto *i = std::get_if<int64_t>(&*value))
+  if (auto *i = std::get_if<int64_t>(&value))
     out.set_int_value(*i);
-  else if (auto *f = std::get_if<double>(&*value))
+  else if (auto *f = std::get_if<double>(&value))
     out.set_float_value(*f);
-  else if (auto *s = std::get_if<std::string>(&*value))
+  else if (auto *s = std::get_if<std::string>(&value))
     out.set_string_value(*s);
-  else if (auto *b = std::get_if<bool>(&*value))
+  else if (auto *b = std::get_if<bool>(&value))
     out.set_bool_value(*b);
   else
-    for (int64_t v : std::get<std::vector<int64_t>>(*value))
+    for (int64_t v : std::get<std::vector<int64_t>>(value))
       out.mutable_ints_value()->add_values(v);
   return true;
 }
