@@ -269,22 +269,6 @@ const Schemas &schemas() {
   return table;
 }
 
-const char *kindName(AttrKind kind) {
-  switch (kind) {
-  case AttrKind::Int:
-    return "an integer";
-  case AttrKind::Float:
-    return "a float";
-  case AttrKind::Bool:
-    return "a bool";
-  case AttrKind::Ints:
-    return "an integer list";
-  case AttrKind::String:
-    return "a string";
-  }
-  return "?";
-}
-
 /// "integer" for "needs the integer attribute 'axis'".
 const char *kindNoun(AttrKind kind) {
   switch (kind) {
@@ -300,6 +284,15 @@ const char *kindNoun(AttrKind kind) {
     return "string";
   }
   return "?";
+}
+
+/// "an integer" for "attribute 'axis' must be an integer".
+std::string withArticle(const char *noun) {
+  return std::string(std::string_view("aeiou").find(noun[0]) ==
+                             std::string_view::npos
+                         ? "a "
+                         : "an ") +
+         noun;
 }
 
 bool hasKind(const AttrValue &value, AttrKind kind) {
@@ -341,7 +334,7 @@ std::string checkAttrs(std::string_view op, const Attrs &attrs) {
     }
     if (!hasKind(it->second, spec.kind))
       return std::string("attribute '") + spec.name + "' must be " +
-             kindName(spec.kind);
+             withArticle(kindNoun(spec.kind));
   }
   for (const auto &[name, value] : attrs.all()) {
     bool known = false;
