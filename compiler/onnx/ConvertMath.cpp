@@ -199,23 +199,50 @@ LogicalResult convertGemm(NodeContext &nc) {
   return success();
 }
 
+/// Softmax and LogSoftmax. From version 13 they normalise along `axis`
+/// (default -1); versions 1 and 11 flatten the input to 2-D, [d0 * ... *
+/// d(axis-1), d(axis) * ... * dn] (default axis 1), and normalise the rows:
+/// imported as that reshape around the op, or the op alone when the axis is
+/// the last.
 template <typename OpTy> LogicalResult convertSoftmax(NodeContext &nc) {
-  auto axis = nc.attrInt("axis", -1);
+  bool flattens = nc.version < 13;
+  auto axis = nc.attrInt("axis", flattens ? 1 : -1);
   if (failed(axis))
     return failure();
-  auto normalized = nc.normalizeAxis(*axis, nc.rank(0));
+  int64_t rank = nc.rank(0);
+  auto normalized = nc.normalizeAxis(*axis, rank);
   if (failed(normalized))
     return failure();
-  auto result =
-      nc.create<OpTy>(nc.value(0), nc.builder.getI64IntegerAttr(*normalized));
+  Value x = nc.value(0);
+  ArrayRef<int64_t> shape = nc.shape(0);
+  bool reshape = flattens && *normalized != rank - 1;
+  int64_t softmaxAxis = *normalized;
+  if (reshape) {
+    int64_t rows = 1, cols = 1;
+    for (int64_t d = 0; d < rank; ++d)
+      (d < *normalized ? rows : cols) *= shape[d];
+    auto flat = nc.reshape(x, {rows, cols});
+    if (failed(flat))
+      return failure();
+    x = *flat;
+    softmaxAxis = 1;
+  }
+  auto result = nc.create<OpTy>(x, nc.builder.getI64IntegerAttr(softmaxAxis));
   if (failed(result))
     return failure();
-  nc.setOutput(0, *result);
+  Value y = *result;
+  if (reshape) {
+    auto back = nc.reshape(y, shape);
+    if (failed(back))
+      return failure();
+    y = *back;
+  }
+  nc.setOutput(0, y);
   return success();
 }
 
-/// ReduceSum (axes as input from opset 13), ReduceMean and ReduceMax (axes
-/// as an attribute up to opset 17).
+/// ReduceSum (axes an input from version 13, an attribute before),
+/// ReduceMean and ReduceMax (axes an attribute up to opset 17).
 template <typename OpTy> LogicalResult convertReduce(NodeContext &nc) {
   auto keepDims = nc.attrInt("keepdims", 1);
   auto noopEmpty = nc.attrInt("noop_with_empty_axes", 0);
@@ -223,7 +250,7 @@ template <typename OpTy> LogicalResult convertReduce(NodeContext &nc) {
     return failure();
   std::vector<int64_t> axes;
   bool axesGiven = false;
-  if (nc.node.op_type() == "ReduceSum") {
+  if (nc.node.op_type() == "ReduceSum" && nc.version >= 13) {
     if (nc.hasInput(1)) {
       auto given = nc.constantInts(1, "the axes");
       if (failed(given))
@@ -323,28 +350,32 @@ LogicalResult convertEqual(NodeContext &nc) {
 } // namespace
 
 void addMathConverters(llvm::StringMap<Converter> &t) {
-  t["Add"] = convertBinary<AddOp>;
-  t["Sub"] = convertBinary<SubOp>;
-  t["Mul"] = convertBinary<MulOp>;
-  t["Div"] = convertBinary<DivOp>;
-  t["Pow"] = convertBinary<PowOp>;
-  t["Neg"] = convertUnary<NegOp>;
-  t["Exp"] = convertUnary<ExpOp>;
-  t["Log"] = convertUnary<LogOp>;
-  t["Sqrt"] = convertUnary<SqrtOp>;
-  t["Erf"] = convertUnary<ErfOp>;
-  t["Tanh"] = convertUnary<TanhOp>;
-  t["Relu"] = convertUnary<ReluOp>;
-  t["Sigmoid"] = convertUnary<SigmoidOp>;
-  t["MatMul"] = convertMatMul;
-  t["Gemm"] = convertGemm;
-  t["Softmax"] = convertSoftmax<SoftmaxOp>;
-  t["LogSoftmax"] = convertSoftmax<LogSoftmaxOp>;
-  t["ReduceSum"] = convertReduce<ReduceSumOp>;
-  t["ReduceMean"] = convertReduce<ReduceMeanOp>;
-  t["ReduceMax"] = convertReduce<ReduceMaxOp>;
-  t["Where"] = convertWhere;
-  t["Equal"] = convertEqual;
+  // Versions: 7 is where binary ops took numpy broadcasting (6 and older
+  // had `broadcast` and `axis`); 6 is where unary ops dropped
+  // `consumed_inputs`. Later versions added element types only, except
+  // where a converter says otherwise.
+  t["Add"] = {7, convertBinary<AddOp>};
+  t["Sub"] = {7, convertBinary<SubOp>};
+  t["Mul"] = {7, convertBinary<MulOp>};
+  t["Div"] = {7, convertBinary<DivOp>};
+  t["Pow"] = {7, convertBinary<PowOp>};
+  t["Neg"] = {6, convertUnary<NegOp>};
+  t["Exp"] = {6, convertUnary<ExpOp>};
+  t["Log"] = {6, convertUnary<LogOp>};
+  t["Sqrt"] = {6, convertUnary<SqrtOp>};
+  t["Erf"] = {9, convertUnary<ErfOp>};
+  t["Tanh"] = {6, convertUnary<TanhOp>};
+  t["Relu"] = {6, convertUnary<ReluOp>};
+  t["Sigmoid"] = {6, convertUnary<SigmoidOp>};
+  t["MatMul"] = {1, convertMatMul};
+  t["Gemm"] = {7, convertGemm}; // 6 and older: `broadcast`
+  t["Softmax"] = {1, convertSoftmax<SoftmaxOp>};
+  t["LogSoftmax"] = {1, convertSoftmax<LogSoftmaxOp>};
+  t["ReduceSum"] = {1, convertReduce<ReduceSumOp>};
+  t["ReduceMean"] = {1, convertReduce<ReduceMeanOp>};
+  t["ReduceMax"] = {1, convertReduce<ReduceMaxOp>};
+  t["Where"] = {9, convertWhere};
+  t["Equal"] = {7, convertEqual};
 }
 
 } // namespace loom::onnx_import

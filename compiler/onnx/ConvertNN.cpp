@@ -285,13 +285,15 @@ LogicalResult convertDropout(NodeContext &nc) {
 } // namespace
 
 void addNNConverters(llvm::StringMap<Converter> &t) {
-  t["Conv"] = convertConv;
-  t["MaxPool"] = convertMaxPool;
-  t["AveragePool"] = convertAveragePool;
-  t["GlobalAveragePool"] = convertGlobalAveragePool;
-  t["BatchNormalization"] = convertBatchNorm;
-  t["LayerNormalization"] = convertLayerNorm;
-  t["Dropout"] = convertDropout;
+  t["Conv"] = {1, convertConv};
+  t["MaxPool"] = {1, convertMaxPool};
+  t["AveragePool"] = {1, convertAveragePool};
+  t["GlobalAveragePool"] = {1, convertGlobalAveragePool};
+  // 7 and older: `spatial` (and `is_test`, `consumed_inputs`).
+  t["BatchNormalization"] = {9, convertBatchNorm};
+  t["LayerNormalization"] = {17, convertLayerNorm};
+  // 7: the mask has the input's type; from 10 it is bool.
+  t["Dropout"] = {10, convertDropout};
 }
 
 } // namespace loom::onnx_import

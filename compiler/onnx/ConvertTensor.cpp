@@ -193,14 +193,30 @@ LogicalResult convertFlatten(NodeContext &nc) {
   return setReshaped(nc, {outer, inner});
 }
 
+/// The integer list an operator took as attribute `name` before version
+/// `asInputFrom` and takes as (constant) input `input` since: Squeeze's and
+/// Unsqueeze's axes, Split's sizes. std::nullopt inside if not given.
+FailureOr<std::optional<std::vector<int64_t>>>
+intsInputOrAttr(NodeContext &nc, int input, StringRef name, int64_t asInputFrom,
+                StringRef what) {
+  if (nc.version < asInputFrom)
+    return nc.attrInts(name);
+  if (!nc.hasInput(input))
+    return std::optional<std::vector<int64_t>>();
+  auto given = nc.constantInts(input, what);
+  if (failed(given))
+    return failure();
+  return std::optional<std::vector<int64_t>>(std::move(*given));
+}
+
 LogicalResult convertSqueeze(NodeContext &nc) {
   ArrayRef<int64_t> in = nc.shape(0);
   SmallVector<bool> drop(in.size(), false);
-  if (nc.hasInput(1)) {
-    auto axes = nc.constantInts(1, "the axes");
-    if (failed(axes))
-      return failure();
-    for (int64_t a : *axes) {
+  auto axes = intsInputOrAttr(nc, 1, "axes", 13, "the axes");
+  if (failed(axes))
+    return failure();
+  if (*axes) {
+    for (int64_t a : **axes) {
       auto n = nc.normalizeAxis(a, in.size());
       if (failed(n))
         return failure();
@@ -221,9 +237,12 @@ LogicalResult convertSqueeze(NodeContext &nc) {
 }
 
 LogicalResult convertUnsqueeze(NodeContext &nc) {
-  auto axes = nc.constantInts(1, "the axes");
-  if (failed(axes))
+  auto given = intsInputOrAttr(nc, 1, "axes", 13, "the axes");
+  if (failed(given))
     return failure();
+  if (!*given)
+    return nc.invalid("Unsqueeze needs its axes");
+  const std::vector<int64_t> *axes = &**given;
   ArrayRef<int64_t> in = nc.shape(0);
   int64_t outRank = in.size() + axes->size();
   SmallVector<bool> inserted(outRank, false);
@@ -424,11 +443,11 @@ LogicalResult convertSplit(NodeContext &nc) {
     return failure();
   int64_t outputs = nc.node.output_size();
   std::vector<int64_t> parts;
-  if (nc.hasInput(1)) {
-    auto given = nc.constantInts(1, "the split sizes");
-    if (failed(given))
-      return failure();
-    parts = *given;
+  auto given = intsInputOrAttr(nc, 1, "split", 13, "the split sizes");
+  if (failed(given))
+    return failure();
+  if (*given) {
+    parts = **given;
   } else {
     if (outputs == 0 || in[*a] % outputs != 0)
       return nc.invalid("dimension " + Twine(*a) + " of size " + Twine(in[*a]) +
@@ -538,23 +557,23 @@ LogicalResult convertRange(NodeContext &nc) {
 } // namespace
 
 void addTensorConverters(llvm::StringMap<Converter> &t) {
-  t["Identity"] = convertIdentity;
-  t["Constant"] = convertConstant;
-  t["ConstantOfShape"] = convertConstantOfShape;
-  t["Shape"] = convertShape;
-  t["Size"] = convertSize;
-  t["Reshape"] = convertReshape;
-  t["Flatten"] = convertFlatten;
-  t["Squeeze"] = convertSqueeze;
-  t["Unsqueeze"] = convertUnsqueeze;
-  t["Transpose"] = convertTranspose;
-  t["Gather"] = convertGather;
-  t["Concat"] = convertConcat;
-  t["Slice"] = convertSlice;
-  t["Split"] = convertSplit;
-  t["Expand"] = convertExpand;
-  t["Cast"] = convertCast;
-  t["Range"] = convertRange;
+  t["Identity"] = {1, convertIdentity};
+  t["Constant"] = {1, convertConstant};
+  t["ConstantOfShape"] = {9, convertConstantOfShape};
+  t["Shape"] = {1, convertShape};
+  t["Size"] = {1, convertSize};
+  t["Reshape"] = {5, convertReshape}; // 1: the shape an attribute
+  t["Flatten"] = {1, convertFlatten};
+  t["Squeeze"] = {1, convertSqueeze};
+  t["Unsqueeze"] = {1, convertUnsqueeze};
+  t["Transpose"] = {1, convertTranspose};
+  t["Gather"] = {1, convertGather};
+  t["Concat"] = {4, convertConcat}; // 1: `axis` optional, default 1
+  t["Slice"] = {10, convertSlice};  // 1: starts and ends attributes
+  t["Split"] = {2, convertSplit};   // 1: the sizes an optional input
+  t["Expand"] = {8, convertExpand};
+  t["Cast"] = {6, convertCast}; // 1: `to` a string
+  t["Range"] = {11, convertRange};
 }
 
 } // namespace loom::onnx_import

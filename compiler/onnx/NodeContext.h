@@ -59,15 +59,21 @@ struct ConversionFailure {
 
 class NodeContext {
 public:
-  NodeContext(const onnx::NodeProto &node, int64_t opset,
+  NodeContext(const onnx::NodeProto &node, int64_t opset, int64_t version,
               mlir::OpBuilder &builder, mlir::Location loc,
               llvm::StringMap<OnnxValue> &values, ConstantPool &constants,
               std::function<std::string()> takeDiagnostics)
-      : node(node), opset(opset), builder(builder), loc(loc), values(values),
-        constants(constants), takeDiagnostics(std::move(takeDiagnostics)) {}
+      : node(node), opset(opset), version(version), builder(builder), loc(loc),
+        values(values), constants(constants),
+        takeDiagnostics(std::move(takeDiagnostics)) {}
 
   const onnx::NodeProto &node;
+  /// The model's opset of the default domain.
   const int64_t opset;
+  /// The version of the node's operator that this opset gives: the
+  /// `since_version` of its schema (Softmax at opset 12 is Softmax-11).
+  /// Converters whose operator changed form between versions switch on it.
+  const int64_t version;
   mlir::OpBuilder &builder;
   const mlir::Location loc;
 
@@ -160,7 +166,19 @@ private:
   std::function<std::string()> takeDiagnostics;
 };
 
-using Converter = std::function<mlir::LogicalResult(NodeContext &)>;
+/// How one ONNX operator is imported: the function, and the oldest version
+/// of the operator whose semantics it implements. A model whose opset gives
+/// an older version of the operator is refused at that node, so each
+/// operator follows its own version history rather than one opset range.
+struct Converter {
+  using Fn = std::function<mlir::LogicalResult(NodeContext &)>;
+  Converter() = default;
+  Converter(int64_t oldestVersion, Fn convert)
+      : oldestVersion(oldestVersion), convert(std::move(convert)) {}
+
+  int64_t oldestVersion = 0;
+  Fn convert;
+};
 
 /// Adds the converters of each group to `table`, keyed by ONNX op type.
 void addMathConverters(llvm::StringMap<Converter> &table);

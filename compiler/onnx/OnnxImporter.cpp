@@ -20,6 +20,7 @@
 #include "llvm/Support/Path.h"
 
 #include "onnx/checker.h"
+#include "onnx/defs/schema.h"
 #include "onnx/shape_inference/implementation.h"
 
 #include <climits>
@@ -100,7 +101,9 @@ SmallVector<StringRef> supportedOpTypes() {
 
 namespace {
 
-constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
+/// The newest opset whose operators Loom knows. Older opsets are accepted
+/// operator by operator (Converter::oldestVersion).
+constexpr int64_t kMaxOpset = 17;
 
 /// An ONNX type with a known element type and static shape.
 struct StaticType {
@@ -458,9 +461,27 @@ std::optional<ImportResult> Importer::convertNode(const onnx::NodeProto &node,
                             : node.name();
   Location loc = NameLoc::get(builder.getStringAttr(locName),
                               FileLineColLoc::get(&ctx, file, 0, 0));
-  NodeContext nc(node, opset, builder, loc, values, *constants,
+  // The operator's version at this opset, and whether Loom imports it.
+  const onnx::OpSchema *schema =
+      onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset));
+  if (!schema)
+    return error(ImportStatus::InvalidModel,
+                 where + ": ONNX opset " + Twine(opset) + " has no operator " +
+                     node.op_type());
+  int64_t version = schema->SinceVersion();
+  int64_t oldest = converter->second.oldestVersion;
+  if (version < oldest)
+    return error(ImportStatus::Unsupported,
+                 where + ": opset " + Twine(opset) + " gives " +
+                     node.op_type() + " version " + Twine(version) +
+                     "; Loom imports " + node.op_type() + " from version " +
+                     Twine(oldest) +
+                     ". Re-export the model with "
+                     "opset_version between " +
+                     Twine(oldest) + " and " + Twine(kMaxOpset));
+  NodeContext nc(node, opset, version, builder, loc, values, *constants,
                  [this] { return takeDiagnostics(); });
-  if (failed(converter->second(nc))) {
+  if (failed(converter->second.convert(nc))) {
     NodeError err = nc.error.value_or(NodeError{
         ImportStatus::InternalError,
         "the converter failed without saying why: " + takeDiagnostics()});
@@ -485,11 +506,11 @@ ImportResult Importer::run() {
   if (opset == 0)
     return error(ImportStatus::InvalidModel,
                  "the model imports no version of the default ONNX opset");
-  if (opset < kMinOpset || opset > kMaxOpset)
+  if (opset > kMaxOpset)
     return error(ImportStatus::Unsupported,
                  "the model uses ONNX opset " + Twine(opset) +
-                     "; Loom imports opsets 13 to 17. Re-export it with "
-                     "opset_version between 13 and 17");
+                     "; Loom imports opsets up to " + Twine(kMaxOpset) +
+                     ". Re-export it with opset_version " + Twine(kMaxOpset));
   if (!model.has_graph())
     return error(ImportStatus::InvalidModel, "the model has no graph");
   try {

@@ -1,7 +1,8 @@
 //===- OnnxImporter.h - ONNX models into the loom dialect ------*- C++ -*-===//
 //
-// Imports an ONNX model (opsets 13 to 17) into a module holding one
-// `func.func @main`: graph inputs and trained parameters become arguments
+// Imports an ONNX model (opsets up to 17; each operator from the oldest
+// version its converter reads, Converter::oldestVersion) into a module holding
+// one `func.func @main`: graph inputs and trained parameters become arguments
 // (`loom.input` / `loom.param` / `loom.buffer`, initial values in
 // `loom.init`), graph outputs become results (`loom.output`). Symbolic
 // dimensions are bound from options; shape arithmetic is folded, so every

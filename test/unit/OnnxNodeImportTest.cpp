@@ -22,18 +22,26 @@ using namespace loom::onnx_import;
 namespace {
 
 /// The part of a rejection message that says why, without the file and node
-/// name, so that equal reasons group together.
-std::string reasonOf(const std::string &message) {
-  size_t paren = message.find(" (");
-  size_t colon = message.find("): ", paren == std::string::npos ? 0 : paren);
+/// name, so that equal reasons group together: "Op: why" for a node's
+/// refusal, "why" for the model's.
+std::string reasonOf(std::string message, const std::string &file) {
+  if (message.rfind(file + ": ", 0) == 0)
+    message = message.substr(file.size() + 2);
   std::string op;
-  if (paren != std::string::npos && colon != std::string::npos)
-    op = message.substr(paren + 2, message.find(',', paren) - paren - 2);
-  std::string why =
-      colon == std::string::npos ? message : message.substr(colon + 3);
-  if (why.rfind("operator ", 0) == 0)
-    why = why.substr(0, why.find(" is not supported")) + " is not supported";
-  return op.empty() ? why : op + ": " + why;
+  if (message.rfind("node '", 0) == 0) {
+    size_t paren = message.find("' (");
+    size_t comma = message.find(',', paren);
+    size_t colon = message.find("): ", paren);
+    if (paren != std::string::npos && comma != std::string::npos &&
+        colon != std::string::npos) {
+      op = message.substr(paren + 3, comma - paren - 3);
+      message = message.substr(colon + 3);
+    }
+  }
+  if (message.rfind("operator ", 0) == 0)
+    message = message.substr(0, message.find(" is not supported")) +
+              " is not supported";
+  return op.empty() ? message : op + ": " + message;
 }
 
 TEST(OnnxNodeTests, EveryModelImportsOrIsRejectedOnPurpose) {
@@ -62,7 +70,7 @@ TEST(OnnxNodeTests, EveryModelImportsOrIsRejectedOnPurpose) {
       break;
     case ImportStatus::Unsupported:
       ++unsupported;
-      ++reasons[reasonOf(result.message)];
+      ++reasons[reasonOf(result.message, model.string())];
       break;
     default:
       ++failed;
