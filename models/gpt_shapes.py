@@ -38,7 +38,7 @@ Two simplifications, both with the same values as the exported graph:
   every block's `Where(mask, -inf, scores)` reads it. Its nodes live in the scope
   `/causal_mask`; the file size does not depend on seq.
 
-Trainable initializers (float tensors with more than one element) are ONNX external data:
+Trainable initializers (float tensors) are ONNX external data:
 `data_location = EXTERNAL` with `location` = `<OUT stem>.weights` (next to OUT, e.g.
 `gpt3.weights` for `gpt3.onnx`), `offset` and `length`, laid out contiguously in initializer
 order. The data file is never written, so a 175B-parameter model is a few hundred KiB and an

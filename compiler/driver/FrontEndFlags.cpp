@@ -58,6 +58,14 @@ cl::list<std::string>
                cl::value_desc("NAME=D0xD1x..."), cl::sub(importCommand()),
                cl::sub(compileCommand()), cl::sub(simulateCommand()),
                cl::cat(loomCategory()));
+cl::list<std::string> freezeFlags(
+    "freeze",
+    cl::desc("Keep the matching floating-point initializers constant (not "
+             "trained), e.g. --freeze 'embed.*,rope.*'; glob patterns, each "
+             "must match one"),
+    cl::value_desc("PATTERN,..."), cl::CommaSeparated, cl::sub(importCommand()),
+    cl::sub(compileCommand()), cl::sub(simulateCommand()),
+    cl::cat(loomCategory()));
 
 } // namespace
 
@@ -100,6 +108,13 @@ std::optional<pipeline::ModelInput> modelInputFromFlags(std::string &error) {
       shape.push_back(d);
     }
     model.inputShapes[name.str()] = shape;
+  }
+  for (const std::string &pattern : freezeFlags) {
+    if (pattern.empty()) {
+      error = "--freeze has an empty pattern";
+      return std::nullopt;
+    }
+    model.freeze.push_back(pattern);
   }
   return model;
 }

@@ -23,7 +23,8 @@ llvm::cl::SubCommand &importCommand();
 llvm::cl::SubCommand &compileCommand();
 llvm::cl::SubCommand &simulateCommand();
 
-/// The model's path and its bindings (--batch, --dim, --input-shape);
+/// The model's path, its bindings (--batch, --dim, --input-shape) and
+/// its frozen initializers (--freeze);
 /// nullopt with `error` set when a binding is malformed.
 std::optional<pipeline::ModelInput> modelInputFromFlags(std::string &error);
 

@@ -16,6 +16,7 @@
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/GlobPattern.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
@@ -327,6 +328,34 @@ std::optional<ImportResult> Importer::createArguments(func::FuncOp func) {
   }
   for (const auto &out : graph.output())
     used.insert(out.name());
+  // Frozen initializers (--freeze) are kept as buffers: never trained.
+  for (const std::string &text : options.freeze) {
+    llvm::Expected<llvm::GlobPattern> pattern = llvm::GlobPattern::create(text);
+    if (!pattern)
+      return error(ImportStatus::InvalidModel,
+                   "--freeze pattern '" + text + "' is not a glob pattern: " +
+                       llvm::toString(pattern.takeError()));
+    bool matched = false;
+    std::string floats;
+    for (const auto &init : graph.initializer()) {
+      std::optional<DType> dtype = toDType(init.data_type());
+      if (!dtype || !isFloat(*dtype))
+        continue;
+      if (floats.size() < 200)
+        floats += (floats.empty() ? "" : ", ") + init.name();
+      if (pattern->match(init.name())) {
+        matched = true;
+        buffers.insert(init.name());
+      }
+    }
+    if (!matched)
+      return error(ImportStatus::InvalidModel,
+                   "--freeze pattern '" + text +
+                       "' matches no floating-point initializer; the "
+                       "model's are: " +
+                       (floats.empty() ? std::string("none") : floats) +
+                       (floats.size() >= 200 ? ", ..." : ""));
+  }
   if (graph.sparse_initializer_size() > 0)
     return error(ImportStatus::Unsupported,
                  "sparse initializers are not supported");
@@ -347,22 +376,24 @@ std::optional<ImportResult> Importer::createArguments(func::FuncOp func) {
     if (!count)
       return error(ImportStatus::InvalidModel,
                    "initializer '" + name + "' has an invalid shape");
-    // Trainable state: floating-point tensors with more than one element.
-    // Scalars and integer tensors are constants the importer may fold.
-    bool trainable = isFloat(*dtype) && *count > 1;
+    // State: every floating-point tensor, scalars included (a learned
+    // temperature or a PReLU slope is one element); trained unless it is a
+    // buffer (batch-norm statistics, --freeze). Integer and bool tensors
+    // are constants the importer may fold.
+    bool isState = isFloat(*dtype) && *count > 0;
     // Without weights (shapes only, e.g. `loom simulate`), the data of
-    // trainable state is never read: its external files need not exist.
+    // state is never read: its external files need not exist.
     bool withData =
         options.withWeights || (options.withBuffers && buffers.contains(name));
     std::optional<std::string> bytes;
-    if (!trainable || withData) {
+    if (!isState || withData) {
       std::string why;
       bytes = tensorBytes(init, *dtype, baseDir, why);
       if (!bytes)
         return error(ImportStatus::InvalidModel,
                      "initializer '" + name + "' " + why);
     }
-    if (!trainable) {
+    if (!isState) {
       if (*count > kMaxFoldElements)
         return error(ImportStatus::Unsupported,
                      "initializer '" + name +

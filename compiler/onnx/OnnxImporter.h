@@ -22,6 +22,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace loom::onnx_import {
 
@@ -32,6 +33,10 @@ struct ImportOptions {
   llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
   /// Values for named symbolic dimensions (`--dim seq=64`).
   llvm::StringMap<int64_t> dims;
+  /// Glob patterns (`*`, `?`, `[...]`) of floating-point initializers that
+  /// are not trained (`--freeze`): they are imported as buffers, loaded and
+  /// checkpointed but never updated. Each pattern must match one.
+  std::vector<std::string> freeze;
   /// Attach initializer data (`loom.init`) to parameter arguments.
   bool withWeights = true;
   /// Without weights, still attach the buffers' data (batch normalization's

@@ -45,6 +45,7 @@ OwningOpRef<ModuleOp> importModel(MLIRContext &context, const ModelInput &model,
   for (const auto &[name, shape] : model.inputShapes)
     options.inputShapes[name] =
         SmallVector<int64_t>(shape.begin(), shape.end());
+  options.freeze.assign(model.freeze.begin(), model.freeze.end());
   options.withWeights = withWeights;
   options.withBuffers = withBuffers;
   onnx_import::ImportResult result =

@@ -58,6 +58,8 @@ struct ModelInput {
   std::optional<int64_t> batch;
   std::map<std::string, int64_t> dims;
   std::map<std::string, std::vector<int64_t>> inputShapes;
+  /// Glob patterns of initializers kept constant (--freeze).
+  std::vector<std::string> freeze;
 };
 
 /// The training step (--train and its flags).

@@ -4,8 +4,8 @@
 One case per ONNX op and attribute combination that changes the gradient. A case is a
 tiny ONNX model (opset 17): the op under test applied to initializers (and, where a
 tensor must not be trained, graph inputs), whose single output is the op's result. Loom
-trains every FLOAT initializer with more than one element; scalars and integer or bool
-initializers are constants; graph inputs get no gradient. For each case:
+trains every FLOAT initializer, scalars included, but those a case freezes (`--freeze`);
+integer and bool initializers are constants; graph inputs get no gradient. For each case:
 
     loom compile case.onnx --train --loss mse --optimizer sgd --lr 1 -o case.plan
     loom run case.plan --steps 1 --data labels=labels.npy[,INPUT=FILE.npy...] \\
@@ -68,17 +68,19 @@ class Case:
     ref: torch function {name: tensor} -> y, written by hand with ONNX semantics."""
 
     def __init__(self, name, nodes, tensors, ref, inputs=(), loss="mse", labels=None,
-                 ignore_index=-100, buffers=()):
+                 ignore_index=-100, buffers=(), frozen=()):
         self.name, self.nodes, self.tensors, self.ref = name, nodes, tensors, ref
         self.inputs, self.loss, self.labels = set(inputs), loss, labels
         self.ignore_index, self.buffers = ignore_index, set(buffers)
+        # Frozen initializers (--freeze) are kept as buffers: loaded, never trained.
+        self.frozen = set(frozen)
 
     def params(self):
-        """What Loom trains: float initializers with more than one element, but for
-        BatchNormalization's mean and variance (buffers)."""
+        """What Loom trains: float initializers, but for BatchNormalization's mean and
+        variance (buffers) and the frozen ones."""
         return [n for n, a in self.tensors.items()
-                if n not in self.inputs and n not in self.buffers and a.dtype == np.float32
-                and a.size > 1]
+                if n not in self.inputs and n not in self.buffers and n not in self.frozen
+                and a.dtype == np.float32 and a.size > 0]
 
 
 CASES = []
@@ -140,15 +142,22 @@ for op, fn in BINARY.items():
         add(f"{op.lower()}_{suffix}", node(op, ["a", "b"]), {"a": a, "b": b},
             lambda t, fn=fn: fn(t["a"], t["b"]))
 
-# Pow with a scalar constant exponent (a constant, so only the base is trained); the base
-# takes both signs for the integral exponents.
+# Pow with a scalar exponent kept constant (--freeze e, so only the base is trained); the
+# base takes both signs for the integral exponents.
 for e in (2.0, 3.0):
     add(f"pow_const_exp{int(e)}", node("Pow", ["a", "e"]),
         {"a": rn(3, 4), "e": np.array(e, np.float32)},
-        lambda t: torch.pow(t["a"], t["e"]))
+        lambda t: torch.pow(t["a"], t["e"]), frozen=["e"])
 add("pow_const_exp0.5", node("Pow", ["a", "e"]),
     {"a": rn(3, 4, lo=0.5, hi=2.0), "e": np.array(0.5, np.float32)},
+    lambda t: torch.pow(t["a"], t["e"]), frozen=["e"])
+# A scalar float initializer is a parameter like any other: the exponent is trained too.
+add("pow_trained_scalar_exp", node("Pow", ["a", "e"]),
+    {"a": rn(3, 4, lo=0.5, hi=2.0), "e": np.array(1.5, np.float32)},
     lambda t: torch.pow(t["a"], t["e"]))
+# A one-element scale (a learned temperature), broadcast over a matrix.
+add("mul_trained_one_element_scale", node("Mul", ["a", "s"]),
+    {"a": rn(3, 4), "s": np.array([0.7], np.float32)}, lambda t: t["a"] * t["s"])
 # An int64 exponent: the importer converts it to the base's type.
 add("pow_int64_exp3", node("Pow", ["a", "e"]), {"a": rn(3, 4), "e": np.array(3, np.int64)},
     lambda t: torch.pow(t["a"], 3.0))
@@ -394,7 +403,7 @@ add("split_equal_axis1_middle_only",
 add("split_axis-1_scaled_parts",
     [node("Split", ["x"], ["p0", "p1"], axis=-1), node("Mul", ["p0", "s"], ["q"]),
      node("Sub", ["q", "p1"])], {"x": rn(3, 4), "s": np.array(-1.5, np.float32)},
-    lambda t: t["x"][:, :2] * -1.5 - t["x"][:, 2:])
+    lambda t: t["x"][:, :2] * t["s"] - t["x"][:, 2:])
 
 # Where: both branches trainable, a constant bool condition (same shape, broadcast).
 cond = _RNG.random((3, 4)) < 0.5
@@ -419,7 +428,8 @@ add("identity", node("Identity", ["x"]), {"x": rn(3, 4)}, lambda t: t["x"])
 add("dropout_inference", node("Dropout", ["x"]), {"x": rn(3, 4)}, lambda t: t["x"])
 add("dropout_inference_ratio_mask",
     [node("Dropout", ["x", "ratio"], ["d", "mask"]), node("Mul", ["d", "x"])],
-    {"x": rn(3, 4), "ratio": np.array(0.5, np.float32)}, lambda t: t["x"] * t["x"])
+    {"x": rn(3, 4), "ratio": np.array(0.5, np.float32)}, lambda t: t["x"] * t["x"],
+    frozen=["ratio"])
 
 # ---- Convolution and pooling ---------------------------------------------------------------
 
@@ -556,7 +566,7 @@ add("mse_loss_rank3", node("Identity", ["x"]), {"x": rn(2, 3, 4)}, lambda t: t["
 add("cross_entropy_2d", node("Identity", ["x"]), {"x": rn(4, 5, scale=2.0)}, lambda t: t["x"],
     loss="cross_entropy", labels=i64([1, 4, 0, 1]))
 add("cross_entropy_3d_ignored", node("Mul", ["x", "s"]),
-    {"x": rn(2, 3, 5), "s": np.array(1.7, np.float32)}, lambda t: t["x"] * 1.7,
+    {"x": rn(2, 3, 5), "s": np.array(1.7, np.float32)}, lambda t: t["x"] * t["s"],
     loss="cross_entropy", labels=i64([[2, -100, 0], [4, 4, -100]]))
 
 # --------------------------------------------------------------------------------------------
@@ -674,6 +684,8 @@ def run_case(args, case, work):
                    "--optimizer", "sgd", "--lr", "1", "-o", plan]
     if case.loss == "cross_entropy":
         compile_cmd += ["--ignore-index", str(case.ignore_index)]
+    if case.frozen:
+        compile_cmd += ["--freeze", ",".join(sorted(case.frozen))]
     run(compile_cmd)
     ckpt, metrics = os.path.join(work, "ckpt"), os.path.join(work, "metrics.jsonl")
     feeds = [f"labels={os.path.join(work, 'labels.npy')}"]
@@ -705,9 +717,9 @@ def run_case(args, case, work):
     entries = {e["name"]: e for e in manifest.get("tensors", [])}
     expected_params = case.params()
     saved_params = {n for n, e in entries.items() if e.get("kind") == "parameter"}
-    for name in sorted(saved_params - set(expected_params) - case.buffers):
+    for name in sorted(saved_params - set(expected_params) - case.buffers - case.frozen):
         problems.append(f"checkpoint has unexpected parameter {name}")
-    for name in case.buffers:
+    for name in sorted(case.buffers | case.frozen):
         e = entries.get(name)
         if e is None:
             notes.append(f"buffer {name} not in the checkpoint")

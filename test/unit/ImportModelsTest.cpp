@@ -111,6 +111,41 @@ TEST(ImportErrors, MissingFileIsAClearError) {
       << result.message;
 }
 
+TEST(ImportFreeze, FrozenInitializersAreBuffersAndPatternsMustMatch) {
+  DialectRegistry registry;
+  loom::registerLoomDialects(registry);
+  MLIRContext context(registry);
+  ImportOptions options;
+  options.batch = 2;
+  options.freeze = {"fc1.*", "fc3.bias"};
+  ImportResult result = importOnnxFile(modelPath("mlp.onnx"), options, context);
+  ASSERT_TRUE(result.ok()) << result.message;
+  auto func = *result.module->getOps<func::FuncOp>().begin();
+  std::vector<std::string> params, buffers;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    if (auto p = func.getArgAttrOfType<StringAttr>(
+            i, loom::LoomDialect::kParamAttrName))
+      params.push_back(p.str());
+    if (auto b = func.getArgAttrOfType<StringAttr>(
+            i, loom::LoomDialect::kBufferAttrName))
+      buffers.push_back(b.str());
+  }
+  EXPECT_EQ(params,
+            (std::vector<std::string>{"fc2.weight", "fc2.bias", "fc3.weight"}));
+  EXPECT_EQ(buffers,
+            (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc3.bias"}));
+
+  // A pattern that matches nothing is a typo: the error lists the names.
+  options.freeze = {"fc4.*"};
+  ImportResult bad = importOnnxFile(modelPath("mlp.onnx"), options, context);
+  ASSERT_EQ(bad.status, ImportStatus::InvalidModel);
+  EXPECT_NE(bad.message.find("--freeze pattern 'fc4.*' matches no "
+                             "floating-point initializer; the model's are: "
+                             "fc1.weight, fc1.bias"),
+            std::string::npos)
+      << bad.message;
+}
+
 TEST(ImportErrors, InputShapeOverridesAndIsChecked) {
   DialectRegistry registry;
   loom::registerLoomDialects(registry);
