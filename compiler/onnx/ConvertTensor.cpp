@@ -525,9 +525,16 @@ LogicalResult convertCast(NodeContext &nc) {
               RankedTensorType::get(nc.shape(0), elementType), nc.value(0)));
 }
 
+/// Range's length depends on its operands' values, so with static shapes
+/// they must be known: Range always folds.
 LogicalResult convertRange(NodeContext &nc) {
-  if (!nc.allConstant())
-    return nc.unsupported("Range is supported on constant operands only");
+  static const char *const names[] = {"start", "limit", "delta"};
+  for (int i = 0; i < 3; ++i)
+    if (!nc.constant(i))
+      return nc.unsupported(
+          Twine("the ") + names[i] + " (input '" + nc.node.input(i) +
+          "') is computed at run time; Range's length depends on it, so "
+          "Loom needs it to be a constant");
   const HostTensor *s = nc.constant(0), *l = nc.constant(1),
                    *d = nc.constant(2);
   if (s->numElements() != 1 || l->numElements() != 1 || d->numElements() != 1)

@@ -158,6 +158,9 @@ private:
   int64_t opset = 0;
   std::string diagnostics;
 
+  /// Graph inputs given a value (ImportOptions::inputValues), now
+  /// initializers that are always constants.
+  llvm::StringSet<> valueInputs;
   /// Graph inputs (not initializers) with their bound static shapes.
   SmallVector<std::pair<std::string, StaticType>> inputs;
   /// What ONNX shape inference knows about each value.
@@ -169,6 +172,53 @@ private:
 } // namespace
 
 std::optional<ImportResult> Importer::bindInputs() {
+  // Inputs given a value become initializers, before anything reads them.
+  if (!options.inputValues.empty()) {
+    onnx::GraphProto *graph = model.mutable_graph();
+    google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> kept;
+    for (const auto &given : options.inputValues) {
+      StringRef name = given.getKey();
+      auto input = llvm::find_if(
+          *graph->mutable_input(),
+          [&](const onnx::ValueInfoProto &in) { return in.name() == name; });
+      if (input == graph->mutable_input()->end() ||
+          llvm::any_of(graph->initializer(), [&](const onnx::TensorProto &t) {
+            return t.name() == name;
+          }))
+        return error(ImportStatus::InvalidModel,
+                     "a value is given for '" + name +
+                         "', which is not a graph input");
+      onnx::TensorProto value;
+      if (!value.ParseFromString(given.getValue()))
+        return error(ImportStatus::InvalidModel,
+                     "the value given for input '" + name +
+                         "' is not a serialized ONNX tensor");
+      value.set_name(name.str());
+      const auto &declared = input->type().tensor_type();
+      bool rankDiffers = declared.has_shape() &&
+                         declared.shape().dim_size() != value.dims_size();
+      bool dimDiffers = false;
+      for (int d = 0; !rankDiffers && declared.has_shape() &&
+                      d < declared.shape().dim_size();
+           ++d)
+        dimDiffers |= declared.shape().dim(d).has_dim_value() &&
+                      declared.shape().dim(d).dim_value() != value.dims(d);
+      if (value.data_type() != declared.elem_type() || rankDiffers ||
+          dimDiffers)
+        return error(ImportStatus::InvalidModel,
+                     "the value given for input '" + name + "' is " +
+                         onnxTypeName(value.data_type()) + " " +
+                         formatShape(SmallVector<int64_t>(value.dims().begin(),
+                                                          value.dims().end())) +
+                         ", which the input's declared type does not admit");
+      *graph->add_initializer() = std::move(value);
+      valueInputs.insert(name);
+    }
+    for (const onnx::ValueInfoProto &in : graph->input())
+      if (!valueInputs.contains(in.name()))
+        *kept.Add() = in;
+    graph->mutable_input()->Swap(&kept);
+  }
   llvm::StringSet<> initializers, inputNames, dimNames;
   for (const auto &init : model.graph().initializer())
     initializers.insert(init.name());
@@ -380,7 +430,7 @@ std::optional<ImportResult> Importer::createArguments(func::FuncOp func) {
     // temperature or a PReLU slope is one element); trained unless it is a
     // buffer (batch-norm statistics, --freeze). Integer and bool tensors
     // are constants the importer may fold.
-    bool isState = isFloat(*dtype) && *count > 0;
+    bool isState = isFloat(*dtype) && *count > 0 && !valueInputs.contains(name);
     // Without weights (shapes only, e.g. `loom simulate`), the data of
     // state is never read: its external files need not exist.
     bool withData =

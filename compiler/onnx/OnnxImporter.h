@@ -33,6 +33,11 @@ struct ImportOptions {
   llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
   /// Values for named symbolic dimensions (`--dim seq=64`).
   llvm::StringMap<int64_t> dims;
+  /// Graph inputs given their value at compile time, as serialized ONNX
+  /// TensorProtos: each is imported as a constant, as an integer
+  /// initializer is, whatever its element type. For inputs that carry
+  /// shapes, axes or bounds, which Loom's static shapes need known.
+  llvm::StringMap<std::string> inputValues;
   /// Glob patterns (`*`, `?`, `[...]`) of floating-point initializers that
   /// are not trained (`--freeze`): they are imported as buffers, loaded and
   /// checkpointed but never updated. Each pattern must match one.

@@ -17,6 +17,8 @@
 #include "mlir/Parser/Parser.h"
 #include "gtest/gtest.h"
 
+#include "onnx/onnx_pb.h"
+
 using namespace loom::onnx_import;
 using namespace mlir;
 
@@ -144,6 +146,53 @@ TEST(ImportFreeze, FrozenInitializersAreBuffersAndPatternsMustMatch) {
                              "fc1.weight, fc1.bias"),
             std::string::npos)
       << bad.message;
+}
+
+TEST(ImportInputValues, AGivenInputIsAConstantAndIsChecked) {
+  DialectRegistry registry;
+  loom::registerLoomDialects(registry);
+  MLIRContext context(registry);
+  // Reshape's target shape as a graph input: known only when given.
+  std::string model = std::string(LOOM_ONNX_NODE_TEST_DIR) +
+                      "/test_reshape_reordered_all_dims/model.onnx";
+  ImportResult refused = importOnnxFile(model, {}, context);
+  ASSERT_EQ(refused.status, ImportStatus::Unsupported);
+  EXPECT_NE(refused.message.find("(input 'shape') is computed at run time"),
+            std::string::npos)
+      << refused.message;
+
+  onnx::TensorProto shape;
+  shape.set_data_type(onnx::TensorProto::INT64);
+  shape.add_dims(3);
+  for (int64_t d : {4, 2, 3})
+    shape.add_int64_data(d);
+  ImportOptions options;
+  options.inputValues["shape"] = shape.SerializeAsString();
+  ImportResult ok = importOnnxFile(model, options, context);
+  ASSERT_TRUE(ok.ok()) << ok.message;
+  auto func = *ok.module->getOps<func::FuncOp>().begin();
+  ASSERT_EQ(func.getNumArguments(), 1u); // `data` alone
+  EXPECT_EQ(cast<RankedTensorType>(func.getResultTypes()[0]).getShape(),
+            ArrayRef<int64_t>({4, 2, 3}));
+
+  // A value of another type or shape than the input's, or for a name that
+  // is not an input, is an error.
+  shape.add_dims(1);
+  options.inputValues["shape"] = shape.SerializeAsString();
+  ImportResult badShape = importOnnxFile(model, options, context);
+  ASSERT_EQ(badShape.status, ImportStatus::InvalidModel);
+  EXPECT_NE(badShape.message.find("the value given for input 'shape' is "
+                                  "INT64 [3, 1], which the input's declared "
+                                  "type does not admit"),
+            std::string::npos)
+      << badShape.message;
+  options.inputValues.clear();
+  options.inputValues["nonesuch"] = shape.SerializeAsString();
+  ImportResult badName = importOnnxFile(model, options, context);
+  EXPECT_NE(badName.message.find("a value is given for 'nonesuch', which is "
+                                 "not a graph input"),
+            std::string::npos)
+      << badName.message;
 }
 
 TEST(ImportErrors, InputShapeOverridesAndIsChecked) {

@@ -21,6 +21,7 @@
 #include "runtime/Backend.h"
 #include "runtime/Executor.h"
 #include "test/unit/node/NodeTestCase.h"
+#include "test/unit/node/NodeTestImport.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "gtest/gtest.h"
@@ -42,8 +43,9 @@ namespace {
 std::string runCase(const fs::path &dir, mlir::DialectRegistry &registry,
                     rt::Backend &backend, bool &imported) {
   mlir::MLIRContext context(registry);
+  std::set<std::string> bound;
   onnx_import::ImportResult result =
-      onnx_import::importOnnxFile((dir / "model.onnx").string(), {}, context);
+      nodetest::importNodeTest(dir, context, bound);
   imported = result.ok();
   if (!imported)
     return "";
@@ -55,7 +57,7 @@ std::string runCase(const fs::path &dir, mlir::DialectRegistry &registry,
       rt::Executor::create(std::move(*plan), backend, error);
   if (!exec)
     return "load: " + error;
-  return nodetest::runDataSets(dir, *exec);
+  return nodetest::runDataSets(dir, *exec, bound);
 }
 
 TEST(OnnxNodeTests, ImportedCasesRunAndMatchTheExpectedOutputs) {

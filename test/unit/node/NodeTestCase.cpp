@@ -55,6 +55,13 @@ std::optional<rt::HostBuffer> readTestTensor(const fs::path &file,
   return rt::readOnnxTensorFile(file.string(), error, name);
 }
 
+/// The name a test data file gives its tensor ("" if none or unreadable).
+std::string tensorName(const fs::path &file) {
+  onnx::TensorProto proto;
+  std::ifstream in(file, std::ios::binary);
+  return proto.ParseFromIstream(&in) ? proto.name() : "";
+}
+
 } // namespace
 
 std::string compare(const rt::TensorView &actual,
@@ -80,7 +87,8 @@ std::string compare(const rt::TensorView &actual,
   return "";
 }
 
-std::string runDataSets(const fs::path &dir, rt::Executor &exec) {
+std::string runDataSets(const fs::path &dir, rt::Executor &exec,
+                        const std::set<std::string> &bound) {
   std::vector<fs::path> sets;
   for (const auto &entry : fs::directory_iterator(dir))
     if (entry.is_directory() &&
@@ -91,16 +99,29 @@ std::string runDataSets(const fs::path &dir, rt::Executor &exec) {
     return "no test data";
   std::string error;
   for (const fs::path &set : sets) {
-    for (size_t i = 0; i < exec.inputs().size(); ++i) {
-      std::string name;
-      fs::path file = set / ("input_" + std::to_string(i) + ".pb");
+    // Files name their input; without a name, the position among the
+    // plan's inputs says which (only when none is bound).
+    size_t position = 0;
+    for (int k = 0;; ++k) {
+      fs::path file = set / ("input_" + std::to_string(k) + ".pb");
+      if (!fs::exists(file))
+        break;
+      std::string name = tensorName(file);
+      if (bound.count(name))
+        continue;
+      if (name.empty() && bound.empty() && position < exec.inputs().size())
+        name = exec.inputs()[position].name;
+      ++position;
+      auto info =
+          std::find_if(exec.inputs().begin(), exec.inputs().end(),
+                       [&](const rt::IOInfo &in) { return in.name == name; });
+      if (info == exec.inputs().end())
+        return "input file " + file.filename().string() + " names '" + name +
+               "', which the plan does not take";
       std::optional<rt::HostBuffer> value =
-          readTestTensor(file, exec.inputs()[i].dtype, error, &name);
+          readTestTensor(file, info->dtype, error);
       if (!value)
         return "input: " + error;
-      // Files name their input; fall back to the position.
-      if (name.empty())
-        name = exec.inputs()[i].name;
       if (!exec.setInput(name, value->view(), error))
         return "input " + name + ": " + error;
     }

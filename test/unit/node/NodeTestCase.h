@@ -16,6 +16,7 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,14 @@ std::string compare(const rt::TensorView &actual,
                     const rt::TensorView &expected);
 
 /// Runs every test_data_set_* of the case in `dir` through `exec` and
-/// compares the outputs; "" if all match, else the first failure.
-std::string runDataSets(const std::filesystem::path &dir, rt::Executor &exec);
+/// compares the outputs; "" if all match, else the first failure. Inputs in
+/// `bound` were bound to their data at compile time (NodeTestImport.h):
+/// their files are not fed.
+std::string runDataSets(const std::filesystem::path &dir, rt::Executor &exec,
+                        const std::set<std::string> &bound = {});
+
+/// The file beside a case's plan that lists its bound inputs, one a line.
+inline constexpr const char *kBoundInputsFile = "bound_inputs.txt";
 
 /// The known failures: "test_name  reason" lines ('#' starts a comment).
 std::map<std::string, std::string>

@@ -11,6 +11,8 @@
 #include "compiler/Registration.h"
 #include "compiler/onnx/OnnxImporter.h"
 #include "compiler/plan/PlanEmitter.h"
+#include "test/unit/node/NodeTestCase.h"
+#include "test/unit/node/NodeTestImport.h"
 
 #include "mlir/IR/MLIRContext.h"
 
@@ -38,8 +40,9 @@ int main(int argc, char **argv) {
   int written = 0, notImported = 0, notEmitted = 0;
   for (const fs::path &dir : dirs) {
     mlir::MLIRContext context(registry);
+    std::set<std::string> bound;
     onnx_import::ImportResult result =
-        onnx_import::importOnnxFile((dir / "model.onnx").string(), {}, context);
+        nodetest::importNodeTest(dir, context, bound);
     if (!result.ok()) {
       ++notImported;
       continue;
@@ -60,6 +63,11 @@ int main(int argc, char **argv) {
         std::cerr << "cannot write " << (caseDir / "model.plan") << "\n";
         return 1;
       }
+    }
+    if (!bound.empty()) {
+      std::ofstream list(caseDir / nodetest::kBoundInputsFile);
+      for (const std::string &name : bound)
+        list << name << "\n";
     }
     for (const auto &entry : fs::directory_iterator(dir))
       if (entry.is_directory())

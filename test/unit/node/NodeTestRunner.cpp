@@ -13,6 +13,7 @@
 #include "runtime/Backend.h"
 
 #include <algorithm>
+#include <fstream>
 #include <iostream>
 
 namespace fs = std::filesystem;
@@ -61,7 +62,14 @@ int main(int argc, char **argv) {
                    rt::readPlanFile((dir / "model.plan").string(), error)) {
       std::unique_ptr<rt::Executor> exec =
           rt::Executor::create(std::move(*plan), *backend, error);
-      failure = exec ? nodetest::runDataSets(dir, *exec) : "load: " + error;
+      // The inputs bound at compile time (NodeTestImport.h), if any.
+      std::set<std::string> bound;
+      std::ifstream list(dir / nodetest::kBoundInputsFile);
+      for (std::string name; std::getline(list, name);)
+        if (!name.empty())
+          bound.insert(name);
+      failure =
+          exec ? nodetest::runDataSets(dir, *exec, bound) : "load: " + error;
     } else {
       failure = "load: " + error;
     }
