@@ -241,9 +241,17 @@ template <typename OpTy> LogicalResult convertSoftmax(NodeContext &nc) {
   return success();
 }
 
-/// ReduceSum (axes an input from version 13, an attribute before),
-/// ReduceMean and ReduceMax (axes an attribute up to opset 17).
-template <typename OpTy> LogicalResult convertReduce(NodeContext &nc) {
+/// What a Reduce* node reduces: its axes (normalised, sorted) and whether
+/// it keeps them; `identity` when the node is the identity (empty axes with
+/// noop_with_empty_axes).
+struct ReduceSpec {
+  SmallVector<int64_t> axes;
+  bool keepDims = true, identity = false;
+};
+
+/// ReduceSum's axes are an input from version 13 and an attribute before;
+/// the other Reduce* ops take the attribute up to opset 17.
+FailureOr<ReduceSpec> reduceSpec(NodeContext &nc) {
   auto keepDims = nc.attrInt("keepdims", 1);
   auto noopEmpty = nc.attrInt("noop_with_empty_axes", 0);
   if (failed(keepDims) || failed(noopEmpty))
@@ -267,33 +275,126 @@ template <typename OpTy> LogicalResult convertReduce(NodeContext &nc) {
       axesGiven = !axes.empty();
     }
   }
+  ReduceSpec spec;
+  spec.keepDims = *keepDims != 0;
   int64_t rank = nc.rank(0);
   if (!axesGiven) {
     if (*noopEmpty) {
-      nc.setOutput(0, nc.value(0));
-      return success();
+      spec.identity = true;
+      return spec;
     }
     axes.clear();
     for (int64_t d = 0; d < rank; ++d)
       axes.push_back(d);
   }
-  SmallVector<int64_t> normalized;
   for (int64_t a : axes) {
     auto n = nc.normalizeAxis(a, rank, "reduction axis");
     if (failed(n))
       return failure();
-    normalized.push_back(*n);
+    spec.axes.push_back(*n);
   }
-  llvm::sort(normalized);
-  if (std::adjacent_find(normalized.begin(), normalized.end()) !=
-      normalized.end())
+  llvm::sort(spec.axes);
+  if (std::adjacent_find(spec.axes.begin(), spec.axes.end()) != spec.axes.end())
     return nc.invalid("reduction axes repeat a dimension");
-  auto result =
-      nc.create<OpTy>(nc.value(0), nc.builder.getDenseI64ArrayAttr(normalized),
-                      *keepDims ? nc.builder.getUnitAttr() : UnitAttr());
+  return spec;
+}
+
+template <typename OpTy>
+FailureOr<Value> reduce(NodeContext &nc, Value x, const ReduceSpec &spec,
+                        bool keepDims) {
+  return nc.create<OpTy>(x, nc.builder.getDenseI64ArrayAttr(spec.axes),
+                         keepDims ? nc.builder.getUnitAttr() : UnitAttr());
+}
+
+/// ReduceSum, ReduceMean and ReduceMax: one op each.
+template <typename OpTy> LogicalResult convertReduce(NodeContext &nc) {
+  auto spec = reduceSpec(nc);
+  if (failed(spec))
+    return failure();
+  if (spec->identity) {
+    nc.setOutput(0, nc.value(0));
+    return success();
+  }
+  auto result = reduce<OpTy>(nc, nc.value(0), *spec, spec->keepDims);
   if (failed(result))
     return failure();
   nc.setOutput(0, *result);
+  return success();
+}
+
+/// The Reduce* ops that are compositions of elementwise ops and a sum or a
+/// max, so that their kernels, gradients and shardings are those ops':
+///   ReduceSumSquare  sum(x * x)          ReduceL2      sqrt(sum(x * x))
+///   ReduceLogSum     log(sum(x))         ReduceMin     -max(-x)
+///   ReduceLogSumExp  log(sum(exp(x - m))) + m, with m = max(x) (stable)
+LogicalResult convertComposedReduce(NodeContext &nc) {
+  auto spec = reduceSpec(nc);
+  if (failed(spec))
+    return failure();
+  StringRef op = nc.node.op_type();
+  Value x = nc.value(0);
+  auto chain = [&]() -> FailureOr<Value> {
+    if (op == "ReduceMin") {
+      if (spec->identity)
+        return x;
+      auto negated = nc.create<NegOp>(x);
+      if (failed(negated))
+        return failure();
+      auto max = reduce<ReduceMaxOp>(nc, *negated, *spec, spec->keepDims);
+      if (failed(max))
+        return failure();
+      return nc.create<NegOp>(*max);
+    }
+    if (op == "ReduceLogSumExp") {
+      if (spec->identity)
+        return x;
+      auto maxKept = reduce<ReduceMaxOp>(nc, x, *spec, /*keepDims=*/true);
+      if (failed(maxKept))
+        return failure();
+      auto shifted = nc.create<SubOp>(x, *maxKept);
+      if (failed(shifted))
+        return failure();
+      auto exp = nc.create<ExpOp>(*shifted);
+      if (failed(exp))
+        return failure();
+      auto sum = reduce<ReduceSumOp>(nc, *exp, *spec, spec->keepDims);
+      if (failed(sum))
+        return failure();
+      auto log = nc.create<LogOp>(*sum);
+      if (failed(log))
+        return failure();
+      Value max = *maxKept;
+      if (!spec->keepDims) {
+        auto reshaped =
+            nc.reshape(max, cast<RankedTensorType>(log->getType()).getShape());
+        if (failed(reshaped))
+          return failure();
+        max = *reshaped;
+      }
+      return nc.create<AddOp>(*log, max);
+    }
+    Value y = x;
+    if (op == "ReduceSumSquare" || op == "ReduceL2") {
+      auto square = nc.create<MulOp>(x, x);
+      if (failed(square))
+        return failure();
+      y = *square;
+    }
+    if (!spec->identity) {
+      auto sum = reduce<ReduceSumOp>(nc, y, *spec, spec->keepDims);
+      if (failed(sum))
+        return failure();
+      y = *sum;
+    }
+    if (op == "ReduceL2")
+      return nc.create<SqrtOp>(y);
+    if (op == "ReduceLogSum")
+      return nc.create<LogOp>(y);
+    return y;
+  }();
+  if (failed(chain))
+    return failure();
+  nc.setOutput(0, *chain);
   return success();
 }
 
@@ -374,6 +475,11 @@ void addMathConverters(llvm::StringMap<Converter> &t) {
   t["ReduceSum"] = {1, convertReduce<ReduceSumOp>};
   t["ReduceMean"] = {1, convertReduce<ReduceMeanOp>};
   t["ReduceMax"] = {1, convertReduce<ReduceMaxOp>};
+  t["ReduceMin"] = {1, convertComposedReduce};
+  t["ReduceSumSquare"] = {1, convertComposedReduce};
+  t["ReduceL2"] = {1, convertComposedReduce};
+  t["ReduceLogSum"] = {1, convertComposedReduce};
+  t["ReduceLogSumExp"] = {1, convertComposedReduce};
   t["Where"] = {9, convertWhere};
   t["Equal"] = {7, convertEqual};
 }

@@ -502,6 +502,48 @@ LogicalResult convertExpand(NodeContext &nc) {
               nc.value(0)));
 }
 
+/// Tile as a broadcast: [d0, d1] repeated [r0, r1] is [1, d0, 1, d1]
+/// broadcast to [r0, d0, r1, d1], reshaped to [r0 * d0, r1 * d1]; so its
+/// gradient and sharding are the broadcast's and the reshapes'.
+LogicalResult convertTile(NodeContext &nc) {
+  auto repeats = nc.constantInts(1, "the repeats");
+  if (failed(repeats))
+    return failure();
+  ArrayRef<int64_t> in = nc.shape(0);
+  if (repeats->size() != in.size())
+    return nc.invalid("Tile's repeats " + formatShape(*repeats) +
+                      " do not match the input's rank " + Twine(in.size()));
+  SmallVector<int64_t> split, expanded, tiled;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if ((*repeats)[d] < 0)
+      return nc.invalid("Tile's repeats must not be negative");
+    split.append({1, in[d]});
+    expanded.append({(*repeats)[d], in[d]});
+    tiled.push_back((*repeats)[d] * in[d]);
+  }
+  if (!checkedNumElements(expanded))
+    return nc.invalid("Tile's result " + formatShape(tiled) + " is too large");
+  if (const HostTensor *c = nc.constant(0)) {
+    if (*checkedNumElements(expanded) > kMaxFoldElements)
+      return nc.unsupported("constant too large to fold");
+    nc.setOutput(0,
+                 hostBroadcast(c->reshaped(split), expanded).reshaped(tiled));
+    return success();
+  }
+  if (ArrayRef<int64_t>(tiled) == in) {
+    nc.setOutput(0, nc.value(0));
+    return success();
+  }
+  auto reshaped = nc.reshape(nc.value(0), split);
+  if (failed(reshaped))
+    return failure();
+  auto broadcast = nc.createTyped<BroadcastOp>(
+      RankedTensorType::get(expanded, nc.type(0).getElementType()), *reshaped);
+  if (failed(broadcast))
+    return failure();
+  return setResult(nc, nc.reshape(*broadcast, tiled));
+}
+
 LogicalResult convertCast(NodeContext &nc) {
   auto to = nc.attrInt("to", 0);
   if (failed(to))
@@ -579,6 +621,7 @@ void addTensorConverters(llvm::StringMap<Converter> &t) {
   t["Slice"] = {10, convertSlice};  // 1: starts and ends attributes
   t["Split"] = {2, convertSplit};   // 1: the sizes an optional input
   t["Expand"] = {8, convertExpand};
+  t["Tile"] = {6, convertTile}; // 1: `tiles` and `axis` inputs
   t["Cast"] = {6, convertCast}; // 1: `to` a string
   t["Range"] = {11, convertRange};
 }

@@ -326,7 +326,30 @@ add("reducemax_ties", node("ReduceMax", ["x"], axes=[1]),
 add("reducesum_noop_empty_axes", node("ReduceSum", ["x"], noop_with_empty_axes=1),
     {"x": rn(3, 4)}, lambda t: t["x"])
 
+# The Reduce* ops Loom imports as compositions (sum, max and elementwise ops).
+COMPOSED_REDUCE = {
+    "ReduceSumSquare": lambda x, d, k: torch.sum(x * x, d, keepdim=k),
+    "ReduceL2": lambda x, d, k: torch.sqrt(torch.sum(x * x, d, keepdim=k)),
+    "ReduceLogSum": lambda x, d, k: torch.log(torch.sum(x, d, keepdim=k)),
+    "ReduceLogSumExp": lambda x, d, k: torch.logsumexp(x, d, keepdim=k),
+    "ReduceMin": lambda x, d, k: torch.amin(x, d, keepdim=k),
+}
+for op, fn in COMPOSED_REDUCE.items():
+    for axes, keep in (([1], 1), ([0, 2], 0), (None, 0)):
+        attrs = {"keepdims": keep}
+        if axes is not None:
+            attrs["axes"] = axes
+        dims = tuple(axes) if axes is not None else (0, 1, 2)
+        x = rn(2, 3, 4, lo=0.5, hi=2.0) if op == "ReduceLogSum" else rn(2, 3, 4)
+        add(f"{op.lower()}_axes{'all' if axes is None else '_'.join(map(str, axes))}"
+            f"_keep{keep}", node(op, ["x"], **attrs), {"x": x},
+            lambda t, fn=fn, dims=dims, keep=keep: fn(t["x"], dims, bool(keep)))
+
 # ---- Data movement -------------------------------------------------------------------------
+
+# Tile (a broadcast between reshapes): every copy's gradient adds up.
+add("tile_2x1x3", node("Tile", ["x", "r"]), {"x": rn(2, 3, 4), "r": i64([2, 1, 3])},
+    lambda t: t["x"].repeat(2, 1, 3))
 
 add("transpose_perm201", node("Transpose", ["x"], perm=[2, 0, 1]), {"x": rn(2, 3, 4)},
     lambda t: t["x"].permute(2, 0, 1))
