@@ -2,7 +2,9 @@
 
 #include "compiler/onnx/NodeContext.h"
 
+#include <array>
 #include <cmath>
+#include <tuple>
 
 using namespace mlir;
 
@@ -118,6 +120,94 @@ template <typename OpTy> LogicalResult convertUnary(NodeContext &nc) {
     return failure();
   nc.setOutput(0, *result);
   return success();
+}
+
+/// Sets the node's output to `result`, or fails with it.
+LogicalResult setResult(NodeContext &nc, FailureOr<Value> result) {
+  if (failed(result))
+    return failure();
+  nc.setOutput(0, *result);
+  return success();
+}
+
+/// An activation with float attributes: each ONNX attribute in `attrs`
+/// (its default beside it) becomes the loom op's f32 attribute of the same
+/// name, in that order. Every float value is supported.
+template <typename OpTy, size_t N>
+LogicalResult
+convertActivation(NodeContext &nc,
+                  const std::pair<const char *, float> (&attrs)[N]) {
+  std::array<FloatAttr, N> values;
+  for (size_t i = 0; i < N; ++i) {
+    FailureOr<float> v = nc.attrFloat(attrs[i].first, attrs[i].second);
+    if (failed(v))
+      return failure();
+    values[i] = nc.builder.getF32FloatAttr(*v);
+  }
+  return std::apply(
+      [&](auto... a) {
+        return setResult(nc, nc.create<OpTy>(nc.value(0), a...));
+      },
+      values);
+}
+
+LogicalResult convertLeakyRelu(NodeContext &nc) {
+  return convertActivation<LeakyReluOp>(nc, {{"alpha", 0.01f}});
+}
+
+LogicalResult convertElu(NodeContext &nc) {
+  return convertActivation<EluOp>(nc, {{"alpha", 1.0f}});
+}
+
+LogicalResult convertSelu(NodeContext &nc) {
+  return convertActivation<SeluOp>(nc, {{"alpha", 1.67326319217681884765625f},
+                                        {"gamma", 1.05070102214813232421875f}});
+}
+
+LogicalResult convertHardSigmoid(NodeContext &nc) {
+  return convertActivation<HardSigmoidOp>(nc,
+                                          {{"alpha", 0.2f}, {"beta", 0.5f}});
+}
+
+/// Clip: `min` and `max` are attributes before opset 11 and optional inputs
+/// from it on, which Loom needs known at import (ReLU6 exports give
+/// constants). An absent bound is an infinite one.
+LogicalResult convertClip(NodeContext &nc) {
+  Type element = nc.type(0).getElementType();
+  if (!isa<FloatType>(element)) {
+    std::string type;
+    llvm::raw_string_ostream(type) << element;
+    return nc.unsupported("Clip of " + type +
+                          " is not supported: Loom's clip takes f32, f16 or "
+                          "bf16 tensors");
+  }
+  const char *names[] = {"min", "max"};
+  float bounds[] = {-INFINITY, INFINITY};
+  for (int i = 0; i < 2; ++i) {
+    if (nc.opset < 11) {
+      FailureOr<float> v = nc.attrFloat(names[i], bounds[i]);
+      if (failed(v))
+        return failure();
+      bounds[i] = *v;
+      continue;
+    }
+    if (!nc.hasInput(i + 1))
+      continue;
+    const HostTensor *bound = nc.constant(i + 1);
+    if (!bound)
+      return nc.unsupported(Twine("input '") + names[i] + "' ('" +
+                            nc.node.input(i + 1) +
+                            "') is a run-time value: Clip is supported with "
+                            "constant (initializer or folded) or absent "
+                            "bounds only");
+    if (bound->numElements() != 1)
+      return nc.invalid(Twine("input '") + names[i] +
+                        "' must be a scalar, not " + formatShape(bound->shape));
+    bounds[i] = static_cast<float>(bound->asDouble(0));
+  }
+  return setResult(
+      nc, nc.create<ClipOp>(nc.value(0), nc.builder.getF32FloatAttr(bounds[0]),
+                            nc.builder.getF32FloatAttr(bounds[1])));
 }
 
 /// MatMul with numpy semantics: 1-D operands are promoted and the added
@@ -336,6 +426,17 @@ void addMathConverters(llvm::StringMap<Converter> &t) {
   t["Tanh"] = convertUnary<TanhOp>;
   t["Relu"] = convertUnary<ReluOp>;
   t["Sigmoid"] = convertUnary<SigmoidOp>;
+  t["Cos"] = convertUnary<CosOp>;
+  t["Sin"] = convertUnary<SinOp>;
+  t["Abs"] = convertUnary<AbsOp>;
+  t["Reciprocal"] = convertUnary<ReciprocalOp>;
+  t["Softplus"] = convertUnary<SoftplusOp>;
+  t["HardSwish"] = convertUnary<HardSwishOp>;
+  t["LeakyRelu"] = convertLeakyRelu;
+  t["Elu"] = convertElu;
+  t["Selu"] = convertSelu;
+  t["HardSigmoid"] = convertHardSigmoid;
+  t["Clip"] = convertClip;
   t["MatMul"] = convertMatMul;
   t["Gemm"] = convertGemm;
   t["Softmax"] = convertSoftmax<SoftmaxOp>;
