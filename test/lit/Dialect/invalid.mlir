@@ -147,15 +147,6 @@ func.func @different_element_types(%a: tensor<2xf32>, %b: tensor<2xf16>) {
 
 // -----
 
-func.func @unary_grad_unknown_fn(%x: tensor<2xf32>) {
-  // expected-error @+2 {{fn 'relu' is not one of cos, sin, abs, reciprocal, softplus, mish, hard_swish, leaky_relu, elu, selu, hard_sigmoid, clip}}
-  // expected-error @+1 {{'loom.unary_grad' op failed to infer returned types}}
-  %0 = loom.unary_grad %x, %x {fn = "relu", alpha = 0.0 : f32, beta = 0.0 : f32} : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
-  return
-}
-
-// -----
-
 func.func @no_broadcast(%a: tensor<2x3xf32>, %b: tensor<4xf32>) {
   // expected-error @+2 {{operand shapes [2, 3] and [4] do not broadcast}}
   // expected-error @+1 {{'loom.mul' op failed to infer returned types}}
