@@ -9,6 +9,8 @@
 
 #include "dialects/LoomDialect.h"
 
+#include "common/ops/ElementwiseMath.h"
+
 #include "mlir/IR/Builders.h"
 
 #include <cmath>
@@ -79,6 +81,31 @@ bool noGradient(ArrayRef<Value> resultGrads, size_t numOperands,
                 SmallVectorImpl<Value> &operandGrads) {
   operandGrads.assign(numOperands, Value());
   return !resultGrads.front();
+}
+
+/// dy * f'(x) for a function of common/ops/ElementwiseMath.h: one
+/// loom.unary_grad naming the op, with the op's parameters.
+LogicalResult unaryGradient(Operation *op, OpBuilder &b,
+                            ArrayRef<Value> resultGrads, ArrayRef<bool> needed,
+                            SmallVectorImpl<Value> &operandGrads) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  Value x = op->getOperand(0);
+  if (!isa<FloatType>(typeOf(x).getElementType()))
+    return op->emitOpError("is differentiable only on float inputs");
+  StringRef name = op->getName().stripDialect();
+  const ops::math::UnaryFnInfo *info =
+      ops::math::findUnaryFn({name.data(), name.size()});
+  if (!info)
+    return op->emitOpError("has no function in ElementwiseMath.h");
+  auto param = [&](const char *attr) {
+    double v = attr ? cast<FloatAttr>(op->getAttr(attr)).getValueAsDouble() : 0;
+    return b.getF32FloatAttr(static_cast<float>(v));
+  };
+  operandGrads[0] = UnaryGradOp::create(b, op->getLoc(), x, resultGrads[0],
+                                        b.getStringAttr(info->name),
+                                        param(info->alpha), param(info->beta));
+  return success();
 }
 
 } // namespace
@@ -232,6 +259,24 @@ LOOM_GRADIENT(GeluOp) {
                                        getTanhApproximationAttr());
   return success();
 }
+
+#define LOOM_UNARY_GRADIENT(OP)                                                \
+  LOOM_GRADIENT(OP) {                                                          \
+    return unaryGradient(*this, b, resultGrads, needed, operandGrads);         \
+  }
+LOOM_UNARY_GRADIENT(CosOp)
+LOOM_UNARY_GRADIENT(SinOp)
+LOOM_UNARY_GRADIENT(AbsOp)
+LOOM_UNARY_GRADIENT(ReciprocalOp)
+LOOM_UNARY_GRADIENT(SoftplusOp)
+LOOM_UNARY_GRADIENT(MishOp)
+LOOM_UNARY_GRADIENT(HardSwishOp)
+LOOM_UNARY_GRADIENT(LeakyReluOp)
+LOOM_UNARY_GRADIENT(EluOp)
+LOOM_UNARY_GRADIENT(SeluOp)
+LOOM_UNARY_GRADIENT(HardSigmoidOp)
+LOOM_UNARY_GRADIENT(ClipOp)
+#undef LOOM_UNARY_GRADIENT
 
 LOOM_GRADIENT(CastOp) {
   if (noGradient(resultGrads, 1, operandGrads) || !needed[0])

@@ -141,6 +141,47 @@ def Loom_GeluOp : Loom_UnaryOp<"gelu", "Gaussian error linear unit"> {
   let arguments = (ins Loom_FloatTensor:$input, UnitAttr:$tanh_approximation);
 }
 
+def Loom_CosOp : Loom_UnaryOp<"cos", "cosine">;
+def Loom_SinOp : Loom_UnaryOp<"sin", "sine">;
+def Loom_AbsOp : Loom_UnaryOp<"abs", "absolute value", Loom_NumericTensor>;
+def Loom_ReciprocalOp : Loom_UnaryOp<"reciprocal", "reciprocal, 1 / x">;
+def Loom_SoftplusOp : Loom_UnaryOp<"softplus", "softplus, log(1 + exp(x))">;
+def Loom_MishOp : Loom_UnaryOp<"mish", "mish, x * tanh(softplus(x))">;
+def Loom_HardSwishOp
+    : Loom_UnaryOp<"hard_swish", "hard swish, x * max(0, min(1, x / 6 + 0.5))">;
+
+def Loom_LeakyReluOp : Loom_UnaryOp<"leaky_relu", "leaky relu"> {
+  let description = "`x` where `x > 0`, else `alpha * x`.";
+  let arguments = (ins Loom_FloatTensor:$input, F32Attr:$alpha);
+}
+
+def Loom_EluOp : Loom_UnaryOp<"elu", "exponential linear unit"> {
+  let description = "`x` where `x > 0`, else `alpha * (exp(x) - 1)`.";
+  let arguments = (ins Loom_FloatTensor:$input, F32Attr:$alpha);
+}
+
+def Loom_SeluOp : Loom_UnaryOp<"selu", "scaled exponential linear unit"> {
+  let description = [{
+    `gamma * x` where `x > 0`, else `gamma * alpha * (exp(x) - 1)`.
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, F32Attr:$alpha,
+                       F32Attr:$gamma);
+}
+
+def Loom_HardSigmoidOp : Loom_UnaryOp<"hard_sigmoid", "hard sigmoid"> {
+  let description = "`max(0, min(1, alpha * x + beta))`.";
+  let arguments = (ins Loom_FloatTensor:$input, F32Attr:$alpha,
+                       F32Attr:$beta);
+}
+
+def Loom_ClipOp : Loom_UnaryOp<"clip", "clamp to [min, max]"> {
+  let description = [{
+    `min(max(x, min), max)`; NaN stays NaN. An absent bound is an infinite
+    one (`min` may be -inf, `max` +inf); `min` must not exceed `max`.
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, F32Attr:$min, F32Attr:$max);
+}
+
 def Loom_CastOp : Loom_CheckedOp<"cast", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "elementwise conversion to another element type";
   let description = [{

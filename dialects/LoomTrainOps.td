@@ -30,6 +30,23 @@ def Loom_GeluGradOp : Loom_InferredOp<"gelu_grad"> {
   let results = (outs Loom_FloatTensor:$result);
 }
 
+def Loom_UnaryGradOp : Loom_InferredOp<"unary_grad">,
+                       Loom_ElementwiseSharding<0> {
+  let extraClassDefinition = inferByRule # elementwiseSharding;
+  let summary = "gradient of an elementwise unary op: grad * fn'(input)";
+  let description = [{
+    `fn` names the forward op: cos, sin, abs, reciprocal, softplus, mish,
+    hard_swish, leaky_relu (`alpha`), elu (`alpha`), selu (`alpha`, and
+    `gamma` as `beta`), hard_sigmoid (`alpha`, `beta`) or clip (`min` as
+    `alpha`, `max` as `beta`); a parameter the op lacks is 0. The
+    derivatives are PyTorch autograd's, also at the kinks (common/ops/
+    ElementwiseMath.h). `input` and `grad` have the same type, the result's.
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$grad,
+                       StrAttr:$fn, F32Attr:$alpha, F32Attr:$beta);
+  let results = (outs Loom_FloatTensor:$result);
+}
+
 def Loom_LayerNormGradOp : Loom_InferredOp<"layer_norm_grad"> {
   let summary = "gradients of layer_norm: input, scale and bias";
   let description = [{

@@ -4,11 +4,12 @@
 // (binary with numpy broadcasting, unary, select, cast, softmax along an
 // axis), reduce them, or move their elements without arithmetic
 // (transpose, reshape, broadcast, gather, concat, slice), and of the
-// gradients of those: relu_grad, gelu_grad, reduce_max_grad, gather_grad
-// and slice_grad.
+// gradients of those: relu_grad, gelu_grad, unary_grad, reduce_max_grad,
+// gather_grad and slice_grad.
 //
 //===----------------------------------------------------------------------===//
 
+#include "common/ops/ElementwiseMath.h"
 #include "common/ops/RulesImpl.h"
 
 #include <algorithm>
@@ -256,6 +257,15 @@ std::string activationGrad(const Attrs &, const std::vector<TypeRef> &ops,
   return one(out, ops[0].dtype, *ops[0].shape);
 }
 
+/// unary_grad: as activationGrad, for a function ElementwiseMath.h knows.
+std::string unaryGrad(const Attrs &a, const std::vector<TypeRef> &ops,
+                      std::vector<TensorType> &out) {
+  std::string fn = a.getString("fn");
+  if (!math::findUnaryFn(fn))
+    return "fn '" + fn + "' is not one of " + std::string(math::unaryFnNames());
+  return activationGrad(a, ops, out);
+}
+
 std::string gatherGrad(const Attrs &a, const std::vector<TypeRef> &ops,
                        const std::vector<TypeRef> &res) {
   const Shape &out = *res[0].shape;
@@ -304,6 +314,18 @@ void addTensorRules(RuleTable &table) {
       {"relu", one},
       {"sigmoid", one},
       {"gelu", one},
+      {"cos", one},
+      {"sin", one},
+      {"abs", one},
+      {"reciprocal", one},
+      {"softplus", one},
+      {"mish", one},
+      {"hard_swish", one},
+      {"leaky_relu", one},
+      {"elu", one},
+      {"selu", one},
+      {"hard_sigmoid", one},
+      {"clip", one},
       {"cast", checked(cast, 1, 1)},
       {"select", inferred(select, 3, 3)},
       {"softmax", axis},
@@ -320,6 +342,7 @@ void addTensorRules(RuleTable &table) {
       {"relu_grad", inferred(activationGrad, 2, 2)},
       {"reduce_max_grad", inferred(reduceMaxGrad, 3, 3)},
       {"gelu_grad", inferred(activationGrad, 2, 2)},
+      {"unary_grad", inferred(unaryGrad, 2, 2)},
       {"gather_grad", checked(gatherGrad, 2, 2)},
       {"slice_grad", checked(sliceGrad, 1, 1)},
   });

@@ -2,7 +2,9 @@
 
 #include "compiler/onnx/NodeContext.h"
 
+#include <array>
 #include <cmath>
+#include <tuple>
 
 using namespace mlir;
 
@@ -118,6 +120,93 @@ template <typename OpTy> LogicalResult convertUnary(NodeContext &nc) {
     return failure();
   nc.setOutput(0, *result);
   return success();
+}
+
+/// Sets the node's output to `result`, or fails with it.
+LogicalResult setResult(NodeContext &nc, FailureOr<Value> result) {
+  if (failed(result))
+    return failure();
+  nc.setOutput(0, *result);
+  return success();
+}
+
+/// An activation with float attributes: each ONNX attribute in `attrs`
+/// (its default beside it) becomes the loom op's f32 attribute of the same
+/// name, in that order. Every float value is supported.
+template <typename OpTy, size_t N>
+LogicalResult
+convertActivation(NodeContext &nc,
+                  const std::pair<const char *, float> (&attrs)[N]) {
+  std::array<FloatAttr, N> values;
+  for (size_t i = 0; i < N; ++i) {
+    FailureOr<float> v = nc.attrFloat(attrs[i].first, attrs[i].second);
+    if (failed(v))
+      return failure();
+    values[i] = nc.builder.getF32FloatAttr(*v);
+  }
+  return std::apply(
+      [&](auto... a) {
+        return setResult(nc, nc.create<OpTy>(nc.value(0), a...));
+      },
+      values);
+}
+
+LogicalResult convertLeakyRelu(NodeContext &nc) {
+  return convertActivation<LeakyReluOp>(nc, {{"alpha", 0.01f}});
+}
+
+LogicalResult convertElu(NodeContext &nc) {
+  return convertActivation<EluOp>(nc, {{"alpha", 1.0f}});
+}
+
+LogicalResult convertSelu(NodeContext &nc) {
+  return convertActivation<SeluOp>(nc, {{"alpha", 1.67326319217681884765625f},
+                                        {"gamma", 1.05070102214813232421875f}});
+}
+
+LogicalResult convertHardSigmoid(NodeContext &nc) {
+  return convertActivation<HardSigmoidOp>(nc,
+                                          {{"alpha", 0.2f}, {"beta", 0.5f}});
+}
+
+/// Clip: `min` and `max` are attributes before opset 11 and optional inputs
+/// from it on, which Loom needs known at import (ReLU6 exports give
+/// constants). An absent bound is an infinite one.
+LogicalResult convertClip(NodeContext &nc) {
+  Type element = nc.type(0).getElementType();
+  if (!isa<FloatType>(element)) {
+    std::string type;
+    llvm::raw_string_ostream(type) << element;
+    return nc.unsupported("Clip of " + type +
+                          " is not supported: Loom's clip takes f32, f16 or "
+                          "bf16 tensors");
+  }
+  const char *names[] = {"min", "max"};
+  float bounds[] = {-INFINITY, INFINITY};
+  for (int i = 0; i < 2; ++i) {
+    if (nc.version < 11) {
+      FailureOr<float> v = nc.attrFloat(names[i], bounds[i]);
+      if (failed(v))
+        return failure();
+      bounds[i] = *v;
+      continue;
+    }
+    if (!nc.hasInput(i + 1))
+      continue;
+    const HostTensor *bound = nc.constant(i + 1);
+    if (!bound)
+      return nc.unsupported(Twine("the ") + names[i] + " (input '" +
+                            nc.node.input(i + 1) +
+                            "') is computed at run time; Loom needs Clip's "
+                            "bounds to be constants (or absent)");
+    if (bound->numElements() != 1)
+      return nc.invalid(Twine("input '") + names[i] +
+                        "' must be a scalar, not " + formatShape(bound->shape));
+    bounds[i] = static_cast<float>(bound->asDouble(0));
+  }
+  return setResult(
+      nc, nc.create<ClipOp>(nc.value(0), nc.builder.getF32FloatAttr(bounds[0]),
+                            nc.builder.getF32FloatAttr(bounds[1])));
 }
 
 /// MatMul with numpy semantics: 1-D operands are promoted and the added
@@ -468,6 +557,17 @@ void addMathConverters(llvm::StringMap<Converter> &t) {
   t["Tanh"] = {6, convertUnary<TanhOp>};
   t["Relu"] = {6, convertUnary<ReluOp>};
   t["Sigmoid"] = {6, convertUnary<SigmoidOp>};
+  t["Cos"] = {7, convertUnary<CosOp>};
+  t["Sin"] = {7, convertUnary<SinOp>};
+  t["Abs"] = {6, convertUnary<AbsOp>};
+  t["Reciprocal"] = {6, convertUnary<ReciprocalOp>};
+  t["Softplus"] = {1, convertUnary<SoftplusOp>};
+  t["HardSwish"] = {14, convertUnary<HardSwishOp>};
+  t["LeakyRelu"] = {6, convertLeakyRelu};
+  t["Elu"] = {6, convertElu};
+  t["Selu"] = {6, convertSelu};
+  t["HardSigmoid"] = {6, convertHardSigmoid};
+  t["Clip"] = {6, convertClip}; // 6: bounds attributes; 11: inputs
   t["MatMul"] = {1, convertMatMul};
   t["Gemm"] = {7, convertGemm}; // 6 and older: `broadcast`
   t["Softmax"] = {1, convertSoftmax<SoftmaxOp>};

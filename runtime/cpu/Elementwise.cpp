@@ -2,10 +2,13 @@
 //
 // add/sub/mul/div/pow with numpy broadcasting and the unary ops. f32 runs on
 // oneDNN binary/eltwise where oneDNN can express the op and shapes; integers
-// wrap through unsigned arithmetic, so no op is undefined behaviour.
+// wrap through unsigned arithmetic, so no op is undefined behaviour. The
+// activations of common/ops/ElementwiseMath.h (cos ... clip) and their
+// gradient unary_grad compute that header's value and derivative.
 //
 //===----------------------------------------------------------------------===//
 
+#include "common/ops/ElementwiseMath.h"
 #include "runtime/cpu/CpuContext.h"
 #include "runtime/cpu/KernelUtil.h"
 
@@ -419,6 +422,97 @@ std::string unaryKernel(CpuContext &ctx, const KernelArgs &args,
   });
 }
 
+//===--- The functions of ElementwiseMath.h and unary_grad ----------------===//
+
+namespace math = loom::ops::math;
+
+template <math::UnaryFn F>
+void mathValue(const float *in, float *out, int64_t n, float alpha,
+               float beta) {
+#pragma omp parallel for schedule(static) if (n > kGrain)
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = math::unaryValue<F>(in[i], alpha, beta);
+}
+
+template <math::UnaryFn F>
+void mathGrad(const float *x, const float *dy, float *dx, int64_t n,
+              float alpha, float beta) {
+#pragma omp parallel for schedule(static) if (n > kGrain)
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = dy[i] * math::unaryDerivative<F>(x[i], alpha, beta);
+}
+
+/// |x| with wrap-around: the minimum stays itself.
+template <typename T> void absInt(const T *in, T *out, int64_t n) {
+  using U = std::make_unsigned_t<T>;
+#pragma omp parallel for schedule(static) if (n > kGrain)
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = in[i] < 0 ? static_cast<T>(U(0) - static_cast<U>(in[i])) : in[i];
+}
+
+/// An op of ElementwiseMath.h, its parameters read from its attributes.
+std::string mathKernel(const KernelArgs &args, const math::UnaryFnInfo &info) {
+  auto param = [&](const char *name) {
+    return name ? static_cast<float>(args.attrs.getFloat(name)) : 0.0f;
+  };
+  float alpha = param(info.alpha), beta = param(info.beta);
+  return runInF32(args, [&](const KernelArgs &a) -> std::string {
+    const TensorView &in = a.inputs[0], &out = a.outputs[0];
+    if (in.dtype != out.dtype)
+      return "input and result of '" + std::string(a.op) +
+             "' differ in element type";
+    if (std::string error = expectShape(a.op, "result", out, in.shape);
+        !error.empty())
+      return error;
+    int64_t n = out.numElements();
+    if (in.dtype == DType::F32) {
+      math::visitUnaryFn(info.fn, [&](auto f) {
+        mathValue<decltype(f)::value>(in.as<float>(), out.as<float>(), n, alpha,
+                                      beta);
+      });
+      return {};
+    }
+    if (info.fn == math::UnaryFn::Abs && in.dtype == DType::I32) {
+      absInt(in.as<int32_t>(), out.as<int32_t>(), n);
+      return {};
+    }
+    if (info.fn == math::UnaryFn::Abs && in.dtype == DType::I64) {
+      absInt(in.as<int64_t>(), out.as<int64_t>(), n);
+      return {};
+    }
+    return unsupportedType(a.op, in.dtype);
+  });
+}
+
+/// unary_grad(x, dy) {fn, alpha, beta}: dy * fn'(x).
+std::string unaryGradKernel(const KernelArgs &args) {
+  std::string fn = args.attrs.getString("fn");
+  const math::UnaryFnInfo *info = math::findUnaryFn(fn);
+  if (!info)
+    return "unary_grad: fn '" + fn + "' is not one of " +
+           std::string(math::unaryFnNames());
+  float alpha = static_cast<float>(args.attrs.getFloat("alpha")),
+        beta = static_cast<float>(args.attrs.getFloat("beta"));
+  return runInF32(args, [&](const KernelArgs &a) -> std::string {
+    const TensorView &x = a.inputs[0], &dy = a.inputs[1], &dx = a.outputs[0];
+    if (x.dtype != DType::F32)
+      return unsupportedType(a.op, x.dtype);
+    if (dy.dtype != x.dtype || dx.dtype != x.dtype)
+      return "input, grad and result of '" + std::string(a.op) +
+             "' differ in element type";
+    for (std::string error : {expectShape(a.op, "grad", dy, x.shape),
+                              expectShape(a.op, "result", dx, x.shape)})
+      if (!error.empty())
+        return error;
+    math::visitUnaryFn(info->fn, [&](auto f) {
+      mathGrad<decltype(f)::value>(x.as<float>(), dy.as<float>(),
+                                   dx.as<float>(), x.numElements(), alpha,
+                                   beta);
+    });
+    return {};
+  });
+}
+
 } // namespace
 
 void registerElementwiseKernels(KernelTable &table) {
@@ -455,6 +549,15 @@ void registerElementwiseKernels(KernelTable &table) {
                                             : UnaryKind::Gelu);
                    },
                    1, 1};
+  for (const math::UnaryFnInfo &info : math::kUnaryFns)
+    table[info.name] = {[&info](CpuContext &, const KernelArgs &args) {
+                          return mathKernel(args, info);
+                        },
+                        1, 1};
+  table["unary_grad"] = {[](CpuContext &, const KernelArgs &args) {
+                           return unaryGradKernel(args);
+                         },
+                         2, 2};
 }
 
 } // namespace loom::rt::cpu

@@ -1,13 +1,15 @@
 //===- Elementwise.cu - Elementwise CUDA kernels --------------------------===//
 //
-// Binary ops with numpy broadcasting, unary ops, relu_grad and gelu_grad,
-// cast and select. f16 and bf16 compute in f32; integer add, sub, mul, div
-// and neg compute in their own type (division by zero is a device error).
-// Every kernel is a grid-stride loop over the output with strided operand
-// offsets (Indexer), so broadcasting costs no copies.
+// Binary ops with numpy broadcasting, unary ops (the activations of
+// common/ops/ElementwiseMath.h among them), relu_grad, gelu_grad and
+// unary_grad, cast and select. f16 and bf16 compute in f32; integer add, sub,
+// mul, div and neg compute in their own type (division by zero is a device
+// error). Every kernel is a grid-stride loop over the output with strided
+// operand offsets (Indexer), so broadcasting costs no copies.
 //
 //===----------------------------------------------------------------------===//
 
+#include "common/ops/ElementwiseMath.h"
 #include "runtime/cuda/DeviceUtil.cuh"
 
 namespace loom::rt::cuda {
@@ -254,6 +256,100 @@ std::string runActivationGrad(CudaContext &ctx, const KernelArgs &args,
   return launchStatus(args.op);
 }
 
+//===--- The functions of ElementwiseMath.h and unary_grad -----------===//
+
+namespace math = loom::ops::math;
+
+template <math::UnaryFn F, typename T>
+__global__ void mathValueKernel(const T *in, T *out, int64_t n, float alpha,
+                                float beta) {
+  LOOM_GRID_LOOP(i, n) {
+    out[i] = fromFloat<T>(math::unaryValue<F>(toFloat(in[i]), alpha, beta));
+  }
+}
+
+/// |x| with wrap-around: the minimum stays itself.
+template <typename T>
+__global__ void absIntKernel(const T *in, T *out, int64_t n) {
+  using U = std::make_unsigned_t<T>;
+  LOOM_GRID_LOOP(i, n) {
+    out[i] = in[i] < 0 ? static_cast<T>(U(0) - static_cast<U>(in[i])) : in[i];
+  }
+}
+
+template <math::UnaryFn F, typename T>
+__global__ void mathGradKernel(const T *x, const T *dy, T *dx, int64_t n,
+                               float alpha, float beta) {
+  LOOM_GRID_LOOP(i, n) {
+    dx[i] = fromFloat<T>(toFloat(dy[i]) *
+                         math::unaryDerivative<F>(toFloat(x[i]), alpha, beta));
+  }
+}
+
+/// An op of ElementwiseMath.h, its parameters read from its attributes.
+std::string runMath(CudaContext &ctx, const KernelArgs &args,
+                    const math::UnaryFnInfo &info) {
+  const TensorView &in = args.inputs[0], &out = args.outputs[0];
+  if (in.dtype != out.dtype || in.shape != out.shape)
+    return "cuda kernel '" + std::string(args.op) +
+           "' needs a result of its input's type";
+  auto param = [&](const char *name) {
+    return name ? static_cast<float>(args.attrs.getFloat(name)) : 0.0f;
+  };
+  float alpha = param(info.alpha), beta = param(info.beta);
+  int64_t n = out.numElements();
+  if (n == 0)
+    return "";
+  if (dispatchFloat(in.dtype, [&](auto t) {
+        using T = decltype(t);
+        math::visitUnaryFn(info.fn, [&](auto f) {
+          mathValueKernel<decltype(f)::value, T>
+              <<<blocksFor(n), kThreads, 0, ctx.stream>>>(
+                  in.as<T>(), out.as<T>(), n, alpha, beta);
+        });
+      })) {
+  } else if (info.fn == math::UnaryFn::Abs && in.dtype == DType::I32) {
+    absIntKernel<int32_t><<<blocksFor(n), kThreads, 0, ctx.stream>>>(
+        in.as<int32_t>(), out.as<int32_t>(), n);
+  } else if (info.fn == math::UnaryFn::Abs && in.dtype == DType::I64) {
+    absIntKernel<int64_t><<<blocksFor(n), kThreads, 0, ctx.stream>>>(
+        in.as<int64_t>(), out.as<int64_t>(), n);
+  } else {
+    return unsupportedType(args.op, in.dtype);
+  }
+  return launchStatus(args.op);
+}
+
+/// unary_grad(x, dy) {fn, alpha, beta}: dy * fn'(x).
+std::string runUnaryGrad(CudaContext &ctx, const KernelArgs &args) {
+  const TensorView &x = args.inputs[0], &dy = args.inputs[1],
+                   &dx = args.outputs[0];
+  std::string fn = args.attrs.getString("fn");
+  const math::UnaryFnInfo *info = math::findUnaryFn(fn);
+  if (!info)
+    return "cuda kernel 'unary_grad': fn '" + fn + "' is not one of " +
+           std::string(math::unaryFnNames());
+  if (x.dtype != dy.dtype || x.dtype != dx.dtype || x.shape != dy.shape ||
+      x.shape != dx.shape)
+    return "cuda kernel '" + std::string(args.op) +
+           "' needs input, grad and result of one type";
+  float alpha = static_cast<float>(args.attrs.getFloat("alpha")),
+        beta = static_cast<float>(args.attrs.getFloat("beta"));
+  int64_t n = x.numElements();
+  if (n == 0)
+    return "";
+  if (!dispatchFloat(x.dtype, [&](auto t) {
+        using T = decltype(t);
+        math::visitUnaryFn(info->fn, [&](auto f) {
+          mathGradKernel<decltype(f)::value, T>
+              <<<blocksFor(n), kThreads, 0, ctx.stream>>>(
+                  x.as<T>(), dy.as<T>(), dx.as<T>(), n, alpha, beta);
+        });
+      }))
+    return unsupportedType(args.op, x.dtype);
+  return launchStatus(args.op);
+}
+
 //===--- cast and select ---------------------------------------------===//
 
 /// Reads element i of any type as double (floats) and int64 (integers).
@@ -446,6 +542,12 @@ void registerElementwiseKernels(KernelTable &table) {
                               args.attrs.getBool("tanh_approximation") ? 2 : 1);
                         },
                         2, 2};
+  for (const math::UnaryFnInfo &info : math::kUnaryFns)
+    table[info.name] = {[&info](CudaContext &ctx, const KernelArgs &args) {
+                          return runMath(ctx, args, info);
+                        },
+                        1, 1};
+  table["unary_grad"] = {runUnaryGrad, 2, 2};
   table["cast"] = {runCast, 1, 1};
   table["select"] = {runSelect, 3, 3};
 }

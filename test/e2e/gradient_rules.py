@@ -183,6 +183,68 @@ UNARY = {
 for op, (make, fn) in UNARY.items():
     add(op.lower(), node(op, ["x"]), {"x": make()}, lambda t, fn=fn: fn(t["x"]))
 
+# ---- activations: one loom.unary_grad, derivatives from common/ops/ElementwiseMath.h ----
+# x holds the kinks of the piecewise ones, where the rule must be PyTorch's too.
+
+
+def with_points(*points, scale=2.0):
+    """rn(3, 5, scale=scale) whose first elements are `points`."""
+    x = rn(3, 5, scale=scale).ravel()
+    x[:len(points)] = points
+    return x.reshape(3, 5)
+
+
+def selu_ref(x, alpha, gamma):
+    return gamma * torch.where(x > 0, x, alpha * torch.expm1(x))
+
+
+ACTIVATIONS = [
+    # (case, op, x, torch reference of x, ONNX attributes)
+    ("cos", "Cos", lambda: rn(3, 5, scale=2.0), torch.cos, {}),
+    ("sin", "Sin", lambda: rn(3, 5, scale=2.0), torch.sin, {}),
+    ("abs", "Abs", lambda: with_points(0.0), torch.abs, {}),
+    ("reciprocal", "Reciprocal", lambda: signed(3, 5), torch.reciprocal, {}),
+    ("softplus", "Softplus", lambda: with_points(25.0, -25.0, 0.0, scale=3.0), F.softplus,
+     {}),
+    ("hardswish", "HardSwish", lambda: with_points(-3.0, 3.0, -4.0, 4.0, 0.0, scale=3.0),
+     F.hardswish, {}),
+    ("leakyrelu_default", "LeakyRelu", lambda: with_points(0.0),
+     lambda x: F.leaky_relu(x, 0.01), {}),
+    ("leakyrelu_alpha0.2", "LeakyRelu", lambda: with_points(0.0),
+     lambda x: F.leaky_relu(x, 0.2), {"alpha": 0.2}),
+    ("elu_default", "Elu", lambda: with_points(0.0), F.elu, {}),
+    ("elu_alpha0.5", "Elu", lambda: with_points(0.0), lambda x: F.elu(x, 0.5),
+     {"alpha": 0.5}),
+    ("selu_default", "Selu", lambda: with_points(0.0), F.selu, {}),
+    ("selu_alpha1.5_gamma2", "Selu", lambda: with_points(0.0),
+     lambda x: selu_ref(x, 1.5, 2.0), {"alpha": 1.5, "gamma": 2.0}),
+    # ONNX's default slope 0.2 is not PyTorch's: by hand, off the clamp's kinks.
+    ("hardsigmoid_default", "HardSigmoid", lambda: with_points(2.4, -2.4, 3.0, -3.0),
+     lambda x: torch.clamp(0.2 * x + 0.5, 0.0, 1.0), {}),
+    # PyTorch's hardsigmoid (as it exports it), kinks included.
+    ("hardsigmoid_torch", "HardSigmoid", lambda: with_points(-3.0, 3.0, 0.0, scale=3.0),
+     F.hardsigmoid, {"alpha": 1.0 / 6.0}),
+]
+for name, op, make, fn, attrs in ACTIVATIONS:
+    add(name, node(op, ["x"], **attrs), {"x": make()}, lambda t, fn=fn: fn(t["x"]))
+
+# Clip with constant bounds (opset 11+ inputs), an absent one unbounded; x holds the
+# bounds themselves, where torch.clamp passes the gradient.
+CLIPS = [
+    ("clip_relu6", ["x", "lo", "hi"], 0.0, 6.0),
+    ("clip_min_only", ["x", "lo"], -0.5, None),
+    ("clip_max_only", ["x", "", "hi"], None, 0.5),
+]
+for name, inputs, lo, hi in CLIPS:
+    tensors = {"x": with_points(*[b for b in (lo, hi) if b is not None], -7.0, 7.0,
+                                scale=4.0)}
+    if lo is not None:
+        tensors["lo"] = np.array(lo, np.float32)
+    if hi is not None:
+        tensors["hi"] = np.array(hi, np.float32)
+    add(name, node("Clip", inputs), tensors,
+        lambda t, lo=lo, hi=hi: torch.clamp(t["x"], lo, hi))
+
 # ---- MatMul --------------------------------------------------------------------------------
 
 MATMULS = [

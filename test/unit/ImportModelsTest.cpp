@@ -213,4 +213,23 @@ TEST(ImportErrors, InputShapeOverridesAndIsChecked) {
   EXPECT_NE(bad.message.find("node '"), std::string::npos) << bad.message;
 }
 
+// Proves a Clip whose bound is a run-time value (ONNX's test_clip feeds min
+// and max as graph inputs) is rejected as unsupported, naming the node, the
+// input and what is supported, and that constant or absent bounds import.
+TEST(ImportErrors, ClipNeedsConstantBounds) {
+  DialectRegistry registry;
+  loom::registerLoomDialects(registry);
+  MLIRContext context(registry);
+  std::string dir = LOOM_ONNX_NODE_TEST_DIR;
+  ImportResult bad = importOnnxFile(dir + "/test_clip/model.onnx", {}, context);
+  ASSERT_EQ(bad.status, ImportStatus::Unsupported) << bad.message;
+  for (const char *part :
+       {"(Clip, opset 13): the min (input 'min') is computed at run time",
+        "Loom needs Clip's bounds to be constants (or absent)"})
+    EXPECT_NE(bad.message.find(part), std::string::npos) << bad.message;
+  ImportResult ok = importOnnxFile(
+      dir + "/test_clip_default_inbounds/model.onnx", {}, context);
+  EXPECT_TRUE(ok.ok()) << ok.message;
+}
+
 } // namespace

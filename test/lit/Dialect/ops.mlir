@@ -64,6 +64,14 @@ func.func @unary(%x: tensor<2x3xf32>, %h: tensor<4xf16>, %n: tensor<3xi64>) {
   %9 = loom.gelu %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
   // CHECK: loom.gelu %[[X]] {tanh_approximation} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   %10 = loom.gelu %x {tanh_approximation} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: loom.abs %[[N]] : (tensor<3xi64>) -> tensor<3xi64>
+  %11 = loom.abs %n : (tensor<3xi64>) -> tensor<3xi64>
+  // CHECK: loom.hard_swish %[[H]] : (tensor<4xf16>) -> tensor<4xf16>
+  %12 = loom.hard_swish %h : (tensor<4xf16>) -> tensor<4xf16>
+  // CHECK: loom.selu %[[X]] {alpha = 1.500000e+00 : f32, gamma = 2.000000e+00 : f32} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %13 = loom.selu %x {alpha = 1.5 : f32, gamma = 2.0 : f32} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: loom.clip %[[X]] {max = 0x7F800000 : f32, min = 0.000000e+00 : f32} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %14 = loom.clip %x {min = 0.0 : f32, max = 0x7F800000 : f32} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   return
 }
 

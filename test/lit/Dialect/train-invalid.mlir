@@ -11,6 +11,15 @@ func.func @relu_grad_types(%x: tensor<2x8xf32>, %g: tensor<2x4xf32>) {
 
 // -----
 
+func.func @unary_grad_unknown_fn(%x: tensor<2xf32>) {
+  // expected-error @+2 {{fn 'relu' is not one of cos, sin, abs, reciprocal, softplus, mish, hard_swish, leaky_relu, elu, selu, hard_sigmoid, clip}}
+  // expected-error @+1 {{'loom.unary_grad' op failed to infer returned types}}
+  %0 = loom.unary_grad %x, %x {fn = "relu", alpha = 0.0 : f32, beta = 0.0 : f32} : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
 func.func @layer_norm_grad_axis(%x: tensor<2x8xf32>, %s: tensor<8xf32>) {
   // expected-error @+2 {{axis 2 is out of range for rank 2}}
   // expected-error @+1 {{'loom.layer_norm_grad' op failed to infer returned types}}

@@ -20,6 +20,7 @@
 // CHECK-NEXT: %12 = loom.reduce_max %arg0 {axes = array<i64: 1>, keep_dims} : (tensor<2x8xf32>) -> tensor<2x1xf32>
 // CHECK-NEXT: %13 = loom.reduce_max_grad %arg0, %12, %12 {axes = array<i64: 1>, keep_dims} : (tensor<2x8xf32>, tensor<2x1xf32>, tensor<2x1xf32>) -> tensor<2x8xf32>
 // CHECK-NEXT: %new_param_0, %new_m, %new_v = loom.adam_update %arg13, %arg2, %arg2, %arg2, %arg14, %arg15 {beta1 = 0.899999976 : f32, beta2 = 9.990000e-01 : f32, decoupled_weight_decay, epsilon = 9.99999993E-9 : f32, weight_decay = 0.00999999977 : f32} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>, tensor<f32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+// CHECK-NEXT: %14 = loom.unary_grad %arg0, %arg1 {alpha = 5.000000e-01 : f32, beta = 0.000000e+00 : f32, fn = "elu"} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
 // CHECK-NEXT: return
 
 func.func @train_ops(%x: tensor<2x8xf32>, %g: tensor<2x8xf32>, %s: tensor<8xf32>,
@@ -44,5 +45,6 @@ func.func @train_ops(%x: tensor<2x8xf32>, %g: tensor<2x8xf32>, %s: tensor<8xf32>
   %m = loom.reduce_max %x {axes = array<i64: 1>, keep_dims} : (tensor<2x8xf32>) -> tensor<2x1xf32>
   %dm = loom.reduce_max_grad %x, %m, %m {axes = array<i64: 1>, keep_dims} : (tensor<2x8xf32>, tensor<2x1xf32>, tensor<2x1xf32>) -> tensor<2x8xf32>
   %14:3 = loom.adam_update %p, %s, %s, %s, %lr, %step {beta1 = 0.9 : f32, beta2 = 0.999 : f32, decoupled_weight_decay, epsilon = 1.0e-8 : f32, weight_decay = 0.01 : f32} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>, tensor<f32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %15 = loom.unary_grad %x, %g {fn = "elu", alpha = 0.5 : f32, beta = 0.0 : f32} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
   return
 }

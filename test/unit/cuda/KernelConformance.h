@@ -106,7 +106,8 @@ inline Tolerance exact() { return {0, 0}; }
 
 //===--- The case table -----------------------------------------------===//
 
-/// add .. pow, the unary ops, relu_grad, gelu_grad, cast, select.
+/// add .. pow, the unary ops, relu_grad, gelu_grad, the activations of
+/// common/ops/ElementwiseMath.h and unary_grad, cast, select.
 void addElementwiseCases(std::vector<CaseSpec> &cases);
 /// reshape, broadcast, transpose, slice, slice_grad, concat, gather,
 /// gather_grad.

@@ -17,7 +17,9 @@ const std::vector<std::string> kCudaBackendOps = {
     // Elementwise.cu
     "add", "sub", "mul", "div", "pow", "neg", "exp", "log", "sqrt", "erf",
     "tanh", "relu", "sigmoid", "gelu", "relu_grad", "gelu_grad", "cast",
-    "select",
+    "select", "cos", "sin", "abs", "reciprocal", "softplus", "mish",
+    "hard_swish", "leaky_relu", "elu", "selu", "hard_sigmoid", "clip",
+    "unary_grad",
     // DataMovement.cu
     "reshape", "broadcast", "transpose", "slice", "slice_grad", "concat",
     "gather", "gather_grad",
@@ -301,6 +303,72 @@ void addUnaryCases(std::vector<CaseSpec> &cases) {
   }
 }
 
+/// The activations of common/ops/ElementwiseMath.h and their unary_grad.
+/// Each one's inputs span its kinks; the gradient's are on a grid of
+/// levels that holds them exactly (hard_swish's -3 and 3, clip's bounds,
+/// hard_sigmoid's -2.5 and 2.5, 0 for the rest).
+void addActivationCases(std::vector<CaseSpec> &cases) {
+  struct Activation {
+    const char *op, *variant;
+    double lo, step; ///< levels lo, lo + step, ... (17 of them)
+    /// The op's attributes, and the same as unary_grad's alpha and beta.
+    std::vector<std::pair<const char *, double>> params;
+  };
+  const double inf = INFINITY;
+  const std::vector<Activation> activations = {
+      {"cos", "", -6, 0.75, {}},
+      {"sin", "", -6, 0.75, {}},
+      {"abs", "", -2, 0.25, {}},
+      {"reciprocal", "", 0.25, 0.5, {}},
+      {"softplus", "", -32, 4, {}},
+      {"mish", "", -6, 0.75, {}},
+      {"hard_swish", "", -4, 0.5, {}},
+      {"leaky_relu", "", -2, 0.25, {{"alpha", 0.01}}},
+      {"elu", "", -4, 0.5, {{"alpha", 1.0}}},
+      {"selu", "", -4, 0.5, {{"alpha", 1.6732632}, {"gamma", 1.050701}}},
+      {"hard_sigmoid", "", -4, 0.5, {{"alpha", 0.2}, {"beta", 0.5}}},
+      {"clip", "", -2, 0.25, {{"min", -0.5}, {"max", 0.75}}},
+      {"clip", "max_only", -2, 0.25, {{"min", -inf}, {"max", 0.75}}},
+  };
+  for (const Activation &a : activations)
+    for (DType dtype : kFloatTypes) {
+      addCase(cases, a.op, a.variant, dtype, [=](std::mt19937 &rng) {
+        Case c;
+        for (const auto &[name, value] : a.params)
+          c.attrs.set(name, value);
+        double hi = a.lo + 16 * a.step;
+        c.inputs = {a.lo > 0 ? awayFromZero(dtype, {3, 5, 7}, rng, a.lo, hi)
+                             : uniform(dtype, {3, 5, 7}, rng, a.lo, hi)};
+        c.outputs = {{dtype, {3, 5, 7}}};
+        return c;
+      });
+      std::string fn = a.op;
+      addCase(cases, "unary_grad", *a.variant ? fn + "_" + a.variant : fn,
+              dtype, [=](std::mt19937 &rng) {
+                Case c;
+                c.attrs.set("fn", std::string(a.op));
+                c.attrs.set("alpha",
+                            a.params.size() > 0 ? a.params[0].second : 0.0);
+                c.attrs.set("beta",
+                            a.params.size() > 1 ? a.params[1].second : 0.0);
+                c.inputs = {a.lo > 0
+                                ? awayFromZero(dtype, {6, 11}, rng, a.lo,
+                                               a.lo + 16 * a.step)
+                                : levels(dtype, {6, 11}, rng, a.lo, a.step, 17),
+                            uniform(dtype, {6, 11}, rng)};
+                c.outputs = {{dtype, {6, 11}}};
+                return c;
+              });
+    }
+  for (DType dtype : {DType::I32, DType::I64})
+    addCase(cases, "abs", "", dtype, [=](std::mt19937 &rng) {
+      Case c;
+      c.inputs = {integers(dtype, {4, 9}, rng, -100000, 100000)};
+      c.outputs = {{dtype, {4, 9}}};
+      return c;
+    });
+}
+
 /// cast's source values: within every type's range, with exact zeros and
 /// whole numbers among fractions (truncation toward zero, bool).
 HostBuffer castSource(DType dtype, const Shape &shape, std::mt19937 &rng) {
@@ -373,6 +441,7 @@ void addCastSelectCases(std::vector<CaseSpec> &cases) {
 void addElementwiseCases(std::vector<CaseSpec> &cases) {
   addBinaryCases(cases);
   addUnaryCases(cases);
+  addActivationCases(cases);
   addCastSelectCases(cases);
 }
 

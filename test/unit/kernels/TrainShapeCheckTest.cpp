@@ -59,13 +59,34 @@ std::set<std::string> trainOps() {
 // CPU kernel.
 TEST(TrainShapeCheckTest, EveryTrainingOpHasARuleAndAKernel) {
   std::set<std::string> ops = trainOps();
-  EXPECT_EQ(ops.size(), 15u) << "could not parse LoomTrainOps.td";
+  EXPECT_EQ(ops.size(), 16u) << "could not parse LoomTrainOps.td";
   auto backend = createCpuBackend();
   for (const std::string &op : ops) {
     EXPECT_EQ(check(op, Attrs(), {}, {}).find("unknown op"), std::string::npos)
         << op;
     EXPECT_NE(backend->findKernel(op), nullptr) << op;
   }
+}
+
+// Proves unary_grad takes input and grad of one float type, gives it, and
+// names a function of common/ops/ElementwiseMath.h.
+TEST(TrainShapeCheckTest, UnaryGrad) {
+  Attrs elu;
+  elu.set("fn", std::string("elu"));
+  elu.set("alpha", 1.0);
+  elu.set("beta", 0.0);
+  EXPECT_EQ(
+      check("unary_grad", elu, {{F32, {2, 3}}, {F32, {2, 3}}}, {{F32, {2, 3}}}),
+      "");
+  EXPECT_NE(
+      check("unary_grad", elu, {{F32, {2, 3}}, {F32, {2, 4}}}, {{F32, {2, 3}}}),
+      "");
+  Attrs relu = elu;
+  relu.set("fn", std::string("relu"));
+  EXPECT_NE(
+      check("unary_grad", relu, {{F32, {2, 3}}, {F32, {2, 3}}}, {{F32, {2, 3}}})
+          .find("fn 'relu' is not one of"),
+      std::string::npos);
 }
 
 // Proves reduce_max_grad needs the maximum and grad shaped like the
