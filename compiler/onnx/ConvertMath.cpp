@@ -415,6 +415,7 @@ template <typename OpTy> LogicalResult convertReduce(NodeContext &nc) {
 /// max, so that their kernels, gradients and shardings are those ops':
 ///   ReduceSumSquare  sum(x * x)          ReduceL2      sqrt(sum(x * x))
 ///   ReduceLogSum     log(sum(x))         ReduceMin     -max(-x)
+///   ReduceL1         sum(|x|)
 ///   ReduceLogSumExp  log(sum(exp(x - m))) + m, with m = max(x) (stable)
 LogicalResult convertComposedReduce(NodeContext &nc) {
   auto spec = reduceSpec(nc);
@@ -468,6 +469,11 @@ LogicalResult convertComposedReduce(NodeContext &nc) {
       if (failed(square))
         return failure();
       y = *square;
+    } else if (op == "ReduceL1") {
+      auto abs = nc.create<AbsOp>(x);
+      if (failed(abs))
+        return failure();
+      y = *abs;
     }
     if (!spec->identity) {
       auto sum = reduce<ReduceSumOp>(nc, y, *spec, spec->keepDims);
@@ -577,6 +583,7 @@ void addMathConverters(llvm::StringMap<Converter> &t) {
   t["ReduceMax"] = {1, convertReduce<ReduceMaxOp>};
   t["ReduceMin"] = {1, convertComposedReduce};
   t["ReduceSumSquare"] = {1, convertComposedReduce};
+  t["ReduceL1"] = {1, convertComposedReduce};
   t["ReduceL2"] = {1, convertComposedReduce};
   t["ReduceLogSum"] = {1, convertComposedReduce};
   t["ReduceLogSumExp"] = {1, convertComposedReduce};

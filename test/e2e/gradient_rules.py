@@ -392,6 +392,7 @@ add("reducesum_noop_empty_axes", node("ReduceSum", ["x"], noop_with_empty_axes=1
 COMPOSED_REDUCE = {
     "ReduceSumSquare": lambda x, d, k: torch.sum(x * x, d, keepdim=k),
     "ReduceL2": lambda x, d, k: torch.sqrt(torch.sum(x * x, d, keepdim=k)),
+    "ReduceL1": lambda x, d, k: torch.sum(torch.abs(x), d, keepdim=k),
     "ReduceLogSum": lambda x, d, k: torch.log(torch.sum(x, d, keepdim=k)),
     "ReduceLogSumExp": lambda x, d, k: torch.logsumexp(x, d, keepdim=k),
     "ReduceMin": lambda x, d, k: torch.amin(x, d, keepdim=k),
