@@ -102,6 +102,11 @@ SmallVector<StringRef> supportedOpTypes() {
 
 namespace {
 
+/// Frozen initializers up to this many elements are folded constants, so
+/// that converters needing known values (a clip bound, an exponent) see
+/// them; larger ones are buffers, loaded and checkpointed but not updated.
+constexpr int64_t kMaxFrozenFoldElements = int64_t(1) << 16;
+
 /// The newest opset whose operators Loom knows. Older opsets are accepted
 /// operator by operator (Converter::oldestVersion).
 constexpr int64_t kMaxOpset = 17;
@@ -367,8 +372,9 @@ std::optional<ImportResult> Importer::createArguments(func::FuncOp func) {
     values.insert_or_assign(name, OnnxValue(Value(arg)));
   }
 
-  // Which initializers the graph uses, and which are batch-norm statistics.
-  llvm::StringSet<> used, buffers;
+  // Which initializers the graph uses, which are batch-norm statistics, and
+  // which are frozen.
+  llvm::StringSet<> used, buffers, frozen;
   for (const auto &node : graph.node()) {
     for (const auto &in : node.input())
       used.insert(in);
@@ -378,7 +384,8 @@ std::optional<ImportResult> Importer::createArguments(func::FuncOp func) {
   }
   for (const auto &out : graph.output())
     used.insert(out.name());
-  // Frozen initializers (--freeze) are kept as buffers: never trained.
+  // Frozen initializers (--freeze) are never trained: constants when small
+  // (below), else buffers.
   for (const std::string &text : options.freeze) {
     llvm::Expected<llvm::GlobPattern> pattern = llvm::GlobPattern::create(text);
     if (!pattern)
@@ -396,6 +403,7 @@ std::optional<ImportResult> Importer::createArguments(func::FuncOp func) {
       if (pattern->match(init.name())) {
         matched = true;
         buffers.insert(init.name());
+        frozen.insert(init.name());
       }
     }
     if (!matched)
@@ -430,7 +438,14 @@ std::optional<ImportResult> Importer::createArguments(func::FuncOp func) {
     // temperature or a PReLU slope is one element); trained unless it is a
     // buffer (batch-norm statistics, --freeze). Integer and bool tensors
     // are constants the importer may fold.
-    bool isState = isFloat(*dtype) && *count > 0 && !valueInputs.contains(name);
+    // A small frozen tensor folds, when its data is at hand (a shape-only
+    // import does not read external data: it stays a buffer there).
+    bool foldFrozen =
+        frozen.contains(name) && *count <= kMaxFrozenFoldElements &&
+        (options.withWeights ||
+         init.data_location() != onnx::TensorProto_DataLocation_EXTERNAL);
+    bool isState = isFloat(*dtype) && *count > 0 &&
+                   !valueInputs.contains(name) && !foldFrozen;
     // Without weights (shapes only, e.g. `loom simulate`), the data of
     // state is never read: its external files need not exist.
     bool withData =

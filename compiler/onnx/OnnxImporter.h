@@ -39,8 +39,9 @@ struct ImportOptions {
   /// shapes, axes or bounds, which Loom's static shapes need known.
   llvm::StringMap<std::string> inputValues;
   /// Glob patterns (`*`, `?`, `[...]`) of floating-point initializers that
-  /// are not trained (`--freeze`): they are imported as buffers, loaded and
-  /// checkpointed but never updated. Each pattern must match one.
+  /// are not trained (`--freeze`): constants the importer folds when small
+  /// (at most 65,536 elements), else buffers, loaded and checkpointed but
+  /// never updated. Each pattern must match one.
   std::vector<std::string> freeze;
   /// Attach initializer data (`loom.init`) to parameter arguments.
   bool withWeights = true;

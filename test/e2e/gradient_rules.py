@@ -228,8 +228,9 @@ ACTIVATIONS = [
 for name, op, make, fn, attrs in ACTIVATIONS:
     add(name, node(op, ["x"], **attrs), {"x": make()}, lambda t, fn=fn: fn(t["x"]))
 
-# Clip with constant bounds (opset 11+ inputs), an absent one unbounded; x holds the
-# bounds themselves, where torch.clamp passes the gradient.
+# Clip with constant bounds (opset 11+ inputs; float initializers are trained unless
+# frozen, as PyTorch's Constant-node bounds are not), an absent one unbounded; x holds
+# the bounds themselves, where torch.clamp passes the gradient.
 CLIPS = [
     ("clip_relu6", ["x", "lo", "hi"], 0.0, 6.0),
     ("clip_min_only", ["x", "lo"], -0.5, None),
@@ -243,7 +244,8 @@ for name, inputs, lo, hi in CLIPS:
     if hi is not None:
         tensors["hi"] = np.array(hi, np.float32)
     add(name, node("Clip", inputs), tensors,
-        lambda t, lo=lo, hi=hi: torch.clamp(t["x"], lo, hi))
+        lambda t, lo=lo, hi=hi: torch.clamp(t["x"], lo, hi),
+        frozen=[n for n in ("lo", "hi") if n in tensors])
 
 # ---- MatMul --------------------------------------------------------------------------------
 
