@@ -18,6 +18,9 @@ const std::vector<std::string> kCudaBackendOps = {
     "add", "sub", "mul", "div", "pow", "neg", "exp", "log", "sqrt", "erf",
     "tanh", "relu", "sigmoid", "gelu", "relu_grad", "gelu_grad", "cast",
     "select",
+    // Compare.cu
+    "equal", "less", "less_equal", "greater", "greater_equal", "and", "or",
+    "xor", "not", "max", "min", "trilu",
     // DataMovement.cu
     "reshape", "broadcast", "transpose", "slice", "slice_grad", "concat",
     "gather", "gather_grad",
@@ -44,6 +47,7 @@ const std::vector<CaseSpec> &conformanceCases() {
     addReductionNormalizationCases(all);
     addLossOptimizerMatmulCases(all);
     addConvPoolCases(all);
+    addCompareCases(all);
     return all;
   }();
   return cases;
