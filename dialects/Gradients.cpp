@@ -306,6 +306,59 @@ LOOM_GRADIENT(SelectOp) {
 }
 
 //===----------------------------------------------------------------------===//
+// Maximum, minimum and triangles
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The gradient of max (lhs wins where `lhsWins` is greater) or min: dy
+/// goes to the operand that wins, and half of it to each on a tie, as
+/// PyTorch's torch.maximum and torch.minimum do.
+template <typename LhsWins, typename RhsWins, typename Op>
+LogicalResult extremumGradient(Op op, OpBuilder &b, ArrayRef<Value> resultGrads,
+                               ArrayRef<bool> needed,
+                               SmallVectorImpl<Value> &operandGrads) {
+  if (noGradient(resultGrads, 2, operandGrads))
+    return success();
+  if (!isa<FloatType>(typeOf(op.getLhs()).getElementType()))
+    return op.emitOpError("is differentiable on floating-point inputs only");
+  Location loc = op.getLoc();
+  Emitter e{b, loc};
+  Value dy = resultGrads[0], lhs = op.getLhs(), rhs = op.getRhs();
+  Value tie = SelectOp::create(b, loc, EqualOp::create(b, loc, lhs, rhs),
+                               e.mul(dy, e.scalar(dy, 0.5)), e.scalar(dy, 0.0));
+  if (needed[0])
+    operandGrads[0] = e.unbroadcast(
+        SelectOp::create(b, loc, LhsWins::create(b, loc, lhs, rhs), dy, tie),
+        typeOf(lhs));
+  if (needed[1])
+    operandGrads[1] = e.unbroadcast(
+        SelectOp::create(b, loc, RhsWins::create(b, loc, lhs, rhs), dy, tie),
+        typeOf(rhs));
+  return success();
+}
+
+} // namespace
+
+LOOM_GRADIENT(MaxOp) {
+  return extremumGradient<GreaterOp, LessOp>(*this, b, resultGrads, needed,
+                                             operandGrads);
+}
+
+LOOM_GRADIENT(MinOp) {
+  return extremumGradient<LessOp, GreaterOp>(*this, b, resultGrads, needed,
+                                             operandGrads);
+}
+
+LOOM_GRADIENT(TriluOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  operandGrads[0] =
+      TriluOp::create(b, getLoc(), resultGrads[0], getUpperAttr(), getKAttr());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Linear algebra and normalisation
 //===----------------------------------------------------------------------===//
 

@@ -205,6 +205,64 @@ def Loom_SelectOp : Loom_InferredOp<"select", [DeclareOpInterfaceMethods<Loom_Gr
 }
 
 //===----------------------------------------------------------------------===//
+// Maximum, minimum, comparisons and logic (numpy broadcasting)
+//===----------------------------------------------------------------------===//
+
+def Loom_MaxOp : Loom_BinaryOp<"max", "maximum">;
+def Loom_MinOp : Loom_BinaryOp<"min", "minimum">;
+
+/// An elementwise op with a bool result and no gradient: comparisons and
+/// logic. Its operands broadcast as in numpy and have one element type.
+class Loom_MaskOp<string mnemonic, string what, Type type>
+    : Loom_InferredOp<mnemonic>, Loom_ElementwiseSharding<0> {
+  let extraClassDefinition = inferByRule # elementwiseSharding;
+  let summary = "elementwise " # what # " with numpy broadcasting";
+  let description = [{
+    Both operands have the same element type. Their shapes broadcast as in
+    numpy: aligned at the last dimension, each pair of sizes is equal or one
+    of them is 1. The result is a bool tensor of the broadcast shape. It
+    has no gradient.
+  }];
+  let arguments = (ins type:$lhs, type:$rhs);
+  let results = (outs Loom_BoolTensor:$result);
+}
+
+def Loom_EqualOp : Loom_MaskOp<"equal", "comparison lhs == rhs", Loom_Tensor>;
+def Loom_LessOp : Loom_MaskOp<"less", "comparison lhs < rhs", Loom_NumericTensor>;
+def Loom_LessEqualOp
+    : Loom_MaskOp<"less_equal", "comparison lhs <= rhs", Loom_NumericTensor>;
+def Loom_GreaterOp
+    : Loom_MaskOp<"greater", "comparison lhs > rhs", Loom_NumericTensor>;
+def Loom_GreaterEqualOp
+    : Loom_MaskOp<"greater_equal", "comparison lhs >= rhs", Loom_NumericTensor>;
+def Loom_AndOp : Loom_MaskOp<"and", "logical and", Loom_BoolTensor>;
+def Loom_OrOp : Loom_MaskOp<"or", "logical or", Loom_BoolTensor>;
+def Loom_XorOp : Loom_MaskOp<"xor", "logical exclusive or", Loom_BoolTensor>;
+
+def Loom_NotOp : Loom_InferredOp<"not">, Loom_ElementwiseSharding<0> {
+  let extraClassDefinition = inferByRule # elementwiseSharding;
+  let summary = "elementwise logical negation";
+  let arguments = (ins Loom_BoolTensor:$input);
+  let results = (outs Loom_BoolTensor:$result);
+}
+
+//===----------------------------------------------------------------------===//
+// Triangular masks
+//===----------------------------------------------------------------------===//
+
+def Loom_TriluOp : Loom_InferredOp<"trilu", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
+  let summary = "the upper or lower triangle of the last two dimensions";
+  let description = [{
+    Keeps the elements of every `[..., M, N]` matrix of `input` (rank at
+    least 2) on and above the `k`-th diagonal (`upper`: column - row >= k)
+    or on and below it (otherwise: column - row <= k), and zeroes the rest.
+    The result has the input's type.
+  }];
+  let arguments = (ins Loom_Tensor:$input, BoolAttr:$upper, I64Attr:$k);
+  let results = (outs Loom_Tensor:$result);
+}
+
+//===----------------------------------------------------------------------===//
 // Linear algebra and normalisation
 //===----------------------------------------------------------------------===//
 

@@ -152,6 +152,15 @@ LOOM_ELEMENTWISE_RULE(MomentumUpdateOp)
 LOOM_ELEMENTWISE_RULE(AdamUpdateOp)
 #undef LOOM_ELEMENTWISE_RULE
 
+// The triangle's mask depends on the global row and column: the batch
+// dimensions split, the matrix dimensions never.
+ShardingRule TriluOp::getShardingRule() {
+  ShardingRule rule = elementwise(*this);
+  for (size_t d = rule.factors.size() - 2; d < rule.factors.size(); ++d)
+    rule.factors[d].kind = FactorKind::Blocked;
+  return rule;
+}
+
 #define LOOM_REPLICATED_RULE(OP)                                               \
   ShardingRule OP::getShardingRule() {                                         \
     return ShardingRule::replicatedOnly(*this);                                \

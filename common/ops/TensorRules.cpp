@@ -2,10 +2,10 @@
 //
 // The shape rules of the ops that combine tensors element by element
 // (binary with numpy broadcasting, unary, select, cast, softmax along an
-// axis), reduce them, or move their elements without arithmetic
-// (transpose, reshape, broadcast, gather, concat, slice), and of the
-// gradients of those: relu_grad, gelu_grad, unary_grad, reduce_max_grad,
-// gather_grad and slice_grad.
+// axis, comparisons and logic with a bool result, trilu), reduce them, or
+// move their elements without arithmetic (transpose, reshape, broadcast,
+// gather, concat, slice), and of the gradients of those: relu_grad,
+// gelu_grad, unary_grad, reduce_max_grad, gather_grad and slice_grad.
 //
 //===----------------------------------------------------------------------===//
 
@@ -150,6 +150,44 @@ std::string select(const Attrs &, const std::vector<TypeRef> &ops,
     return "condition shape " + formatShape(*ops[0].shape) +
            " does not broadcast with " + formatShape(values);
   return one(out, ops[1].dtype, shape);
+}
+
+/// Comparisons and logic: operands broadcast and share one element type
+/// (the flags say which); the result is bool.
+std::string mask(const std::vector<TypeRef> &ops, std::vector<TensorType> &out,
+                 bool allowBool, bool allowNumbers) {
+  Shape shape;
+  if (auto e = broadcastAll(ops, shape); !e.empty())
+    return e;
+  bool isBool = ops[0].dtype == DType::Bool;
+  if (isBool && !allowBool)
+    return "operands must be numbers, not bool";
+  if (!isBool && !allowNumbers)
+    return std::string("operands must be bool, not ") + dtypeName(ops[0].dtype);
+  return one(out, DType::Bool, shape);
+}
+
+std::string equal(const Attrs &, const std::vector<TypeRef> &ops,
+                  std::vector<TensorType> &out) {
+  return mask(ops, out, /*allowBool=*/true, /*allowNumbers=*/true);
+}
+
+std::string ordering(const Attrs &, const std::vector<TypeRef> &ops,
+                     std::vector<TensorType> &out) {
+  return mask(ops, out, /*allowBool=*/false, /*allowNumbers=*/true);
+}
+
+std::string logic(const Attrs &, const std::vector<TypeRef> &ops,
+                  std::vector<TensorType> &out) {
+  return mask(ops, out, /*allowBool=*/true, /*allowNumbers=*/false);
+}
+
+std::string trilu(const Attrs &, const std::vector<TypeRef> &ops,
+                  std::vector<TensorType> &out) {
+  if (ops[0].shape->size() < 2)
+    return "input must have rank at least 2, not " +
+           std::to_string(ops[0].shape->size());
+  return one(out, ops[0].dtype, *ops[0].shape);
 }
 
 std::string gather(const Attrs &a, const std::vector<TypeRef> &ops,
@@ -328,6 +366,18 @@ void addTensorRules(RuleTable &table) {
       {"clip", one},
       {"cast", checked(cast, 1, 1)},
       {"select", inferred(select, 3, 3)},
+      {"max", binary},
+      {"min", binary},
+      {"equal", inferred(equal, 2, 2)},
+      {"less", inferred(ordering, 2, 2)},
+      {"less_equal", inferred(ordering, 2, 2)},
+      {"greater", inferred(ordering, 2, 2)},
+      {"greater_equal", inferred(ordering, 2, 2)},
+      {"and", inferred(logic, 2, 2)},
+      {"or", inferred(logic, 2, 2)},
+      {"xor", inferred(logic, 2, 2)},
+      {"not", inferred(logic, 1, 1)},
+      {"trilu", inferred(trilu, 1, 1)},
       {"softmax", axis},
       {"log_softmax", axis},
       {"reduce_sum", reduction},

@@ -524,22 +524,80 @@ LogicalResult convertWhere(NodeContext &nc) {
   return success();
 }
 
-/// Equal is folded on constants only (exporters emit it in shape chains).
-LogicalResult convertEqual(NodeContext &nc) {
-  if (!nc.allConstant())
-    return nc.unsupported("Equal is supported on constant operands only "
-                          "(as exporters emit it in shape arithmetic)");
+//===--- Comparisons, logic, max and min ----------------------------------===//
+
+/// A comparison: folded on constants (exporters emit Equal in shape
+/// arithmetic), a run-time loom op otherwise.
+template <typename OpTy> LogicalResult convertCompare(NodeContext &nc) {
+  if (!nc.allConstant()) {
+    auto result = nc.create<OpTy>(nc.value(0), nc.value(1));
+    if (failed(result))
+      return failure();
+    nc.setOutput(0, *result);
+    return success();
+  }
+  StringRef opType = nc.node.op_type();
   const HostTensor *a = nc.constant(0), *b = nc.constant(1);
   auto shape = broadcastShapes(a->shape, b->shape);
   if (!shape || a->dtype != b->dtype)
-    return nc.invalid("Equal operands do not broadcast or differ in type");
+    return nc.invalid(opType + " operands do not broadcast or differ in type");
   if (*checkedNumElements(*shape) > kMaxFoldElements)
     return nc.unsupported("constant operands are too large to fold");
   HostTensor x = hostBroadcast(*a, *shape), y = hostBroadcast(*b, *shape);
   std::vector<int64_t> out;
-  for (int64_t i = 0, n = x.numElements(); i < n; ++i)
-    out.push_back(x.asDouble(i) == y.asDouble(i));
+  for (int64_t i = 0, n = x.numElements(); i < n; ++i) {
+    double l = x.asDouble(i), r = y.asDouble(i);
+    out.push_back(opType == "Equal"         ? l == r
+                  : opType == "Less"        ? l < r
+                  : opType == "LessOrEqual" ? l <= r
+                  : opType == "Greater"     ? l > r
+                                            : l >= r);
+  }
   nc.setOutput(0, HostTensor::ofInts(DType::Bool, *shape, std::move(out)));
+  return success();
+}
+
+/// And, Or, Xor on bool tensors.
+template <typename OpTy> LogicalResult convertLogic(NodeContext &nc) {
+  auto result = nc.create<OpTy>(nc.value(0), nc.value(1));
+  if (failed(result))
+    return failure();
+  nc.setOutput(0, *result);
+  return success();
+}
+
+LogicalResult convertNot(NodeContext &nc) {
+  auto result = nc.create<NotOp>(nc.value(0));
+  if (failed(result))
+    return failure();
+  nc.setOutput(0, *result);
+  return success();
+}
+
+/// Max, Min, Sum and Mean take any number of inputs that broadcast
+/// together: a chain of the binary op, left to right; Mean divides the sum
+/// by the count.
+template <typename OpTy> LogicalResult convertVariadic(NodeContext &nc) {
+  int n = nc.node.input_size();
+  if (n < 1)
+    return nc.invalid(nc.node.op_type() + " needs at least one input");
+  Value acc = nc.value(0);
+  for (int i = 1; i < n; ++i) {
+    auto next = nc.create<OpTy>(acc, nc.value(i));
+    if (failed(next))
+      return failure();
+    acc = *next;
+  }
+  if (nc.node.op_type() == "Mean" && n > 1) {
+    Type element = cast<RankedTensorType>(acc.getType()).getElementType();
+    if (!isa<FloatType>(element))
+      return nc.invalid("Mean takes floating-point inputs");
+    auto mean = nc.create<MulOp>(acc, nc.scalar(element, 1.0 / n));
+    if (failed(mean))
+      return failure();
+    acc = *mean;
+  }
+  nc.setOutput(0, acc);
   return success();
 }
 
@@ -588,7 +646,20 @@ void addMathConverters(llvm::StringMap<Converter> &t) {
   t["ReduceLogSum"] = {1, convertComposedReduce};
   t["ReduceLogSumExp"] = {1, convertComposedReduce};
   t["Where"] = {9, convertWhere};
-  t["Equal"] = {7, convertEqual};
+  t["Equal"] = {7, convertCompare<EqualOp>};
+  t["Less"] = {7, convertCompare<LessOp>};
+  t["LessOrEqual"] = {12, convertCompare<LessEqualOp>};
+  t["Greater"] = {7, convertCompare<GreaterOp>};
+  t["GreaterOrEqual"] = {12, convertCompare<GreaterEqualOp>};
+  t["And"] = {7, convertLogic<AndOp>}; // 1: `broadcast`
+  t["Or"] = {7, convertLogic<OrOp>};
+  t["Xor"] = {7, convertLogic<XorOp>};
+  t["Not"] = {1, convertNot};
+  // 6: operands of one shape, which broadcasting (from 8) includes.
+  t["Max"] = {6, convertVariadic<MaxOp>};
+  t["Min"] = {6, convertVariadic<MinOp>};
+  t["Sum"] = {6, convertVariadic<AddOp>};
+  t["Mean"] = {6, convertVariadic<AddOp>};
 }
 
 } // namespace loom::onnx_import

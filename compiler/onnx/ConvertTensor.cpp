@@ -603,6 +603,29 @@ LogicalResult convertRange(NodeContext &nc) {
   return success();
 }
 
+/// Trilu: k, the diagonal's offset, is an optional input that must be a
+/// constant (it becomes the op's attribute).
+LogicalResult convertTrilu(NodeContext &nc) {
+  int64_t k = 0;
+  if (nc.hasInput(1)) {
+    const HostTensor *c = nc.constant(1);
+    if (!c)
+      return nc.unsupported("Trilu's k (input '" + nc.node.input(1) +
+                            "') is computed at run time; Loom supports a "
+                            "constant k only (an initializer, a Constant "
+                            "or a value that folds)");
+    if (c->isFloat() || c->dtype == DType::Bool || c->numElements() != 1)
+      return nc.invalid("Trilu's k must be an integer scalar");
+    k = c->ints[0];
+  }
+  auto upper = nc.attrInt("upper", 1);
+  if (failed(upper))
+    return failure();
+  return setResult(nc, nc.create<TriluOp>(nc.value(0),
+                                          nc.builder.getBoolAttr(*upper != 0),
+                                          nc.builder.getI64IntegerAttr(k)));
+}
+
 } // namespace
 
 void addTensorConverters(llvm::StringMap<Converter> &t) {
@@ -624,6 +647,7 @@ void addTensorConverters(llvm::StringMap<Converter> &t) {
   t["Tile"] = {6, convertTile}; // 1: `tiles` and `axis` inputs
   t["Cast"] = {6, convertCast}; // 1: `to` a string
   t["Range"] = {11, convertRange};
+  t["Trilu"] = {14, convertTrilu};
 }
 
 } // namespace loom::onnx_import

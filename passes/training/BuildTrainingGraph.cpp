@@ -152,11 +152,16 @@ struct BuildTrainingGraphPass
                          ArrayRef<BlockArgument> params, Value lossValue,
                          double seed, llvm::DenseMap<Value, Value> &grads) {
     llvm::DenseSet<Value> requiresGrad(params.begin(), params.end());
+    // A bool result (a comparison's or a logic op's mask) is a constant of
+    // the loss, as in PyTorch: nothing differentiates through it. Integer
+    // results still do, so that a cast through integers on the path to a
+    // parameter is an error rather than a silently missing gradient.
     for (Operation *op : ops)
       if (llvm::any_of(op->getOperands(),
                        [&](Value v) { return requiresGrad.contains(v); }))
         for (Value r : op->getResults())
-          requiresGrad.insert(r);
+          if (!typeOf(r).getElementType().isInteger(1))
+            requiresGrad.insert(r);
     // Gradients of this pass's values; parameters accumulate into `grads`.
     llvm::DenseMap<Value, Value> local;
     auto type = cast<RankedTensorType>(lossValue.getType());

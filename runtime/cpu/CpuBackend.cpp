@@ -27,6 +27,7 @@ public:
     KernelTable table;
     cpu::registerElementwiseKernels(table);
     cpu::registerCastSelectKernels(table);
+    cpu::registerCompareKernels(table);
     cpu::registerLinalgKernels(table);
     cpu::registerNormalizationKernels(table);
     cpu::registerReductionKernels(table);

@@ -49,6 +49,7 @@ using KernelTable = std::map<std::string, KernelEntry, std::less<>>;
 
 void registerElementwiseKernels(KernelTable &table);
 void registerCastSelectKernels(KernelTable &table);
+void registerCompareKernels(KernelTable &table);
 void registerLinalgKernels(KernelTable &table);
 void registerNormalizationKernels(KernelTable &table);
 void registerReductionKernels(KernelTable &table);

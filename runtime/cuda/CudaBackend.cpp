@@ -72,6 +72,7 @@ public:
       ctx->tf32 = std::string(tf32) == "1";
     KernelTable table;
     cuda::registerElementwiseKernels(table);
+    cuda::registerCompareKernels(table);
     cuda::registerDataMovementKernels(table);
     cuda::registerReductionKernels(table);
     cuda::registerNormalizationKernels(table);

@@ -99,6 +99,9 @@ using KernelTable = std::map<std::string, KernelEntry, std::less<>>;
 /// add, sub, mul, div, pow, the unary ops, relu_grad, gelu_grad, cast,
 /// select (Elementwise.cu).
 void registerElementwiseKernels(KernelTable &table);
+/// equal, less, less_equal, greater, greater_equal, and, or, xor, not,
+/// max, min, trilu (Compare.cu).
+void registerCompareKernels(KernelTable &table);
 /// reshape, broadcast, transpose, slice, slice_grad, concat, gather,
 /// gather_grad (DataMovement.cu).
 void registerDataMovementKernels(KernelTable &table);

@@ -168,6 +168,53 @@ add("fanout_accumulate", [node("Mul", ["a", "a"], ["sq"]), node("Add", ["sq", "a
 add("mul_input_times_param", node("Mul", ["x", "w"]), {"x": rn(3, 4), "w": rn(3, 4)},
     lambda t: t["x"] * t["w"], inputs=["x"])
 
+# ---- Max, Min, Sum, Mean, masks ------------------------------------------------------------
+
+
+def tied(*shape):
+    """Random float32 on a grid of 0.5, so that equal elements (ties) are common."""
+    return (_RNG.integers(-3, 4, shape) * 0.5).astype(np.float32)
+
+
+# torch.maximum / torch.minimum split the gradient half/half on ties; ONNX's variadic
+# Max/Min import as a chain of binary ops, left to right.
+EXTREMA = {"Max": torch.maximum, "Min": torch.minimum}
+for op, fn in EXTREMA.items():
+    for suffix, ls, rs in BROADCASTS:
+        add(f"{op.lower()}_{suffix}", node(op, ["a", "b"]), {"a": tied(*ls), "b": tied(*rs)},
+            lambda t, fn=fn: fn(t["a"], t["b"]))
+    add(f"{op.lower()}_variadic3", node(op, ["a", "b", "c"]),
+        {"a": tied(2, 3), "b": tied(3), "c": tied(2, 1)},
+        lambda t, fn=fn: fn(fn(t["a"], t["b"]), t["c"]))
+add("sum_variadic3", node("Sum", ["a", "b", "c"]), {"a": rn(2, 3), "b": rn(3), "c": rn(2, 1)},
+    lambda t: t["a"] + t["b"] + t["c"])
+add("mean_variadic3", node("Mean", ["a", "b", "c"]), {"a": rn(2, 3), "b": rn(3), "c": rn(2, 1)},
+    lambda t: (t["a"] + t["b"] + t["c"]) / 3)
+# A comparison's mask is a constant of the loss: no gradient flows through it, also where it
+# is cast to float.
+add("where_greater_mask", [node("Greater", ["a", "b"], ["m"]), node("Where", ["m", "a", "b"])],
+    {"a": rn(3, 4), "b": rn(3, 4)}, lambda t: torch.where(t["a"] > t["b"], t["a"], t["b"]))
+add("mul_cast_less_mask",
+    [node("Less", ["a", "z"], ["m"]), node("Cast", ["m"], ["f"], to=TensorProto.FLOAT),
+     node("Mul", ["f", "a"])],
+    {"a": rn(3, 4), "z": np.array(0.0, np.float32)},
+    lambda t: (t["a"] < t["z"]).float() * t["a"])
+
+# ---- Trilu ---------------------------------------------------------------------------------
+
+TRILUS = [  # (suffix, upper, k or None, shape)
+    ("upper", 1, None, (4, 5)),
+    ("lower", 0, None, (4, 5)),
+    ("upper_k1_batched", 1, 1, (2, 3, 4)),
+    ("lower_kneg1", 0, -1, (5, 3)),
+]
+for suffix, upper, k, shape in TRILUS:
+    tensors = {"x": rn(*shape)}
+    if k is not None:
+        tensors["k"] = np.array(k, np.int64)
+    add(f"trilu_{suffix}", node("Trilu", list(tensors), upper=upper), tensors,
+        lambda t, upper=upper, k=k: (torch.triu if upper else torch.tril)(t["x"], k or 0))
+
 # ---- elementwise unary ---------------------------------------------------------------------
 
 UNARY = {

@@ -6,7 +6,10 @@
 // "mesh has N axis names but M sizes", "layout needs a mesh", "layout dimension
 // entries must be lists of axis names" and "strategy entries must be integer
 // lists". Nor is "loom result attributes belong on functions": MLIR asks the
-// dialect to verify result attributes only for function ops.
+// dialect to verify result attributes only for function ops. Nor are the
+// element type messages of the comparison and logic rules ("operands must be
+// numbers, not bool", "operands must be bool, not f32"): the ODS operand
+// constraints reject those types first; plan validation reaches them.
 
 //===----------------------------------------------------------------------===//
 // ODS-generated constraints
@@ -186,6 +189,77 @@ func.func @select_condition(%c: tensor<4xi1>, %a: tensor<2x3xf32>, %b: tensor<3x
   // expected-error @+2 {{condition shape [4] does not broadcast with [2, 3]}}
   // expected-error @+1 {{'loom.select' op failed to infer returned types}}
   %0 = loom.select %c, %a, %b : (tensor<4xi1>, tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Comparisons, logic, max, min, trilu
+//===----------------------------------------------------------------------===//
+
+func.func @compare_element_types(%a: tensor<2xf32>, %b: tensor<2xi32>) {
+  // expected-error @+2 {{operands have different element types (f32 and i32)}}
+  // expected-error @+1 {{'loom.equal' op failed to infer returned types}}
+  %0 = loom.equal %a, %b : (tensor<2xf32>, tensor<2xi32>) -> tensor<2xi1>
+  return
+}
+
+// -----
+
+func.func @compare_no_broadcast(%a: tensor<2x3xi64>, %b: tensor<2xi64>) {
+  // expected-error @+2 {{operand shapes [2, 3] and [2] do not broadcast}}
+  // expected-error @+1 {{'loom.greater_equal' op failed to infer returned types}}
+  %0 = loom.greater_equal %a, %b : (tensor<2x3xi64>, tensor<2xi64>) -> tensor<2x3xi1>
+  return
+}
+
+// -----
+
+func.func @compare_result_type(%a: tensor<2xf32>, %b: tensor<2xf32>) {
+  // expected-error @+1 {{'loom.less' op result #0 must be statically shaped tensor of 1-bit signless integer values, but got 'tensor<2xf32>'}}
+  %0 = loom.less %a, %b : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @ordering_on_bool(%a: tensor<2xi1>, %b: tensor<2xi1>) {
+  // expected-error @+1 {{'loom.less' op operand #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type or 32-bit signless integer or 64-bit signless integer values, but got 'tensor<2xi1>'}}
+  %0 = loom.less %a, %b : (tensor<2xi1>, tensor<2xi1>) -> tensor<2xi1>
+  return
+}
+
+// -----
+
+func.func @logic_on_numbers(%a: tensor<2xf32>, %b: tensor<2xf32>) {
+  // expected-error @+1 {{'loom.and' op operand #0 must be statically shaped tensor of 1-bit signless integer values, but got 'tensor<2xf32>'}}
+  %0 = loom.and %a, %b : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xi1>
+  return
+}
+
+// -----
+
+func.func @max_on_bool(%a: tensor<2xi1>, %b: tensor<2xi1>) {
+  // expected-error @+1 {{'loom.max' op operand #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type or 32-bit signless integer or 64-bit signless integer values, but got 'tensor<2xi1>'}}
+  %0 = loom.max %a, %b : (tensor<2xi1>, tensor<2xi1>) -> tensor<2xi1>
+  return
+}
+
+// -----
+
+func.func @trilu_rank(%a: tensor<5xf32>) {
+  // expected-error @+2 {{input must have rank at least 2, not 1}}
+  // expected-error @+1 {{'loom.trilu' op failed to infer returned types}}
+  %0 = loom.trilu %a {upper = true, k = 0 : i64} : (tensor<5xf32>) -> tensor<5xf32>
+  return
+}
+
+// -----
+
+func.func @trilu_needs_k(%a: tensor<2x5xf32>) {
+  // expected-error @+1 {{'loom.trilu' op requires attribute 'k'}}
+  %0 = loom.trilu %a {upper = true} : (tensor<2x5xf32>) -> tensor<2x5xf32>
   return
 }
 

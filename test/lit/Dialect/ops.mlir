@@ -89,6 +89,38 @@ func.func @cast_select(%x: tensor<2x3xf32>, %cond: tensor<3xi1>, %y: tensor<1x3x
   return
 }
 
+// CHECK-LABEL: func.func @masks_max_min_trilu
+// CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<2x3xf32>, %[[Y:[a-z0-9]+]]: tensor<3xf32>, %[[P:[a-z0-9]+]]: tensor<2x3xi1>, %[[Q:[a-z0-9]+]]: tensor<1x3xi1>)
+func.func @masks_max_min_trilu(%x: tensor<2x3xf32>, %y: tensor<3xf32>, %p: tensor<2x3xi1>, %q: tensor<1x3xi1>) {
+  // CHECK: loom.equal %[[X]], %[[Y]] : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
+  %0 = loom.equal %x, %y : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
+  // CHECK: loom.equal %[[P]], %[[Q]] : (tensor<2x3xi1>, tensor<1x3xi1>) -> tensor<2x3xi1>
+  %1 = loom.equal %p, %q : (tensor<2x3xi1>, tensor<1x3xi1>) -> tensor<2x3xi1>
+  // CHECK: loom.less %[[X]], %[[Y]] : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
+  %2 = loom.less %x, %y : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
+  // CHECK: loom.less_equal %[[Y]], %[[X]] : (tensor<3xf32>, tensor<2x3xf32>) -> tensor<2x3xi1>
+  %3 = loom.less_equal %y, %x : (tensor<3xf32>, tensor<2x3xf32>) -> tensor<2x3xi1>
+  // CHECK: loom.greater %[[X]], %[[X]] : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xi1>
+  %4 = loom.greater %x, %x : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xi1>
+  // CHECK: loom.greater_equal %[[Y]], %[[Y]] : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xi1>
+  %5 = loom.greater_equal %y, %y : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xi1>
+  // CHECK: loom.and %[[P]], %[[Q]] : (tensor<2x3xi1>, tensor<1x3xi1>) -> tensor<2x3xi1>
+  %6 = loom.and %p, %q : (tensor<2x3xi1>, tensor<1x3xi1>) -> tensor<2x3xi1>
+  // CHECK: loom.or %[[P]], %[[Q]] : (tensor<2x3xi1>, tensor<1x3xi1>) -> tensor<2x3xi1>
+  %7 = loom.or %p, %q : (tensor<2x3xi1>, tensor<1x3xi1>) -> tensor<2x3xi1>
+  // CHECK: loom.xor %[[P]], %[[Q]] : (tensor<2x3xi1>, tensor<1x3xi1>) -> tensor<2x3xi1>
+  %8 = loom.xor %p, %q : (tensor<2x3xi1>, tensor<1x3xi1>) -> tensor<2x3xi1>
+  // CHECK: loom.not %[[P]] : (tensor<2x3xi1>) -> tensor<2x3xi1>
+  %9 = loom.not %p : (tensor<2x3xi1>) -> tensor<2x3xi1>
+  // CHECK: loom.max %[[X]], %[[Y]] : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %10 = loom.max %x, %y : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  // CHECK: loom.min %[[X]], %[[Y]] : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %11 = loom.min %x, %y : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  // CHECK: loom.trilu %[[X]] {k = -1 : i64, upper = false} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %12 = loom.trilu %x {upper = false, k = -1 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
 // CHECK-LABEL: func.func @matmul
 // CHECK-SAME: (%[[A:[a-z0-9]+]]: tensor<4x8xf32>, %[[B:[a-z0-9]+]]: tensor<8x16xf32>, %[[AT:[a-z0-9]+]]: tensor<8x4xf32>, %[[BT:[a-z0-9]+]]: tensor<16x8xf32>, %[[BA:[a-z0-9]+]]: tensor<2x1x4x8xbf16>, %[[BB:[a-z0-9]+]]: tensor<3x8x16xbf16>)
 func.func @matmul(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %at: tensor<8x4xf32>,

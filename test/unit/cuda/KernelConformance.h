@@ -120,6 +120,9 @@ void addLossOptimizerMatmulCases(std::vector<CaseSpec> &cases);
 /// conv2d and pooling, their gradients, over many geometries
 /// (ConvPoolCases.cpp).
 void addConvPoolCases(std::vector<CaseSpec> &cases);
+/// equal .. greater_equal, and, or, xor, not, max, min, trilu
+/// (CompareCases.cpp).
+void addCompareCases(std::vector<CaseSpec> &cases);
 
 /// Every case, in a fixed order.
 const std::vector<CaseSpec> &conformanceCases();

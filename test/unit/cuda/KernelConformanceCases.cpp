@@ -20,6 +20,9 @@ const std::vector<std::string> kCudaBackendOps = {
     "select", "cos", "sin", "abs", "reciprocal", "softplus", "mish",
     "hard_swish", "leaky_relu", "elu", "selu", "hard_sigmoid", "clip",
     "unary_grad",
+    // Compare.cu
+    "equal", "less", "less_equal", "greater", "greater_equal", "and", "or",
+    "xor", "not", "max", "min", "trilu",
     // DataMovement.cu
     "reshape", "broadcast", "transpose", "slice", "slice_grad", "concat",
     "gather", "gather_grad",
@@ -46,6 +49,7 @@ const std::vector<CaseSpec> &conformanceCases() {
     addReductionNormalizationCases(all);
     addLossOptimizerMatmulCases(all);
     addConvPoolCases(all);
+    addCompareCases(all);
     return all;
   }();
   return cases;

@@ -140,6 +140,36 @@ TEST_F(OpRulesTest, DialectAndValidatorAgree) {
   EXPECT_EQ(diagnostic, validator);
 }
 
+// Proves the comparison and logic rules hold operands to their element
+// types and give bool results, and trilu to rank 2: messages that the ODS
+// operand constraints hide from textual IR, so that plan validation is
+// where they are seen.
+TEST_F(OpRulesTest, MaskRulesCheckElementTypes) {
+  ops::Shape v{2, 3}, row{3}, vec{3};
+  using ops::DType;
+  auto check = [&](const char *op, DType in, DType out,
+                   const ops::Attrs &attrs = {}) {
+    return ops::checkOp(op, attrs, {{in, &v}, {in, &row}}, {{out, &v}});
+  };
+  EXPECT_EQ(check("equal", DType::Bool, DType::Bool), "");
+  EXPECT_EQ(check("less", DType::I64, DType::Bool), "");
+  EXPECT_EQ(check("less", DType::Bool, DType::Bool),
+            "operands must be numbers, not bool");
+  EXPECT_EQ(check("and", DType::Bool, DType::Bool), "");
+  EXPECT_EQ(check("xor", DType::F32, DType::Bool),
+            "operands must be bool, not f32");
+  EXPECT_NE(check("greater", DType::F32, DType::F32), "");
+  EXPECT_EQ(check("max", DType::F32, DType::F32), "");
+  ops::Attrs trilu;
+  trilu.set("upper", true);
+  trilu.set("k", int64_t(1));
+  EXPECT_EQ(
+      ops::checkOp("trilu", trilu, {{DType::F32, &v}}, {{DType::F32, &v}}), "");
+  EXPECT_EQ(
+      ops::checkOp("trilu", trilu, {{DType::F32, &vec}}, {{DType::F32, &vec}}),
+      "input must have rank at least 2, not 1");
+}
+
 // Proves the attribute schema generated from ODS is what checkAttrs holds
 // a plan's attributes to: required attributes, their kinds, unit attributes
 // that may be absent, and nothing else.

@@ -73,3 +73,20 @@ func.func @main(%x: tensor<4x8xf32> {loom.input = "x"},
   %f = loom.cast %i : tensor<4x8xi32> -> tensor<4x8xf32>
   return %f : tensor<4x8xf32>
 }
+
+// -----
+
+// A comparison's mask is a constant of the loss: the parameter's gradient
+// flows through the select and the float use of the mask, not through the
+// comparison (which has no gradient rule).
+// SGD: %[[M:.*]] = loom.greater %[[MX:.*]], %[[MW:.*]] :
+// SGD-NOT: loom.equal
+// SGD: loom.sgd_update %[[MW]]
+func.func @main(%x: tensor<4x8xf32> {loom.input = "x"},
+                %w: tensor<4x8xf32> {loom.param = "w"}) -> tensor<4x8xf32> {
+  %m = loom.greater %x, %w : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xi1>
+  %s = loom.select %m, %x, %w : (tensor<4x8xi1>, tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %f = loom.cast %m : tensor<4x8xi1> -> tensor<4x8xf32>
+  %y = loom.mul %s, %f : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
