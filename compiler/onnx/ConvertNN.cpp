@@ -282,6 +282,166 @@ LogicalResult convertDropout(NodeContext &nc) {
   return success();
 }
 
+/// NegativeLogLikelihoodLoss on `logProb` [N, C, d...] (one row of class
+/// scores per element) and integer targets [N, d...], as a composition:
+/// the target's score picked by a one-hot comparison with the classes, the
+/// class weights gathered by target, ignored targets masked, then the
+/// reduction. Its kernels, gradient and sharding are those ops'.
+FailureOr<Value> negativeLogLikelihood(NodeContext &nc, Value logProb,
+                                       Value target, Value weight) {
+  auto scoresType = cast<RankedTensorType>(logProb.getType());
+  auto targetType = cast<RankedTensorType>(target.getType());
+  ArrayRef<int64_t> scores = scoresType.getShape();
+  Type element = scoresType.getElementType(),
+       index = targetType.getElementType();
+  if (scores.size() < 2)
+    return nc.invalid("the input must have rank at least 2 ([N, C, ...]), "
+                      "not " +
+                      formatShape(scores));
+  SmallVector<int64_t> expected(scores.begin(), scores.end());
+  expected.erase(expected.begin() + 1);
+  if (targetType.getShape() != ArrayRef<int64_t>(expected) ||
+      !isa<IntegerType>(index))
+    return nc.invalid("the target must be integers of shape " +
+                      formatShape(expected));
+  auto reduction = nc.attrString("reduction", "mean");
+  if (failed(reduction))
+    return failure();
+  if (*reduction != "none" && *reduction != "sum" && *reduction != "mean")
+    return nc.invalid("reduction '" + *reduction +
+                      "' is not one of none, sum and mean");
+  const onnx::AttributeProto *ignoreAttr = nc.attr("ignore_index");
+  std::optional<int64_t> ignore;
+  if (ignoreAttr) {
+    auto v = nc.attrInt("ignore_index", 0);
+    if (failed(v))
+      return failure();
+    ignore = *v;
+  }
+  int64_t classes = scores[1];
+
+  // The one-hot mask [N, C, d...]: target (as [N, 1, d...]) == class.
+  SmallVector<int64_t> column(expected.begin(), expected.end());
+  column.insert(column.begin() + 1, 1);
+  auto targetColumn = nc.reshape(target, column);
+  if (failed(targetColumn))
+    return failure();
+  SmallVector<int64_t> classShape(scores.size(), 1);
+  classShape[1] = classes;
+  std::vector<int64_t> ids(classes);
+  for (int64_t c = 0; c < classes; ++c)
+    ids[c] = c;
+  std::optional<DType> indexType = fromMlirType(index);
+  Value classIds = nc.constantValue(
+      HostTensor::ofInts(*indexType, classShape, std::move(ids)));
+  auto oneHot = nc.create<EqualOp>(*targetColumn, classIds);
+  if (failed(oneHot))
+    return failure();
+  auto picked = nc.create<SelectOp>(*oneHot, logProb, nc.scalar(element, 0));
+  if (failed(picked))
+    return failure();
+  auto score = nc.create<ReduceSumOp>(
+      *picked, nc.builder.getDenseI64ArrayAttr({1}), UnitAttr());
+  if (failed(score))
+    return failure();
+
+  // Each element's weight: the class weight of its target, 0 if ignored.
+  Value valid;
+  if (ignore) {
+    auto isIgnored = nc.create<EqualOp>(target, nc.scalar(index, *ignore));
+    if (failed(isIgnored))
+      return failure();
+    auto notIgnored = nc.create<NotOp>(*isIgnored);
+    if (failed(notIgnored))
+      return failure();
+    valid = *notIgnored;
+  }
+  Value weights;
+  if (weight) {
+    Value safeTarget = target;
+    if (valid) { // an ignored target may be out of range: gather class 0
+      auto safe = nc.create<SelectOp>(valid, target, nc.scalar(index, 0));
+      if (failed(safe))
+        return failure();
+      safeTarget = *safe;
+    }
+    auto gathered = nc.create<GatherOp>(weight, safeTarget,
+                                        nc.builder.getI64IntegerAttr(0));
+    if (failed(gathered))
+      return failure();
+    weights = *gathered;
+    if (valid) {
+      auto masked = nc.create<SelectOp>(valid, weights, nc.scalar(element, 0));
+      if (failed(masked))
+        return failure();
+      weights = *masked;
+    }
+  } else if (valid) {
+    auto ones =
+        nc.createTyped<CastOp>(RankedTensorType::get(expected, element), valid);
+    if (failed(ones))
+      return failure();
+    weights = *ones;
+  }
+  Value loss = *score;
+  if (weights) {
+    auto weighted = nc.create<MulOp>(loss, weights);
+    if (failed(weighted))
+      return failure();
+    loss = *weighted;
+  }
+  auto negated = nc.create<NegOp>(loss);
+  if (failed(negated))
+    return failure();
+  loss = *negated;
+  if (*reduction == "none")
+    return loss;
+  SmallVector<int64_t> all;
+  for (size_t d = 0; d < expected.size(); ++d)
+    all.push_back(d);
+  auto allAxes = nc.builder.getDenseI64ArrayAttr(all);
+  auto total = nc.create<ReduceSumOp>(loss, allAxes, UnitAttr());
+  if (failed(total) || *reduction == "sum")
+    return total;
+  if (!weights)
+    return nc.create<DivOp>(
+        *total,
+        nc.scalar(element, static_cast<double>(*checkedNumElements(expected))));
+  // The mean over the weights of the elements that count.
+  auto weightSum = nc.create<ReduceSumOp>(weights, allAxes, UnitAttr());
+  if (failed(weightSum))
+    return failure();
+  return nc.create<DivOp>(*total, *weightSum);
+}
+
+LogicalResult convertNegativeLogLikelihoodLoss(NodeContext &nc) {
+  auto loss = negativeLogLikelihood(nc, nc.value(0), nc.value(1),
+                                    nc.hasInput(2) ? nc.value(2) : Value());
+  if (failed(loss))
+    return failure();
+  nc.setOutput(0, *loss);
+  return success();
+}
+
+/// SoftmaxCrossEntropyLoss: log_softmax over the classes (axis 1), then the
+/// negative log-likelihood; the optional second output is the log_softmax.
+LogicalResult convertSoftmaxCrossEntropyLoss(NodeContext &nc) {
+  if (nc.rank(0) < 2)
+    return nc.invalid("the scores must have rank at least 2 ([N, C, ...])");
+  auto logProb =
+      nc.create<LogSoftmaxOp>(nc.value(0), nc.builder.getI64IntegerAttr(1));
+  if (failed(logProb))
+    return failure();
+  auto loss = negativeLogLikelihood(nc, *logProb, nc.value(1),
+                                    nc.hasInput(2) ? nc.value(2) : Value());
+  if (failed(loss))
+    return failure();
+  nc.setOutput(0, *loss);
+  if (nc.hasOutput(1))
+    nc.setOutput(1, *logProb);
+  return success();
+}
+
 } // namespace
 
 void addNNConverters(llvm::StringMap<Converter> &t) {
@@ -294,6 +454,8 @@ void addNNConverters(llvm::StringMap<Converter> &t) {
   t["LayerNormalization"] = {17, convertLayerNorm};
   // 7: the mask has the input's type; from 10 it is bool.
   t["Dropout"] = {10, convertDropout};
+  t["NegativeLogLikelihoodLoss"] = {12, convertNegativeLogLikelihoodLoss};
+  t["SoftmaxCrossEntropyLoss"] = {12, convertSoftmaxCrossEntropyLoss};
 }
 
 } // namespace loom::onnx_import

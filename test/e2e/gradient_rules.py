@@ -697,6 +697,34 @@ add("globalaveragepool", node("GlobalAveragePool", ["x"]), {"x": rn(2, 3, 2, 3)}
 
 # ---- Losses --------------------------------------------------------------------------------
 
+# ONNX's loss operators (compositions: a one-hot pick, gathered class weights, masks),
+# against torch.nn.functional with the same weights, ignore_index and reduction. Class
+# weights are fixed (frozen; torch does not differentiate them).
+import torch.nn.functional as F  # noqa: E402
+
+for op, fn in (("NegativeLogLikelihoodLoss", F.nll_loss),
+               ("SoftmaxCrossEntropyLoss", F.cross_entropy)):
+    short = "nll" if op.startswith("Neg") else "sce"
+    for reduction in ("none", "sum", "mean"):
+        for weighted, ii in ((False, None), (True, None), (True, 2), (False, -1)):
+            shape, target = ((4, 5), i64([1, 4, 2, 2])) if ii != -1 else \
+                ((2, 5, 3), i64([[0, -1, 4], [2, 2, -1]]))
+            tensors = {"x": rn(*shape), "t": target}
+            inputs = ["x", "t"]
+            if weighted:
+                tensors["w"] = rn(5, lo=0.5, hi=1.5)
+                inputs.append("w")
+            attrs = {"reduction": reduction}
+            if ii is not None:
+                attrs["ignore_index"] = ii
+            name = (f"{short}_{reduction}{'_weight' if weighted else ''}"
+                    f"{'' if ii is None else f'_ii{ii}'}")
+            add(name, node(op, inputs, **attrs), tensors,
+                lambda t, fn=fn, reduction=reduction, ii=ii: fn(
+                    t["x"], t["t"], weight=t.get("w"), reduction=reduction,
+                    ignore_index=-100 if ii is None else ii),
+                frozen=["w"] if weighted else [])
+
 add("mse_loss_rank3", node("Identity", ["x"]), {"x": rn(2, 3, 4)}, lambda t: t["x"])
 add("cross_entropy_2d", node("Identity", ["x"]), {"x": rn(4, 5, scale=2.0)}, lambda t: t["x"],
     loss="cross_entropy", labels=i64([1, 4, 0, 1]))
