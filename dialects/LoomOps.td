@@ -361,6 +361,23 @@ def Loom_ReduceSumOp : Loom_ReduceOp<"reduce_sum", "sum">;
 def Loom_ReduceMeanOp : Loom_ReduceOp<"reduce_mean", "mean">;
 def Loom_ReduceMaxOp : Loom_ReduceOp<"reduce_max", "maximum">;
 
+class Loom_ArgReduceOp<string mnemonic, string what>
+    : Loom_InferredOp<mnemonic> {
+  let summary = "index of the " # what # " along an axis";
+  let description = [{
+    The i64 index along `axis` of each row's extreme value: the result has
+    the input's shape without `axis`, or with it 1 under `keep_dims`. Ties
+    give the first index, or the last with `select_last_index`; NaN counts
+    as the extreme (as numpy's). An integer result: not differentiable.
+  }];
+  let arguments = (ins Loom_NumericTensor:$input, I64Attr:$axis,
+                       UnitAttr:$keep_dims, UnitAttr:$select_last_index);
+  let results = (outs Loom_IndexTensor:$result);
+}
+
+def Loom_ArgMaxOp : Loom_ArgReduceOp<"arg_max", "maximum">;
+def Loom_ArgMinOp : Loom_ArgReduceOp<"arg_min", "minimum">;
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

@@ -296,6 +296,18 @@ ShardingRule ReduceMaxOp::getShardingRule() {
                    FactorKind::Blocked, /*mean=*/false);
 }
 
+ShardingRule ArgMaxOp::getShardingRule() {
+  // The indices are positions along the whole axis: it is not split.
+  int64_t axes[] = {static_cast<int64_t>(getAxis())};
+  return reduction(*this, getInput(), axes, getKeepDims(), FactorKind::Blocked,
+                   /*mean=*/false);
+}
+ShardingRule ArgMinOp::getShardingRule() {
+  int64_t axes[] = {static_cast<int64_t>(getAxis())};
+  return reduction(*this, getInput(), axes, getKeepDims(), FactorKind::Blocked,
+                   /*mean=*/false);
+}
+
 ShardingRule ReduceMaxGradOp::getShardingRule() {
   // (input, result, grad) -> input_grad: the reduced dimensions whole.
   ShardingRule rule = reduction(*this, getInput(), getAxes(), getKeepDims(),
@@ -474,10 +486,9 @@ ConvFactors convFactors(ShardingRule &rule, int64_t n, int64_t c, int64_t o,
 ShardingRule Conv2DOp::getShardingRule() {
   ShardingRule rule;
   RankedTensorType in = typeOf(getInput()), w = typeOf(getWeight());
-  ConvFactors f = convFactors(rule, in.getDimSize(0), in.getDimSize(1),
-                              w.getDimSize(0), getGroups(),
-                              FactorKind::Parallel, FactorKind::Reduction,
-                              FactorKind::Parallel);
+  ConvFactors f = convFactors(
+      rule, in.getDimSize(0), in.getDimSize(1), w.getDimSize(0), getGroups(),
+      FactorKind::Parallel, FactorKind::Reduction, FactorKind::Parallel);
   rule.operands = {nchw(f.n, f.c), {{f.o}, {f.c}, {}, {}}};
   if (getBias())
     rule.operands.push_back({{f.o}});
@@ -489,10 +500,9 @@ ShardingRule Conv2DGradInputOp::getShardingRule() {
   // (grad [N, O, ...], weight [O, C, ...]) -> [N, C, ...]
   ShardingRule rule;
   RankedTensorType g = typeOf(getGrad()), out = typeOf(getResult());
-  ConvFactors f = convFactors(rule, g.getDimSize(0), out.getDimSize(1),
-                              g.getDimSize(1), getGroups(),
-                              FactorKind::Parallel, FactorKind::Parallel,
-                              FactorKind::Reduction);
+  ConvFactors f = convFactors(
+      rule, g.getDimSize(0), out.getDimSize(1), g.getDimSize(1), getGroups(),
+      FactorKind::Parallel, FactorKind::Parallel, FactorKind::Reduction);
   rule.operands = {nchw(f.n, f.o), {{f.o}, {f.c}, {}, {}}};
   rule.results = {nchw(f.n, f.c)};
   return rule;
@@ -502,10 +512,9 @@ ShardingRule Conv2DGradWeightOp::getShardingRule() {
   // (input [N, C, ...], grad [N, O, ...]) -> [O, C, ...]
   ShardingRule rule;
   RankedTensorType in = typeOf(getInput()), g = typeOf(getGrad());
-  ConvFactors f = convFactors(rule, in.getDimSize(0), in.getDimSize(1),
-                              g.getDimSize(1), getGroups(),
-                              FactorKind::Reduction, FactorKind::Parallel,
-                              FactorKind::Parallel);
+  ConvFactors f = convFactors(
+      rule, in.getDimSize(0), in.getDimSize(1), g.getDimSize(1), getGroups(),
+      FactorKind::Reduction, FactorKind::Parallel, FactorKind::Parallel);
   rule.operands = {nchw(f.n, f.c), nchw(f.n, f.o)};
   rule.results = {{{f.o}, {f.c}, {}, {}}};
   return rule;
@@ -538,9 +547,8 @@ ShardingRule SoftmaxCrossEntropyOp::getShardingRule() {
   // (the training graph builds means as sum / label_count instead).
   ShardingRule rule;
   RankedTensorType logits = typeOf(getLogits());
-  int n = rule.addFactor(logits.getDimSize(0), getSum()
-                                                   ? FactorKind::Reduction
-                                                   : FactorKind::Blocked);
+  int n = rule.addFactor(logits.getDimSize(0), getSum() ? FactorKind::Reduction
+                                                        : FactorKind::Blocked);
   int c = rule.addFactor(logits.getDimSize(1), FactorKind::Blocked);
   rule.operands = {{{n}, {c}}, {{n}}};
   rule.results = {{}};
@@ -550,8 +558,8 @@ ShardingRule SoftmaxCrossEntropyOp::getShardingRule() {
 ShardingRule SoftmaxCrossEntropyGradOp::getShardingRule() {
   ShardingRule rule;
   RankedTensorType logits = typeOf(getLogits());
-  int n = rule.addFactor(logits.getDimSize(0), getSum() ? FactorKind::Parallel
-                                                        : FactorKind::Blocked);
+  int n = rule.addFactor(logits.getDimSize(0),
+                         getSum() ? FactorKind::Parallel : FactorKind::Blocked);
   int c = rule.addFactor(logits.getDimSize(1), FactorKind::Blocked);
   rule.operands = {{{n}, {c}}, {{n}}, {}};
   rule.results = {{{n}, {c}}};
@@ -560,8 +568,8 @@ ShardingRule SoftmaxCrossEntropyGradOp::getShardingRule() {
 
 ShardingRule LabelCountOp::getShardingRule() {
   ShardingRule rule;
-  int n = rule.addFactor(typeOf(getLabels()).getDimSize(0),
-                         FactorKind::Reduction);
+  int n =
+      rule.addFactor(typeOf(getLabels()).getDimSize(0), FactorKind::Reduction);
   rule.operands = {{{n}}};
   rule.results = {{}};
   return rule;

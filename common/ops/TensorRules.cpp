@@ -84,6 +84,26 @@ std::string reduce(const Attrs &a, const std::vector<TypeRef> &ops,
   return one(out, ops[0].dtype, shape);
 }
 
+/// arg_max, arg_min: i64 indices along `axis`, which is removed or kept.
+std::string argReduce(const Attrs &a, const std::vector<TypeRef> &ops,
+                      std::vector<TensorType> &out) {
+  const Shape &in = *ops[0].shape;
+  int64_t axis = a.getInt("axis");
+  if (auto e = checkAxis(axis, in.size()); !e.empty())
+    return e;
+  if (in[axis] == 0)
+    return "the extreme of an empty axis (dimension " + std::to_string(axis) +
+           " of " + formatShape(in) + ") has no index";
+  Shape shape;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (static_cast<int64_t>(d) != axis)
+      shape.push_back(in[d]);
+    else if (a.getBool("keep_dims"))
+      shape.push_back(1);
+  }
+  return one(out, DType::I64, shape);
+}
+
 std::string transpose(const Attrs &a, const std::vector<TypeRef> &ops,
                       std::vector<TensorType> &out) {
   const Shape &in = *ops[0].shape;
@@ -383,6 +403,8 @@ void addTensorRules(RuleTable &table) {
       {"reduce_sum", reduction},
       {"reduce_mean", reduction},
       {"reduce_max", reduction},
+      {"arg_max", inferred(argReduce, 1, 1)},
+      {"arg_min", inferred(argReduce, 1, 1)},
       {"transpose", inferred(transpose, 1, 1)},
       {"reshape", checked(reshape, 1, 1)},
       {"broadcast", checked(broadcast, 1, 1)},

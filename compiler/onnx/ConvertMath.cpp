@@ -493,6 +493,27 @@ LogicalResult convertComposedReduce(NodeContext &nc) {
   return success();
 }
 
+/// ArgMax and ArgMin: i64 indices along `axis` (default 0); ties give the
+/// first index unless select_last_index (from version 12).
+template <typename OpTy> LogicalResult convertArgReduce(NodeContext &nc) {
+  auto axis = nc.attrInt("axis", 0);
+  auto keepDims = nc.attrInt("keepdims", 1);
+  auto last = nc.attrInt("select_last_index", 0);
+  if (failed(axis) || failed(keepDims) || failed(last))
+    return failure();
+  auto normalized = nc.normalizeAxis(*axis, nc.rank(0));
+  if (failed(normalized))
+    return failure();
+  UnitAttr unit = nc.builder.getUnitAttr();
+  auto result =
+      nc.create<OpTy>(nc.value(0), nc.builder.getI64IntegerAttr(*normalized),
+                      *keepDims ? unit : UnitAttr(), *last ? unit : UnitAttr());
+  if (failed(result))
+    return failure();
+  nc.setOutput(0, *result);
+  return success();
+}
+
 LogicalResult convertWhere(NodeContext &nc) {
   if (nc.allConstant()) {
     const HostTensor *c = nc.constant(0), *x = nc.constant(1),
@@ -640,6 +661,8 @@ void addMathConverters(llvm::StringMap<Converter> &t) {
   t["ReduceMean"] = {1, convertReduce<ReduceMeanOp>};
   t["ReduceMax"] = {1, convertReduce<ReduceMaxOp>};
   t["ReduceMin"] = {1, convertComposedReduce};
+  t["ArgMax"] = {1, convertArgReduce<ArgMaxOp>};
+  t["ArgMin"] = {1, convertArgReduce<ArgMinOp>};
   t["ReduceSumSquare"] = {1, convertComposedReduce};
   t["ReduceL1"] = {1, convertComposedReduce};
   t["ReduceL2"] = {1, convertComposedReduce};

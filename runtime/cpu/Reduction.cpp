@@ -249,6 +249,64 @@ std::string reduceKernel(CpuContext &ctx, const KernelArgs &args,
   });
 }
 
+/// arg_max / arg_min along `axis`: per row, the index of the first (or last)
+/// extreme; NaN is the extreme, as in numpy.
+template <typename T>
+void argReducePlain(const T *in, int64_t *out, int64_t outer, int64_t n,
+                    int64_t inner, bool isMax, bool last) {
+#pragma omp parallel for schedule(static) if (outer * inner > 4096)
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const T *row = in + o * n * inner + i;
+      int64_t best = 0;
+      for (int64_t k = 1; k < n; ++k) {
+        T x = row[k * inner], b = row[best * inner];
+        bool better;
+        if constexpr (std::is_floating_point_v<T>) {
+          if (std::isnan(b))
+            better = last && std::isnan(x);
+          else if (std::isnan(x))
+            better = true;
+          else
+            better = isMax ? (x > b || (last && x == b))
+                           : (x < b || (last && x == b));
+        } else {
+          better =
+              isMax ? (x > b || (last && x == b)) : (x < b || (last && x == b));
+        }
+        if (better)
+          best = k;
+      }
+      out[o * inner + i] = best;
+    }
+}
+
+std::string argReduceKernel(const KernelArgs &args, bool isMax) {
+  return runInF32(args, [&](const KernelArgs &a) -> std::string {
+    const TensorView &in = a.inputs[0], &out = a.outputs[0];
+    int64_t axis = a.attrs.getInt("axis");
+    if (axis < 0 || axis >= in.rank() || out.dtype != DType::I64)
+      return std::string(a.op) + ": axis " + std::to_string(axis) +
+             " out of range or a result not i64";
+    int64_t outer = 1, inner = 1, n = in.shape[axis];
+    for (int64_t d = 0; d < in.rank(); ++d)
+      if (d < axis)
+        outer *= in.shape[d];
+      else if (d > axis)
+        inner *= in.shape[d];
+    if (out.numElements() != outer * inner || (n == 0 && outer * inner > 0))
+      return std::string(a.op) + ": result " + formatShape(out.shape) +
+             " does not match the input " + formatShape(in.shape);
+    bool last = a.attrs.getBool("select_last_index");
+    return dispatchNumeric(in.dtype, a.op, [&](auto tag) -> std::string {
+      using T = decltype(tag);
+      argReducePlain<T>(in.as<T>(), out.as<int64_t>(), outer, n, inner, isMax,
+                        last);
+      return {};
+    });
+  });
+}
+
 } // namespace
 
 void registerReductionKernels(KernelTable &table) {
@@ -261,6 +319,14 @@ void registerReductionKernels(KernelTable &table) {
   table["reduce_sum"] = reduce(ReduceKind::Sum);
   table["reduce_mean"] = reduce(ReduceKind::Mean);
   table["reduce_max"] = reduce(ReduceKind::Max);
+  table["arg_max"] = {[](CpuContext &, const KernelArgs &args) {
+                        return argReduceKernel(args, /*isMax=*/true);
+                      },
+                      1, 1};
+  table["arg_min"] = {[](CpuContext &, const KernelArgs &args) {
+                        return argReduceKernel(args, /*isMax=*/false);
+                      },
+                      1, 1};
 }
 
 } // namespace loom::rt::cpu

@@ -175,6 +175,73 @@ std::string runReduceMaxGrad(CudaContext &ctx, const KernelArgs &args) {
   return launchStatus(args.op);
 }
 
+/// arg_max / arg_min: one thread per row, scanning the axis; NaN is the
+/// extreme (numpy), ties give the first index or, with `last`, the last.
+template <typename T>
+__global__ void argReduceKernel(const T *in, int64_t *out, int64_t outer,
+                                int64_t n, int64_t inner, bool isMax,
+                                bool last) {
+  LOOM_GRID_LOOP(o, outer * inner) {
+    const T *row = in + (o / inner) * n * inner + o % inner;
+    int64_t best = 0;
+    for (int64_t k = 1; k < n; ++k) {
+      bool better;
+      if constexpr (std::is_integral_v<T>) {
+        T x = row[k * inner], b = row[best * inner];
+        better =
+            isMax ? (x > b || (last && x == b)) : (x < b || (last && x == b));
+      } else {
+        float x = toFloat(row[k * inner]), b = toFloat(row[best * inner]);
+        if (isnan(b))
+          better = last && isnan(x);
+        else if (isnan(x))
+          better = true;
+        else
+          better =
+              isMax ? (x > b || (last && x == b)) : (x < b || (last && x == b));
+      }
+      if (better)
+        best = k;
+    }
+    out[o] = best;
+  }
+}
+
+std::string runArgReduce(CudaContext &ctx, const KernelArgs &args, bool isMax) {
+  const TensorView &in = args.inputs[0], &out = args.outputs[0];
+  int64_t axis = args.attrs.getInt("axis");
+  if (axis < 0 || axis >= in.rank() || out.dtype != DType::I64)
+    return "cuda kernel '" + std::string(args.op) +
+           "': axis out of range or a result not i64";
+  int64_t outer = 1, inner = 1, n = in.shape[axis];
+  for (int64_t d = 0; d < in.rank(); ++d)
+    if (d < axis)
+      outer *= in.shape[d];
+    else if (d > axis)
+      inner *= in.shape[d];
+  if (out.numElements() != outer * inner || (n == 0 && outer * inner > 0))
+    return "cuda kernel '" + std::string(args.op) +
+           "': the result has the wrong size";
+  int64_t rows = outer * inner;
+  if (rows == 0)
+    return "";
+  bool last = args.attrs.getBool("select_last_index");
+  auto launch = [&](auto t) {
+    using T = decltype(t);
+    argReduceKernel<T><<<blocksFor(rows), kThreads, 0, ctx.stream>>>(
+        in.as<T>(), out.as<int64_t>(), outer, n, inner, isMax, last);
+  };
+  if (dispatchFloat(in.dtype, launch)) {
+  } else if (in.dtype == DType::I32) {
+    launch(int32_t{});
+  } else if (in.dtype == DType::I64) {
+    launch(int64_t{});
+  } else {
+    return unsupportedType(args.op, in.dtype);
+  }
+  return launchStatus(args.op);
+}
+
 } // namespace
 
 void registerReductionKernels(KernelTable &table) {
@@ -182,6 +249,14 @@ void registerReductionKernels(KernelTable &table) {
   table["reduce_mean"] = {runReduce<Reduce::Mean>, 1, 1};
   table["reduce_max"] = {runReduce<Reduce::Max>, 1, 1};
   table["reduce_max_grad"] = {runReduceMaxGrad, 3, 3};
+  table["arg_max"] = {[](CudaContext &ctx, const KernelArgs &args) {
+                        return runArgReduce(ctx, args, /*isMax=*/true);
+                      },
+                      1, 1};
+  table["arg_min"] = {[](CudaContext &ctx, const KernelArgs &args) {
+                        return runArgReduce(ctx, args, /*isMax=*/false);
+                      },
+                      1, 1};
 }
 
 } // namespace loom::rt::cuda

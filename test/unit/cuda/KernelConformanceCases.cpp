@@ -27,7 +27,8 @@ const std::vector<std::string> kCudaBackendOps = {
     "reshape", "broadcast", "transpose", "slice", "slice_grad", "concat",
     "gather", "gather_grad",
     // Reduction.cu
-    "reduce_sum", "reduce_mean", "reduce_max", "reduce_max_grad",
+    "reduce_sum", "reduce_mean", "reduce_max", "reduce_max_grad", "arg_max",
+    "arg_min",
     // Normalization.cu
     "softmax", "log_softmax", "layer_norm", "layer_norm_grad", "batch_norm",
     // Loss.cu

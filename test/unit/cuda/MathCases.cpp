@@ -95,6 +95,25 @@ void addReductionCases(std::vector<CaseSpec> &cases) {
         });
     if (std::string(r.name) == "no_axes")
       continue;
+    // arg_max / arg_min along the first reduced axis, exactly; few levels
+    // make ties, which the first or (select_last_index) last index breaks.
+    for (const char *op : {"arg_max", "arg_min"})
+      for (bool last : {false, true})
+        for (DType dtype : typesFor(r.representative))
+          addCase(cases, op, std::string(r.name) + (last ? "_last" : "_first"),
+                  dtype, [=](std::mt19937 &rng) {
+                    Case c;
+                    int64_t axis = r.axes[0];
+                    c.attrs.set("axis", axis);
+                    c.attrs.set("keep_dims", true);
+                    c.attrs.set("select_last_index", last);
+                    c.inputs = {levels(dtype, r.in, rng, -1, 0.5, 5)};
+                    Shape out = r.in;
+                    out[axis] = 1;
+                    c.outputs = {{DType::I64, out}};
+                    c.tolerance = exact();
+                    return c;
+                  });
     // f32 only: the CPU kernel takes no other type. Few levels make ties,
     // which share the gradient.
     addCase(cases, "reduce_max_grad", r.name, DType::F32,
