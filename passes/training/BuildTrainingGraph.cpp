@@ -374,6 +374,11 @@ struct BuildTrainingGraphPass
                              HyperAttr::get(ctx, Hyper::Step));
     if (!labels || !lr || !step)
       return func.emitError("cannot add the training arguments");
+    // Dropout draws its mask from the step (the identity without one).
+    func.walk([&](DropoutOp dropout) {
+      if (!dropout.getStep())
+        dropout.getStepMutable().assign(step);
+    });
 
     if (!(lossScale > 0) || !std::isfinite(lossScale))
       return func.emitError("the loss scale must be positive and finite, not ")

@@ -49,6 +49,9 @@ struct Case {
   /// Replaces the tolerance of the results' element type (exact for data
   /// movement, casts and maxima).
   std::optional<Tolerance> tolerance;
+  /// Where the first result lies in a larger global tensor (a rank's
+  /// block, KernelArgs::block); unset: it is the whole tensor.
+  std::optional<GlobalBlock> block;
 };
 
 /// A named case: `make` builds it from a generator seeded by the name.
@@ -119,6 +122,10 @@ void addLossOptimizerMatmulCases(std::vector<CaseSpec> &cases);
 /// conv2d and pooling, their gradients, over many geometries
 /// (ConvPoolCases.cpp).
 void addConvPoolCases(std::vector<CaseSpec> &cases);
+
+/// dropout, on whole tensors and on blocks of global ones
+/// (DropoutCases.cpp).
+void addDropoutCases(std::vector<CaseSpec> &cases);
 
 /// Every case, in a fixed order.
 const std::vector<CaseSpec> &conformanceCases();
