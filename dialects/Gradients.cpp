@@ -555,7 +555,8 @@ LOOM_GRADIENT(MseLossOp) {
 LOOM_GRADIENT(DropoutOp) {
   if (noGradient(resultGrads, getNumOperands(), operandGrads) || !needed[0])
     return success();
-  operandGrads[0] = DropoutOp::create(b, getLoc(), resultGrads[0], getStep(),
-                                      getRatioAttr(), getSeedAttr());
+  operandGrads[0] =
+      DropoutOp::create(b, getLoc(), resultGrads[0], getStep(), getRatioAttr(),
+                        getSeedAttr(), getIndexOffsetAttr());
   return success();
 }

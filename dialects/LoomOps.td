@@ -435,12 +435,16 @@ def Loom_DropoutOp
     uniform number in [0, 1), is at least `ratio`, where `i` is the
     element's row-major index in the GLOBAL (unpartitioned) tensor: every
     rank of a partitioned step draws exactly its block of the single-device
-    mask. Without a `step` the op is the identity, as dropout is at
-    inference. `ratio` is in [0, 1); `step` is a floating-point scalar.
+    mask. `index_offset`, when given, is added to every index: micro-batch
+    `k` of a step whose tensors hold `n` elements draws indices
+    `[k n, (k + 1) n)`, its rows of the full batch's mask. Without a `step`
+    the op is the identity, as dropout is at inference. `ratio` is in
+    [0, 1); `step` is a floating-point scalar; `index_offset` is not
+    negative.
   }];
   let arguments = (ins Loom_FloatTensor:$input,
                        Optional<Loom_FloatTensor>:$step, F32Attr:$ratio,
-                       I64Attr:$seed);
+                       I64Attr:$seed, OptionalAttr<I64Attr>:$index_offset);
   let results = (outs Loom_FloatTensor:$result);
 }
 

@@ -288,6 +288,9 @@ std::string dropout(const Attrs &a, const std::vector<TypeRef> &ops,
   double ratio = a.getFloat("ratio");
   if (!(ratio >= 0 && ratio < 1))
     return "ratio must be in [0, 1), got " + std::to_string(ratio);
+  if (a.getInt("index_offset") < 0)
+    return "index_offset must not be negative, got " +
+           std::to_string(a.getInt("index_offset"));
   if (ops.size() == 2 && (!ops[1].shape->empty() || !isFloat(ops[1].dtype)))
     return "step must be a floating-point scalar, got " +
            typeName(ops[1].dtype, *ops[1].shape);

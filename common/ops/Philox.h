@@ -93,17 +93,19 @@ struct GlobalIndexer {
   int64_t offset[kMaxIndexRank] = {};
   /// The block is the whole tensor: the indices agree.
   bool whole = true;
+  /// Added to every global index (dropout's index_offset).
+  uint64_t base = 0;
 
   LOOM_HOST_DEVICE uint64_t operator()(int64_t localIndex) const {
     if (whole)
-      return static_cast<uint64_t>(localIndex);
+      return base + static_cast<uint64_t>(localIndex);
     int64_t global = 0;
     for (int d = rank - 1; d >= 0; --d) {
       int64_t i = localIndex % local[d];
       localIndex /= local[d];
       global += (i + offset[d]) * stride[d];
     }
-    return static_cast<uint64_t>(global);
+    return base + static_cast<uint64_t>(global);
   }
 };
 

@@ -293,8 +293,8 @@ LogicalResult convertDropout(NodeContext &nc) {
     FloatAttr ratioAttr = nc.builder.getF32FloatAttr(ratio);
     IntegerAttr seedAttr =
         nc.builder.getI64IntegerAttr(static_cast<int64_t>(stableHash(name)));
-    FailureOr<Value> y =
-        nc.create<DropoutOp>(nc.value(0), Value(), ratioAttr, seedAttr);
+    FailureOr<Value> y = nc.create<DropoutOp>(nc.value(0), Value(), ratioAttr,
+                                              seedAttr, IntegerAttr());
     if (failed(y))
       return failure();
     nc.setOutput(0, *y);
@@ -307,8 +307,8 @@ LogicalResult convertDropout(NodeContext &nc) {
           type, nc.scalar(type.getElementType(), 1.0));
       if (failed(ones))
         return failure();
-      FailureOr<Value> kept =
-          nc.create<DropoutOp>(*ones, Value(), ratioAttr, seedAttr);
+      FailureOr<Value> kept = nc.create<DropoutOp>(*ones, Value(), ratioAttr,
+                                                   seedAttr, IntegerAttr());
       if (failed(kept))
         return failure();
       FailureOr<Value> mask = nc.createTyped<CastOp>(

@@ -55,6 +55,7 @@ std::string dropout(CpuContext &, const KernelArgs &args) {
   std::string error;
   if (!globalIndexer(args, indexer, error))
     return "dropout: " + error;
+  indexer.base = static_cast<uint64_t>(args.attrs.getInt("index_offset"));
   return runInF32(args, [&](const KernelArgs &a) {
     const float ratio = static_cast<float>(a.attrs.getFloat("ratio"));
     const uint64_t seed = static_cast<uint64_t>(a.attrs.getInt("seed"));

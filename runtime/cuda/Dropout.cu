@@ -53,6 +53,7 @@ std::string dropout(CudaContext &ctx, const KernelArgs &args) {
     return "cuda kernel 'dropout': the result's global block does not fit "
            "its shape " +
            formatShape(local);
+  indexer.base = static_cast<uint64_t>(args.attrs.getInt("index_offset"));
   const float ratio = static_cast<float>(args.attrs.getFloat("ratio"));
   const float scale = philox::dropoutScale(ratio);
   const uint64_t seed = static_cast<uint64_t>(args.attrs.getInt("seed"));

@@ -9,6 +9,9 @@ named) is trained 3 steps with SGD on one device and partitioned:
 * tp=2 (Megatron: fc1 column-split, so the dropout's input is split by columns; fc2
   row-split),
 * dp=2,tp=2 (both: each rank's block is a quarter of the global tensor),
+* and 2 micro-batches of a batch of 16 (gradient accumulation on one device, dp=2, and
+  pp=2 pipelined), against the batch-16 model in one step: micro-batch k draws its rows
+  of the full batch's mask (the dropout's index_offset),
 
 and every partitioned run must reproduce the single-device loss of every step and every
 parameter after the last step within --rtol (normwise per tensor, as
@@ -45,8 +48,17 @@ CONFIGS = [
     ("dp=2,tp=2 megatron", "dp=2,tp=2", MEGATRON("dp")),
 ]
 
+# Gradient accumulation: the batch-8 model run as 2 micro-batches of a batch of 16
+# (on one device, data parallel, and pipelined) against the batch-16 model in one
+# step: micro-batch k draws its rows of the full batch's mask (index_offset).
+MICRO_CONFIGS = [
+    ("m=2", None),
+    ("dp=2 m=2", "dp=2"),
+    ("pp=2 m=2", "pp=2"),
+]
 
-def export(path, training):
+
+def export(path, training, batch=BATCH):
     import torch
 
     class Mlp(torch.nn.Module):
@@ -62,7 +74,7 @@ def export(path, training):
     torch.manual_seed(0)
     model = Mlp()
     mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
-    torch.onnx.export(model, (torch.randn(BATCH, IN),), path, input_names=["x"],
+    torch.onnx.export(model, (torch.randn(batch, IN),), path, input_names=["x"],
                       output_names=["y"], training=mode, do_constant_folding=False,
                       opset_version=13)
     if not training:
@@ -77,12 +89,14 @@ def run(cmd):
     return result.returncode, result.stdout + result.stderr
 
 
-def train(args, work, model, name, mesh=None, strategy=None):
+def train(args, work, model, name, mesh=None, strategy=None, micro=1, batch=BATCH):
     d = os.path.join(work, name.replace(" ", "_").replace(",", "_").replace("=", ""))
     os.makedirs(d, exist_ok=True)
     plan = os.path.join(d, "model.plan")
-    cmd = [args.loom, "compile", model, "--batch", str(BATCH), "--train", "--optimizer",
+    cmd = [args.loom, "compile", model, "--batch", str(batch), "--train", "--optimizer",
            "sgd", "--lr", "0.1", "-o", plan]
+    if micro > 1:
+        cmd += ["--micro-batches", str(micro)]
     if mesh:
         cmd += ["--mesh", mesh]
     if strategy is not None:
@@ -93,7 +107,8 @@ def train(args, work, model, name, mesh=None, strategy=None):
     code, output = run(cmd)
     if code != 0:
         raise SystemExit(f"{name}: compile failed:\n{output}")
-    data = ",".join(f"{n}={os.path.join(work, n + '.npy')}" for n in ("x", "labels"))
+    suffix = "" if batch == BATCH else str(batch)
+    data = ",".join(f"{n}={os.path.join(work, n + suffix + '.npy')}" for n in ("x", "labels"))
     cmd = [args.loom, "run", plan, "--steps", "3", "--data", data, "--metrics",
            os.path.join(d, "metrics.jsonl"), "--save", os.path.join(d, "ckpt")]
     if mesh:
@@ -159,10 +174,16 @@ def main():
     rng = np.random.default_rng(1)
     np.save(os.path.join(work, "x.npy"), rng.standard_normal((BATCH, IN)).astype(np.float32))
     np.save(os.path.join(work, "labels.npy"), rng.integers(0, OUT, BATCH).astype(np.int64))
+    np.save(os.path.join(work, "x16.npy"),
+            rng.standard_normal((2 * BATCH, IN)).astype(np.float32))
+    np.save(os.path.join(work, "labels16.npy"),
+            rng.integers(0, OUT, 2 * BATCH).astype(np.int64))
     model = os.path.join(work, "dropout.onnx")
     export(model, training=True)
     identity = os.path.join(work, "identity.onnx")
     export(identity, training=False)
+    model16 = os.path.join(work, "dropout16.onnx")
+    export(model16, training=True, batch=2 * BATCH)
 
     single = train(args, work, model, "single")
     reference = train(args, work, identity, "inference-mode")
@@ -180,7 +201,17 @@ def main():
             print(f"FAIL {name}: {error}")
         else:
             print(f"ok   {name}: losses {losses(d)}, worst relative difference {worst:.2e}")
-    print(f"{len(CONFIGS) + 1 - failures} of {len(CONFIGS) + 1} checks passed "
+    single16 = train(args, work, model16, "single batch 16", batch=2 * BATCH)
+    for name, mesh in MICRO_CONFIGS:
+        d = train(args, work, model, name, mesh, micro=2, batch=2 * BATCH)
+        error, worst = compare(single16, d, args.rtol)
+        if error:
+            failures += 1
+            print(f"FAIL {name}: {error}")
+        else:
+            print(f"ok   {name}: losses {losses(d)}, worst relative difference {worst:.2e}")
+    checks = len(CONFIGS) + len(MICRO_CONFIGS) + 1
+    print(f"{checks - failures} of {checks} checks passed "
           f"(single device losses {la}, without dropout {lb})")
     if not args.keep:
         subprocess.run(["rm", "-rf", work])

@@ -1518,3 +1518,12 @@ func.func @dropout_step_not_scalar(%a: tensor<2x3xf32>, %s: tensor<2xf32>) {
   %0 = loom.dropout %a, %s {ratio = 0.5 : f32, seed = 7 : i64} : (tensor<2x3xf32>, tensor<2xf32>) -> tensor<2x3xf32>
   return
 }
+
+// -----
+
+func.func @dropout_index_offset(%a: tensor<2x3xf32>, %s: tensor<f32>) {
+  // expected-error @+2 {{index_offset must not be negative, got -6}}
+  // expected-error @+1 {{'loom.dropout' op failed to infer returned types}}
+  %0 = loom.dropout %a, %s {index_offset = -6 : i64, ratio = 0.5 : f32, seed = 7 : i64} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+  return
+}

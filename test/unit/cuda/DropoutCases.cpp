@@ -3,8 +3,9 @@
 // dropout's mask is a Philox draw at each element's global index, written
 // once (common/ops/Philox.h) for both backends: the CUDA results must equal
 // the CPU's bit for bit, on a whole tensor and on a rank's block of a
-// larger one (the block's offsets shift every index), in every float type,
-// and without a step (the identity).
+// larger one (the block's offsets shift every index), with an index offset
+// (a micro-batch's), in every float type, and without a step (the
+// identity).
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +20,7 @@ void addDropoutCases(std::vector<CaseSpec> &cases) {
     std::optional<GlobalBlock> block;
     double ratio;
     bool step;
+    int64_t indexOffset = 0;
   };
   const std::vector<Variant> variants = {
       {"half", {37, 129}, std::nullopt, 0.5, true},
@@ -27,6 +29,8 @@ void addDropoutCases(std::vector<CaseSpec> &cases) {
       {"block", {4, 6}, GlobalBlock{{8, 12}, {4, 6}}, 0.3, true},
       {"block3d", {2, 3, 5}, GlobalBlock{{4, 3, 10}, {2, 0, 5}}, 0.5, true},
       {"no_step", {7, 9}, std::nullopt, 0.5, false},
+      // Micro-batch 3 of a step: indices shifted by 3 micro-batches.
+      {"offset_block", {4, 6}, GlobalBlock{{8, 12}, {4, 6}}, 0.5, true, 288},
   };
   for (DType dtype : kFloatTypes)
     for (const Variant &v : variants) {
@@ -36,6 +40,8 @@ void addDropoutCases(std::vector<CaseSpec> &cases) {
         Case c;
         c.attrs.set("ratio", static_cast<double>(static_cast<float>(v.ratio)));
         c.attrs.set("seed", int64_t(0x5eed0123456789));
+        if (v.indexOffset)
+          c.attrs.set("index_offset", v.indexOffset);
         c.inputs = {uniform(dtype, v.shape, rng)};
         if (v.step)
           c.inputs.push_back(scalar(DType::F32, 3));

@@ -4,7 +4,8 @@
 // that dropout keeps 1 - p of a million elements to within 1% and scales
 // what it keeps by 1 / (1 - p), that its mask changes with the step and
 // the seed, that a rank's block of a global tensor draws exactly that block
-// of the whole tensor's mask, and that without a step it is the identity.
+// of the whole tensor's mask (and, with an index offset, a micro-batch its
+// rows of the full batch's), and that without a step it is the identity.
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,10 +51,13 @@ class DropoutTest : public KernelTest {
 protected:
   /// dropout of `x` at `step` (no step operand when 0) with `block`.
   HostBuffer dropout(const HostBuffer &x, double ratio, int64_t seed,
-                     double step, const GlobalBlock *block = nullptr) {
+                     double step, const GlobalBlock *block = nullptr,
+                     int64_t indexOffset = 0) {
     Attrs attrs;
     attrs.set("ratio", static_cast<double>(static_cast<float>(ratio)));
     attrs.set("seed", seed);
+    if (indexOffset)
+      attrs.set("index_offset", indexOffset);
     HostBuffer in = x, stepValue = makeTensor(DType::F32, {}, {step});
     HostBuffer out = makeTensor(x.dtype, x.shape,
                                 std::vector<double>(numElements(x.shape), 0));
@@ -108,6 +112,7 @@ TEST_P(DropoutTest, BlockDrawsItsPartOfTheGlobalMask) {
   const Shape global{6, 10, 8};
   HostBuffer whole = randomTensor(DType::F32, global, rng);
   std::vector<double> all = values(dropout(whole, 0.3, 99, 5));
+  std::vector<double> wholeValues = values(whole);
   // The block at rows 3..6, columns 5..10 (as under dp=2 x tp=2).
   const Shape local{3, 5, 8};
   const std::vector<int64_t> offsets{3, 5, 0};
@@ -117,12 +122,35 @@ TEST_P(DropoutTest, BlockDrawsItsPartOfTheGlobalMask) {
     for (int64_t j = 0; j < 5; ++j)
       for (int64_t k = 0; k < 8; ++k) {
         int64_t g = ((i + 3) * 10 + (j + 5)) * 8 + k;
-        blockValues.push_back(values(whole)[g]);
+        blockValues.push_back(wholeValues[g]);
         expected.push_back(all[g]);
       }
   GlobalBlock block{global, offsets};
   HostBuffer part = makeTensor(DType::F32, local, blockValues);
   expectEqual(dropout(part, 0.3, 99, 5, &block), expected);
+}
+
+TEST_P(DropoutTest, IndexOffsetDrawsTheNextMicroBatchsRows) {
+  // Micro-batch 1 of two [4, 6] micro-batches draws rows 4..8 of the
+  // [8, 6] batch's mask, also when a rank holds a block of it.
+  HostBuffer batch = randomTensor(DType::F32, {8, 6}, rng);
+  std::vector<double> all = values(dropout(batch, 0.5, 17, 3));
+  std::vector<double> batchValues = values(batch);
+  std::vector<double> second(batchValues.begin() + 24, batchValues.end());
+  std::vector<double> expected(all.begin() + 24, all.end());
+  HostBuffer micro = makeTensor(DType::F32, {4, 6}, second);
+  expectEqual(dropout(micro, 0.5, 17, 3, nullptr, 24), expected);
+  // Columns 3..6 of micro-batch 1 (a tp=2 block).
+  GlobalBlock block{{4, 6}, {0, 3}};
+  std::vector<double> blockValues, blockExpected;
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 3; j < 6; ++j) {
+      blockValues.push_back(second[i * 6 + j]);
+      blockExpected.push_back(expected[i * 6 + j]);
+    }
+  expectEqual(dropout(makeTensor(DType::F32, {4, 3}, blockValues), 0.5, 17, 3,
+                      &block, 24),
+              blockExpected);
 }
 
 TEST_P(DropoutTest, HalfTypesRoundTheScaledValue) {

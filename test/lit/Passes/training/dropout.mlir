@@ -21,3 +21,12 @@ func.func @main(%x: tensor<4x8xf32> {loom.input = "x"},
   %y = loom.dropout %h {ratio = 0.25 : f32, seed = 11 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   return %y : tensor<4x8xf32>
 }
+
+// With micro-batches, micro-batch k's dropouts (forward and gradient) draw
+// indices shifted by k times the micro-batch tensor's 32 elements: its rows
+// of the full batch's mask.
+// RUN: loom-opt %s -loom-build-training-graph="optimizer=sgd loss=mse micro-batches=2" | FileCheck %s --check-prefix=MICRO
+// MICRO: loom.dropout %{{.*}}, %{{.*}} {loom.grad_id = {{[0-9]+}} : i64, ratio = 2.500000e-01 : f32, seed = 11 : i64}
+// MICRO: loom.dropout %{{.*}}, %{{.*}} {loom.grad_of = {{.*}}, ratio = 2.500000e-01 : f32, seed = 11 : i64}
+// MICRO: loom.dropout %{{.*}}, %{{.*}} {index_offset = 32 : i64, loom.grad_id = {{[0-9]+}} : i64, ratio = 2.500000e-01 : f32, seed = 11 : i64}
+// MICRO: loom.dropout %{{.*}}, %{{.*}} {index_offset = 32 : i64, loom.grad_of = {{.*}}, ratio = 2.500000e-01 : f32, seed = 11 : i64}
