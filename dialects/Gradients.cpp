@@ -642,3 +642,19 @@ LOOM_GRADIENT(MseLossOp) {
     operandGrads[1] = e.neg(d);
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Random ops
+//===----------------------------------------------------------------------===//
+
+/// For a fixed mask dropout is linear in its input: the gradient is the
+/// same dropout (ratio, seed, step, global indexing) of the result's
+/// gradient, which draws the same mask again instead of storing it.
+LOOM_GRADIENT(DropoutOp) {
+  if (noGradient(resultGrads, getNumOperands(), operandGrads) || !needed[0])
+    return success();
+  operandGrads[0] =
+      DropoutOp::create(b, getLoc(), resultGrads[0], getStep(), getRatioAttr(),
+                        getSeedAttr(), getIndexOffsetAttr());
+  return success();
+}

@@ -534,6 +534,36 @@ def Loom_MseLossOp : Loom_InferredOp<"mse_loss", [DeclareOpInterfaceMethods<Loom
   let results = (outs Loom_FloatTensor:$result);
 }
 
+//===----------------------------------------------------------------------===//
+// Random ops: counter-based, defined on the global tensor
+//===----------------------------------------------------------------------===//
+
+def Loom_DropoutOp
+    : Loom_InferredOp<"dropout", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]>,
+      Loom_ElementwiseSharding<0> {
+  let extraClassDefinition = inferByRule # elementwiseSharding;
+  let summary = "training-mode dropout with a counter-based mask";
+  let description = [{
+    With a `step` (the training step's `#loom.hyper<step>` scalar, which
+    loom-build-training-graph passes in), element `i` of the result is
+    `x[i] / (1 - ratio)` if it is kept and 0 otherwise. Element `i` is kept
+    when the Philox4x32-10 draw keyed by `(seed, step)` at counter `i`, as a
+    uniform number in [0, 1), is at least `ratio`, where `i` is the
+    element's row-major index in the GLOBAL (unpartitioned) tensor: every
+    rank of a partitioned step draws exactly its block of the single-device
+    mask. `index_offset`, when given, is added to every index: micro-batch
+    `k` of a step whose tensors hold `n` elements draws indices
+    `[k n, (k + 1) n)`, its rows of the full batch's mask. Without a `step`
+    the op is the identity, as dropout is at inference. `ratio` is in
+    [0, 1); `step` is a floating-point scalar; `index_offset` is not
+    negative.
+  }];
+  let arguments = (ins Loom_FloatTensor:$input,
+                       Optional<Loom_FloatTensor>:$step, F32Attr:$ratio,
+                       I64Attr:$seed, OptionalAttr<I64Attr>:$index_offset);
+  let results = (outs Loom_FloatTensor:$result);
+}
+
 include "dialects/LoomTrainOps.td"
 include "dialects/LoomCommOps.td"
 

@@ -120,6 +120,8 @@ struct Executor::Impl {
       bool whole;
     };
     std::vector<Piece> pieces;
+    /// A kernel: where its first result lies in the global tensor.
+    GlobalBlock block;
   };
   std::vector<Step> steps;
   /// One per collective step, in step order; `statOf[i]` indexes it.

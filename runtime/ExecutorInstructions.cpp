@@ -74,7 +74,7 @@ std::string Executor::Impl::validateInstruction(
   if (kind == Step::Kernel && !kernel)
     return at + ": backend '" + backend->name() + "' does not support op '" +
            inst.op() + "'";
-  Step step{kind, kernel, toAttrs(inst), {}, {}, &inst, -1, {}};
+  Step step{kind, kernel, toAttrs(inst), {}, {}, &inst, -1, {}, {}};
   std::vector<ops::TypeRef> operandTypes, resultTypes;
   for (int32_t id : inst.operands()) {
     if (id < 0 || id >= n || !live.defined[id])
@@ -110,6 +110,10 @@ std::string Executor::Impl::validateInstruction(
     e = checkScratch(step);
   if (!e.empty())
     return at + ": " + e;
+  if (kind == Step::Kernel && !step.results.empty()) {
+    Shard s = shard(step.results[0]);
+    step.block = {std::move(s.globalShape), std::move(s.offsets)};
+  }
   statOf.push_back(collective ? static_cast<int32_t>(collectiveStats.size())
                               : -1);
   if (collective)

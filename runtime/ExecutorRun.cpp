@@ -309,7 +309,7 @@ std::string Executor::Impl::recv(const Step &step, TraceWriter *trace,
 }
 
 std::string Executor::Impl::runKernel(const Step &step, bool traced) {
-  KernelArgs kernelArgs{step.inst->op(), step.attrs, {}, {}};
+  KernelArgs kernelArgs{step.inst->op(), step.attrs, {}, {}, &step.block};
   for (int32_t id : step.operands)
     kernelArgs.inputs.push_back(views[id]);
   for (int32_t id : step.results)

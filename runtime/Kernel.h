@@ -26,11 +26,23 @@ namespace loom::rt {
 using ops::Attrs;
 using ops::AttrValue;
 
+/// Where an instruction's first result lies in the global (unpartitioned)
+/// tensor whose block this rank holds: the global shape and the block's
+/// offset per dimension. For kernels whose values depend on an element's
+/// global index (dropout's mask), so that every rank computes exactly its
+/// block of the single-device result.
+struct GlobalBlock {
+  Shape globalShape;
+  std::vector<int64_t> offsets;
+};
+
 struct KernelArgs {
   std::string_view op;
   const Attrs &attrs;
   std::vector<TensorView> inputs;
   std::vector<TensorView> outputs;
+  /// The first result's block; nullptr: the result is the whole tensor.
+  const GlobalBlock *block = nullptr;
 };
 
 /// Checks a call's operand and result counts against a kernel's: "" or,

@@ -283,6 +283,20 @@ std::string mse(const Attrs &, const std::vector<TypeRef> &ops,
   return one(out, ops[0].dtype, {});
 }
 
+std::string dropout(const Attrs &a, const std::vector<TypeRef> &ops,
+                    std::vector<TensorType> &out) {
+  double ratio = a.getFloat("ratio");
+  if (!(ratio >= 0 && ratio < 1))
+    return "ratio must be in [0, 1), got " + std::to_string(ratio);
+  if (a.getInt("index_offset") < 0)
+    return "index_offset must not be negative, got " +
+           std::to_string(a.getInt("index_offset"));
+  if (ops.size() == 2 && (!ops[1].shape->empty() || !isFloat(ops[1].dtype)))
+    return "step must be a floating-point scalar, got " +
+           typeName(ops[1].dtype, *ops[1].shape);
+  return one(out, ops[0].dtype, *ops[0].shape);
+}
+
 } // namespace
 
 void addNNRules(RuleTable &table) {
@@ -296,6 +310,7 @@ void addNNRules(RuleTable &table) {
       {"avg_pool2d", inferred(avgPool2d, 1, 1)},
       {"softmax_cross_entropy", inferred(crossEntropy, 2, 2)},
       {"mse_loss", inferred(mse, 2, 2)},
+      {"dropout", inferred(dropout, 1, 2)},
   });
 }
 

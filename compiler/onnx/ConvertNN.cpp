@@ -247,26 +247,78 @@ LogicalResult convertLayerNorm(NodeContext &nc) {
   return success();
 }
 
-/// Dropout is the identity at inference; its mask is then all true.
+/// A stable 64-bit hash (FNV-1a) of `text`: a dropout node's seed.
+uint64_t stableHash(llvm::StringRef text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text.bytes()) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+/// Dropout is the identity at inference (training_mode false or absent,
+/// or Dropout-10, which has no training mode) and with ratio 0; its mask
+/// is then all true. In training mode with a ratio in (0, 1) it is
+/// loom.dropout, whose seed is a hash of the node's name (and of its
+/// `seed` attribute when given), so that two nodes draw different masks
+/// and a recompile draws the same ones.
 LogicalResult convertDropout(NodeContext &nc) {
   bool training = false;
-  if (nc.hasInput(2)) {
-    const HostTensor *mode = nc.constant(2);
-    if (!mode)
-      return nc.unsupported("Dropout's training_mode must be a constant");
-    training = mode->numElements() == 1 && mode->asInt(0) != 0;
-  }
-  if (training) {
-    double ratio = 0.5;
-    if (nc.hasInput(1)) {
+  double ratio = 0.5;
+  // Dropout-10 has no training mode: its `ratio` attribute is never used.
+  if (nc.version >= 12) {
+    if (nc.hasInput(2)) {
+      const HostTensor *mode = nc.constant(2);
+      if (!mode)
+        return nc.unsupported("Dropout's training_mode must be a constant");
+      training = mode->numElements() == 1 && mode->asInt(0) != 0;
+    }
+    // At inference the ratio is not read (it may be a run-time value).
+    if (training && nc.hasInput(1)) {
       const HostTensor *r = nc.constant(1);
       if (!r || r->numElements() != 1)
         return nc.unsupported("Dropout's ratio must be a constant scalar");
       ratio = r->asDouble(0);
     }
-    if (ratio != 0)
-      return nc.unsupported("Dropout in training mode with a non-zero ratio "
-                            "is not supported yet");
+  }
+  if (training && ratio != 0) {
+    if (!(ratio > 0 && ratio < 1))
+      return nc.invalid("Dropout's ratio must be in [0, 1), got " +
+                        std::to_string(ratio));
+    std::string name =
+        nc.node.name().empty() ? nc.node.output(0) : nc.node.name();
+    if (const onnx::AttributeProto *seed = nc.attr("seed"))
+      name += "#seed=" + std::to_string(seed->i());
+    FloatAttr ratioAttr = nc.builder.getF32FloatAttr(ratio);
+    IntegerAttr seedAttr =
+        nc.builder.getI64IntegerAttr(static_cast<int64_t>(stableHash(name)));
+    FailureOr<Value> y = nc.create<DropoutOp>(nc.value(0), Value(), ratioAttr,
+                                              seedAttr, IntegerAttr());
+    if (failed(y))
+      return failure();
+    nc.setOutput(0, *y);
+    if (nc.hasOutput(1)) {
+      // The mask: the same dropout of ones is non-zero where it keeps. An
+      // unused mask (exporters name it anyway) is dead code, which CSE
+      // erases.
+      RankedTensorType type = nc.type(0);
+      FailureOr<Value> ones = nc.createTyped<BroadcastOp>(
+          type, nc.scalar(type.getElementType(), 1.0));
+      if (failed(ones))
+        return failure();
+      FailureOr<Value> kept = nc.create<DropoutOp>(*ones, Value(), ratioAttr,
+                                                   seedAttr, IntegerAttr());
+      if (failed(kept))
+        return failure();
+      FailureOr<Value> mask = nc.createTyped<CastOp>(
+          RankedTensorType::get(type.getShape(), nc.builder.getI1Type()),
+          *kept);
+      if (failed(mask))
+        return failure();
+      nc.setOutput(1, *mask);
+    }
+    return success();
   }
   if (const HostTensor *c = nc.constant(0))
     nc.setOutput(0, *c);
@@ -452,7 +504,9 @@ void addNNConverters(llvm::StringMap<Converter> &t) {
   // 7 and older: `spatial` (and `is_test`, `consumed_inputs`).
   t["BatchNormalization"] = {9, convertBatchNorm};
   t["LayerNormalization"] = {17, convertLayerNorm};
-  // 7: the mask has the input's type; from 10 it is bool.
+  // 7: the mask has the input's type; from 10 it is bool. 10 has no
+  // training mode (ratio is an attribute); 12 takes ratio and
+  // training_mode as inputs.
   t["Dropout"] = {10, convertDropout};
   t["NegativeLogLikelihoodLoss"] = {12, convertNegativeLogLikelihoodLoss};
   t["SoftmaxCrossEntropyLoss"] = {12, convertSoftmaxCrossEntropyLoss};

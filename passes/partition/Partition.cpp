@@ -53,7 +53,8 @@ private:
   LogicalResult partitionOp(Operation *op);
   /// The ZeRO level `v` (an argument) was split by, 0 if none.
   int zeroLevelOf(Value v);
-  /// With recordLayouts: `layouts` as `op`'s loom.layouts.
+  /// With recordLayouts, or for an op whose values depend on an element's
+  /// global index: `layouts` as `op`'s loom.layouts.
   void record(Operation *op, ArrayRef<layout::TensorLayout> layouts);
 
   func::FuncOp func;
@@ -215,7 +216,10 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
 
 void Partitioner::record(Operation *op,
                          ArrayRef<layout::TensorLayout> layouts) {
-  if (!recordLayouts)
+  // Dropout draws its mask by the element's index in the global tensor:
+  // the plan carries its result's layout, from which the runtime derives
+  // where each rank's block lies (runtime/Kernel.h, GlobalBlock).
+  if (!recordLayouts && !isa<DropoutOp>(op))
     return;
   SmallVector<Attribute> attrs;
   for (const layout::TensorLayout &l : layouts)

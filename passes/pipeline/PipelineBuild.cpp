@@ -314,6 +314,20 @@ LogicalResult Pipeliner::emitSchedule(StageBuild &st) {
   return success();
 }
 
+/// Micro-batch k of the step draws its rows of the full batch's dropout
+/// mask: its global indices shifted by k times the elements of the global
+/// (micro-batch) tensor, whose layout loom-partition recorded.
+static void offsetDropout(DropoutOp dropout, int64_t microBatch) {
+  auto type = cast<RankedTensorType>(dropout.getResult().getType());
+  int64_t elements = type.getNumElements();
+  if (TensorLayoutAttr layout = recordedLayout(dropout.getResult()))
+    for (unsigned d = 0; d < layout.getRank(); ++d)
+      elements *= layout.getSplitCount(d);
+  dropout.setIndexOffsetAttr(IntegerAttr::get(
+      IntegerType::get(dropout.getContext(), 64),
+      dropout.getIndexOffset().value_or(0) + microBatch * elements));
+}
+
 /// One op of a unit: receives for its operands from other stages, its
 /// clone, sends of its results to the stages that use them, and its loss
 /// or gradient added to the micro-batches' sum.
@@ -338,6 +352,8 @@ LogicalResult Pipeliner::emitUnitOp(StageBuild &st, Operation *op,
     m.map(v, recv);
   }
   Operation *copy = b.clone(*op, m);
+  if (auto dropout = dyn_cast<DropoutOp>(copy); dropout && unit.microBatch)
+    offsetDropout(dropout, unit.microBatch);
   for (auto [r, c] : llvm::zip(op->getResults(), copy->getResults())) {
     if (auto it = crossTo.find(r); it != crossTo.end())
       for (int64_t dst : it->second) {

@@ -259,8 +259,15 @@ struct BuildTrainingGraphPass
                                          b.getDenseI64ArrayAttr(strides)));
       }
       SmallVector<Operation *> ops;
-      for (Operation *op : templateOps)
+      for (Operation *op : templateOps) {
         ops.push_back(b.clone(*op, mapping));
+        // Micro-batch k draws its rows of the full batch's dropout mask.
+        auto dropout = dyn_cast<DropoutOp>(ops.back());
+        if (dropout && k > 0)
+          dropout.setIndexOffsetAttr(b.getI64IntegerAttr(
+              dropout.getIndexOffset().value_or(0) +
+              k * typeOf(dropout.getResult()).getNumElements()));
+      }
       Value microLoss = buildLoss(b, loc, mapping.lookup(prediction),
                                   mapping.lookup(labels), ops);
       if (failed(backward(b, ops, params, microLoss, lossScale / microBatches,
@@ -270,9 +277,13 @@ struct BuildTrainingGraphPass
       lossValue = lossValue ? Value(AddOp::create(b, loc, lossValue, weighted))
                             : weighted;
     }
-    // The template and the micro-batch-sized inputs are no longer used.
-    for (Operation *op : llvm::reverse(templateOps))
+    // The template and the micro-batch-sized inputs are no longer used (but
+    // for the old return, which the caller replaces: its operand goes first,
+    // or it would point into an erased op).
+    for (Operation *op : llvm::reverse(templateOps)) {
+      op->dropAllUses();
       op->erase();
+    }
     llvm::BitVector erase(func.getNumArguments());
     for (BlockArgument arg : oldInputs)
       erase.set(arg.getArgNumber());
@@ -379,6 +390,11 @@ struct BuildTrainingGraphPass
                              HyperAttr::get(ctx, Hyper::Step));
     if (!labels || !lr || !step)
       return func.emitError("cannot add the training arguments");
+    // Dropout draws its mask from the step (the identity without one).
+    func.walk([&](DropoutOp dropout) {
+      if (!dropout.getStep())
+        dropout.getStepMutable().assign(step);
+    });
 
     if (!(lossScale > 0) || !std::isfinite(lossScale))
       return func.emitError("the loss scale must be positive and finite, not ")

@@ -34,6 +34,7 @@ public:
     cpu::registerDataMovementKernels(table);
     cpu::registerPoolingKernels(table);
     cpu::registerLossKernels(table);
+    cpu::registerDropoutKernels(table);
     cpu::ResultCounts results;
     cpu::registerGradKernels(table, results);
     cpu::registerConvPoolGradKernels(table, results);

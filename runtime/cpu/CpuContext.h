@@ -56,6 +56,7 @@ void registerReductionKernels(KernelTable &table);
 void registerDataMovementKernels(KernelTable &table);
 void registerPoolingKernels(KernelTable &table);
 void registerLossKernels(KernelTable &table);
+void registerDropoutKernels(KernelTable &table);
 
 /// The context of a backend made by createCpuBackend(), else nullptr. Tests
 /// use it to switch oneDNN off and to inspect the primitive cache.

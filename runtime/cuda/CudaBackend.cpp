@@ -81,6 +81,7 @@ public:
     cuda::registerMatmulKernels(table);
     cuda::registerConvKernels(table);
     cuda::registerPoolKernels(table);
+    cuda::registerDropoutKernels(table);
     for (auto &[op, entry] : table)
       kernels.emplace(op, wrap(op, std::move(entry)));
   }

@@ -120,6 +120,9 @@ void registerConvKernels(KernelTable &table);
 /// max_pool2d, avg_pool2d and their gradients on cuDNN (Pool.cu).
 void registerPoolKernels(KernelTable &table);
 
+/// dropout, its mask drawn on the global element index (Dropout.cu).
+void registerDropoutKernels(KernelTable &table);
+
 /// fused_matmul's epilogue as a pass over the product in `out` (where
 /// cuBLASLt has no algorithm with it): + bias per row, then relu.
 std::string launchBiasEpilogue(CudaContext &ctx, const TensorView &bias,

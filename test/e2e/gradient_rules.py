@@ -732,6 +732,60 @@ add("cross_entropy_3d_ignored", node("Mul", ["x", "s"]),
     {"x": rn(2, 3, 5), "s": np.array(1.7, np.float32)}, lambda t: t["x"] * t["s"],
     loss="cross_entropy", labels=i64([[2, -100, 0], [4, 4, -100]]))
 
+# ---- Dropout (training mode) ---------------------------------------------------------------
+# PyTorch's generator is not Loom's, so the reference draws Loom's mask itself: Philox4x32-10
+# keyed by the node's seed (FNV-1a of its name, or of its first output's name when it has
+# none, with "#seed=S" for a `seed` attribute), counter (element index, 0, step, 0) at step
+# 1, kept where (word 0 >> 8) / 2^24 >= ratio, scaled by 1 / (1 - ratio) in float32. The
+# gradient then checks that the backward draws the forward's mask again.
+
+_M32 = 0xFFFFFFFF
+
+
+def fnv1a(text):
+    h = 0xCBF29CE484222325
+    for c in text.encode():
+        h = ((h ^ c) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def philox_word0(index, step, seed):
+    c0 = index.astype(np.uint64) & _M32
+    c1 = index.astype(np.uint64) >> np.uint64(32)
+    c2 = np.full_like(c0, step)
+    c3 = np.zeros_like(c0)
+    k0, k1 = seed & _M32, seed >> 32
+    for r in range(10):
+        if r:
+            k0, k1 = (k0 + 0x9E3779B9) & _M32, (k1 + 0xBB67AE85) & _M32
+        p0 = c0 * np.uint64(0xD2511F53)
+        p1 = c2 * np.uint64(0xCD9E8D57)
+        c0, c1, c2, c3 = ((p1 >> np.uint64(32)) ^ c1 ^ np.uint64(k0), p1 & np.uint64(_M32),
+                          (p0 >> np.uint64(32)) ^ c3 ^ np.uint64(k1), p0 & np.uint64(_M32))
+    return c0
+
+
+def dropout_scaled_mask(shape, ratio, name, seed=None, step=1):
+    key = fnv1a(name if seed is None else f"{name}#seed={seed}")
+    u = (philox_word0(np.arange(int(np.prod(shape))), step, key) >> np.uint64(8)).astype(
+        np.float32) * np.float32(2.0 ** -24)
+    scale = np.float32(1) / (np.float32(1) - np.float32(ratio))
+    return np.where(u >= np.float32(ratio), scale, np.float32(0)).reshape(shape)
+
+
+def dropout_nodes(ratio, **attrs):
+    const = lambda name, a: node("Constant", [], [name], value=numpy_helper.from_array(a, name))
+    return [const("ratio", np.array(ratio, np.float32)), const("mode", np.array(True)),
+            node("Dropout", ["x", "ratio", "mode"], **attrs)]
+
+
+for ratio, shape, seed in ((0.5, (4, 6), None), (0.1, (3, 5, 2), 7)):
+    mask = dropout_scaled_mask(shape, ratio, "y", seed)
+    assert 0 < np.count_nonzero(mask) < mask.size
+    add(f"dropout_train_{ratio}" + ("" if seed is None else f"_seed{seed}"),
+        dropout_nodes(ratio, **({} if seed is None else {"seed": seed})), {"x": rn(*shape)},
+        lambda t, mask=mask: t["x"] * torch.tensor(mask))
+
 # --------------------------------------------------------------------------------------------
 # Running one case
 # --------------------------------------------------------------------------------------------

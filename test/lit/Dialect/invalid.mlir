@@ -1574,3 +1574,30 @@ func.func @bad_bias(%x: tensor<4x16xf32>, %w: tensor<16x8xf32>, %b: tensor<4xf32
   %y = loom.fused_matmul %x, %w, %b : (tensor<4x16xf32>, tensor<16x8xf32>, tensor<4xf32>) -> tensor<4x8xf32>
   return %y : tensor<4x8xf32>
 }
+
+// -----
+
+func.func @dropout_ratio(%a: tensor<2x3xf32>, %s: tensor<f32>) {
+  // expected-error @+2 {{ratio must be in [0, 1), got 1.000000}}
+  // expected-error @+1 {{'loom.dropout' op failed to infer returned types}}
+  %0 = loom.dropout %a, %s {ratio = 1.0 : f32, seed = 7 : i64} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_step_not_scalar(%a: tensor<2x3xf32>, %s: tensor<2xf32>) {
+  // expected-error @+2 {{step must be a floating-point scalar, got f32[2]}}
+  // expected-error @+1 {{'loom.dropout' op failed to infer returned types}}
+  %0 = loom.dropout %a, %s {ratio = 0.5 : f32, seed = 7 : i64} : (tensor<2x3xf32>, tensor<2xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_index_offset(%a: tensor<2x3xf32>, %s: tensor<f32>) {
+  // expected-error @+2 {{index_offset must not be negative, got -6}}
+  // expected-error @+1 {{'loom.dropout' op failed to infer returned types}}
+  %0 = loom.dropout %a, %s {index_offset = -6 : i64, ratio = 0.5 : f32, seed = 7 : i64} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+  return
+}

@@ -351,3 +351,13 @@ func.func @largest_mesh(%x: tensor<65536x32768xf32>) attributes {loom.mesh = #lo
   %0 = loom.relu %x {loom.strategy = #loom.strategy<[[65536, 32768]]>} : (tensor<65536x32768xf32>) -> tensor<65536x32768xf32>
   return
 }
+
+// Dropout with the training step, and without it (the identity).
+// CHECK-LABEL: func.func @dropout
+// CHECK: loom.dropout %{{.*}}, %{{.*}} {ratio = 1.000000e-01 : f32, seed = -3 : i64} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+// CHECK: loom.dropout %{{.*}} {ratio = 5.000000e-01 : f32, seed = 7 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+func.func @dropout(%x: tensor<4x8xf32>, %step: tensor<f32>) {
+  %0 = loom.dropout %x, %step {ratio = 0.1 : f32, seed = -3 : i64} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %1 = loom.dropout %x {ratio = 0.5 : f32, seed = 7 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}

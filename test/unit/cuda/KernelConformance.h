@@ -49,6 +49,9 @@ struct Case {
   /// Replaces the tolerance of the results' element type (exact for data
   /// movement, casts and maxima).
   std::optional<Tolerance> tolerance;
+  /// Where the first result lies in a larger global tensor (a rank's
+  /// block, KernelArgs::block); unset: it is the whole tensor.
+  std::optional<GlobalBlock> block;
 };
 
 /// A named case: `make` builds it from a generator seeded by the name.
@@ -123,6 +126,10 @@ void addConvPoolCases(std::vector<CaseSpec> &cases);
 /// equal .. greater_equal, and, or, xor, not, max, min, trilu
 /// (CompareCases.cpp).
 void addCompareCases(std::vector<CaseSpec> &cases);
+
+/// dropout, on whole tensors and on blocks of global ones
+/// (DropoutCases.cpp).
+void addDropoutCases(std::vector<CaseSpec> &cases);
 
 /// Every case, in a fixed order.
 const std::vector<CaseSpec> &conformanceCases();

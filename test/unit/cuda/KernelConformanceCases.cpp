@@ -40,7 +40,9 @@ const std::vector<std::string> kCudaBackendOps = {
     "matmul", "fused_matmul",
     // ConvPool.cu
     "conv2d", "conv2d_grad_input", "conv2d_grad_weight", "max_pool2d",
-    "avg_pool2d", "max_pool2d_grad", "avg_pool2d_grad"};
+    "avg_pool2d", "max_pool2d_grad", "avg_pool2d_grad",
+    // Dropout.cu
+    "dropout"};
 
 const std::vector<CaseSpec> &conformanceCases() {
   static const std::vector<CaseSpec> cases = [] {
@@ -51,6 +53,7 @@ const std::vector<CaseSpec> &conformanceCases() {
     addLossOptimizerMatmulCases(all);
     addConvPoolCases(all);
     addCompareCases(all);
+    addDropoutCases(all);
     return all;
   }();
   return cases;

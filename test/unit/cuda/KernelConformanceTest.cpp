@@ -133,7 +133,7 @@ KernelRun runOn(Backend &backend, const std::string &op, const Case &c,
     outputs.push_back({spec.dtype, spec.shape, p});
     run.outputs.push_back(std::move(host));
   }
-  KernelArgs args{op, c.attrs, inputs, outputs};
+  KernelArgs args{op, c.attrs, inputs, outputs, c.block ? &*c.block : nullptr};
   run.error = (*kernel)(args);
   std::string asyncError = backend.synchronize();
   if (run.error.empty())
