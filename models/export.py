@@ -172,6 +172,19 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
+def rotary_tables(seq, head_dim, base=10000.0):
+    """cos and sin of the rotary angles, float32 [1, 1, seq, head_dim].
+
+    Position p, frequency i < head_dim / 2: angle p * base^(-2i / head_dim), the frequencies
+    repeated for the two halves (the rotate-half form). Computed in float64 with numpy and
+    rounded once, so that models/llama_shapes.py (the same function) writes the same bits.
+    """
+    inv_freq = 1.0 / base ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    angles = np.outer(np.arange(seq, dtype=np.float64), inv_freq)  # [seq, head_dim / 2]
+    angles = np.concatenate([angles, angles], axis=-1).reshape(1, 1, seq, head_dim)
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
 def rotate_half(x):
     """[x1, x2] -> [-x2, x1] over the last axis (the rotate-half form of rotary embeddings)."""
     half = x.shape[-1] // 2
@@ -202,12 +215,10 @@ class GQAttention(nn.Module):
         self.k = nn.Linear(d_model, kv_heads * self.head_dim, bias=False)
         self.v = nn.Linear(d_model, kv_heads * self.head_dim, bias=False)
         self.o = nn.Linear(heads * self.head_dim, d_model, bias=False)
-        # Rotary tables [1, 1, S, hd] from positions 0..S-1; constants, not in the state_dict.
-        inv_freq = 1.0 / (rope_base ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
-        angles = torch.outer(torch.arange(seq).float(), inv_freq)  # [S, hd/2]
-        angles = torch.cat((angles, angles), dim=-1)  # [S, hd]
-        self.register_buffer("cos", angles.cos().view(1, 1, seq, self.head_dim), persistent=False)
-        self.register_buffer("sin", angles.sin().view(1, 1, seq, self.head_dim), persistent=False)
+        # Rotary tables [1, 1, S, hd]; constants, not in the state_dict.
+        cos, sin = rotary_tables(seq, self.head_dim, rope_base)
+        self.register_buffer("cos", torch.from_numpy(cos), persistent=False)
+        self.register_buffer("sin", torch.from_numpy(sin), persistent=False)
         mask = torch.tril(torch.ones(seq, seq, dtype=torch.bool)).view(1, 1, seq, seq)
         self.register_buffer("mask", mask, persistent=False)
 
