@@ -5,6 +5,8 @@ Run with the system interpreter, which has torch 1.13 and onnx 1.12:
     /usr/bin/python3 models/export.py --all          # regenerate every committed .onnx file
     /usr/bin/python3 models/export.py --model gpt --layers 4 --d-model 128 --heads 8 \\
         --vocab 512 --seq 128 --tied --opset 17 -o /tmp/gpt_big.onnx
+    /usr/bin/python3 models/export.py --model llama --layers 4 --d-model 128 --heads 8 \\
+        --kv-heads 2 --ffn 352 --vocab 512 --seq 128 -o /tmp/llama_big.onnx
 
 Every export uses a fixed seed, constant folding, TrainingMode.EVAL (see the CNN note below),
 a symbolic batch dimension (`batch`) on the input and the output, and parameters stored as
