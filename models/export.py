@@ -1,10 +1,12 @@
-"""Exports the small PyTorch models (MLP, GPT decoder, ResNet-style CNN) that Loom imports as ONNX.
+"""Exports the small PyTorch models (MLP, GPT decoder, LLaMA-style decoder, ResNet-style CNN) that Loom imports as ONNX.
 
 Run with the system interpreter, which has torch 1.13 and onnx 1.12:
 
     /usr/bin/python3 models/export.py --all          # regenerate every committed .onnx file
     /usr/bin/python3 models/export.py --model gpt --layers 4 --d-model 128 --heads 8 \\
         --vocab 512 --seq 128 --tied --opset 17 -o /tmp/gpt_big.onnx
+    /usr/bin/python3 models/export.py --model llama --layers 4 --d-model 128 --heads 8 \\
+        --kv-heads 2 --ffn 352 --vocab 512 --seq 128 -o /tmp/llama_big.onnx
 
 Every export uses a fixed seed, constant folding, TrainingMode.EVAL (see the CNN note below),
 a symbolic batch dimension (`batch`) on the input and the output, and parameters stored as
@@ -160,6 +162,145 @@ class GPT(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x^2) + eps) * weight over the last axis (no mean subtraction, no bias)."""
+
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotary_tables(seq, head_dim, base=10000.0):
+    """cos and sin of the rotary angles, float32 [1, 1, seq, head_dim].
+
+    Position p, frequency i < head_dim / 2: angle p * base^(-2i / head_dim), the frequencies
+    repeated for the two halves (the rotate-half form). Computed in float64 with numpy and
+    rounded once, so that models/llama_shapes.py (the same function) writes the same bits.
+    """
+    inv_freq = 1.0 / base ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    angles = np.outer(np.arange(seq, dtype=np.float64), inv_freq)  # [seq, head_dim / 2]
+    angles = np.concatenate([angles, angles], axis=-1).reshape(1, 1, seq, head_dim)
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def rotate_half(x):
+    """[x1, x2] -> [-x2, x1] over the last axis (the rotate-half form of rotary embeddings)."""
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class GQAttention(nn.Module):
+    """Causal grouped-query attention with rotary position embeddings and no biases.
+
+    `heads` query heads share `kv_heads` key/value heads (heads % kv_heads == 0); each KV
+    head is broadcast to its heads // kv_heads query heads (unsqueeze, expand, reshape, as
+    LLaMA's repeat_kv does).
+    """
+
+    def __init__(self, d_model, heads, kv_heads, seq, rope_base=10000.0):
+        super().__init__()
+        if d_model % heads != 0:
+            raise ValueError(f"d_model {d_model} is not divisible by heads {heads}")
+        if heads % kv_heads != 0:
+            raise ValueError(f"heads {heads} is not divisible by kv_heads {kv_heads}")
+        self.heads = heads
+        self.kv_heads = kv_heads
+        self.head_dim = d_model // heads
+        if self.head_dim % 2 != 0:
+            raise ValueError(f"head_dim {self.head_dim} must be even for rotary embeddings")
+        self.scale = 1.0 / math.sqrt(self.head_dim)
+        self.q = nn.Linear(d_model, heads * self.head_dim, bias=False)
+        self.k = nn.Linear(d_model, kv_heads * self.head_dim, bias=False)
+        self.v = nn.Linear(d_model, kv_heads * self.head_dim, bias=False)
+        self.o = nn.Linear(heads * self.head_dim, d_model, bias=False)
+        # Rotary tables [1, 1, S, hd]; constants, not in the state_dict.
+        cos, sin = rotary_tables(seq, self.head_dim, rope_base)
+        self.register_buffer("cos", torch.from_numpy(cos), persistent=False)
+        self.register_buffer("sin", torch.from_numpy(sin), persistent=False)
+        mask = torch.tril(torch.ones(seq, seq, dtype=torch.bool)).view(1, 1, seq, seq)
+        self.register_buffer("mask", mask, persistent=False)
+
+    def forward(self, x):
+        b, t, _ = x.size()
+        q = self.q(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)  # [B, H, T, hd]
+        k = self.k(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)  # [B, KV, T, hd]
+        v = self.v(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
+        q = q * self.cos + rotate_half(q) * self.sin
+        k = k * self.cos + rotate_half(k) * self.sin
+        rep = self.heads // self.kv_heads
+        if rep > 1:
+            k = k[:, :, None].expand(b, self.kv_heads, rep, t, self.head_dim).reshape(
+                b, self.heads, t, self.head_dim)
+            v = v[:, :, None].expand(b, self.kv_heads, rep, t, self.head_dim).reshape(
+                b, self.heads, t, self.head_dim)
+        att = torch.matmul(q, k.transpose(-2, -1)) * self.scale  # [B, H, T, T]
+        att = att.masked_fill(~self.mask, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = torch.matmul(att, v)  # [B, H, T, hd]
+        y = y.transpose(1, 2).reshape(b, t, self.heads * self.head_dim)
+        return self.o(y)
+
+
+class SwiGLU(nn.Module):
+    """down(silu(gate(x)) * up(x)), no biases."""
+
+    def __init__(self, d_model, ffn):
+        super().__init__()
+        self.gate = nn.Linear(d_model, ffn, bias=False)
+        self.up = nn.Linear(d_model, ffn, bias=False)
+        self.down = nn.Linear(ffn, d_model, bias=False)
+
+    def forward(self, x):
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+class LLaMABlock(nn.Module):
+    """Pre-RMSNorm block: x + attn(attn_norm(x)), then x + mlp(mlp_norm(x))."""
+
+    def __init__(self, d_model, heads, kv_heads, ffn, seq):
+        super().__init__()
+        self.attn_norm = RMSNorm(d_model)
+        self.attn = GQAttention(d_model, heads, kv_heads, seq)
+        self.mlp_norm = RMSNorm(d_model)
+        self.mlp = SwiGLU(d_model, ffn)
+
+    def forward(self, x):
+        x = x + self.attn(self.attn_norm(x))
+        x = x + self.mlp(self.mlp_norm(x))
+        return x
+
+
+class LLaMA(nn.Module):
+    """LLaMA-style decoder: token embedding, RMSNorm/GQA+RoPE/SwiGLU blocks, untied head."""
+
+    def __init__(self, layers=2, d_model=64, heads=4, kv_heads=2, ffn=None, vocab=256, seq=64):
+        super().__init__()
+        ffn = ffn or 4 * d_model
+        self.seq = seq
+        self.tok_emb = nn.Embedding(vocab, d_model)
+        self.blocks = nn.ModuleList(
+            [LLaMABlock(d_model, heads, kv_heads, ffn, seq) for _ in range(layers)])
+        self.norm = RMSNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab, bias=False)
+        # RMSNorm weights start at 1; perturb them so that a wrong or missing scale shows.
+        for module in self.modules():
+            if isinstance(module, RMSNorm):
+                with torch.no_grad():
+                    module.weight.add_(0.1 * torch.randn_like(module.weight))
+
+    def forward(self, input_ids):
+        if not torch.jit.is_tracing() and input_ids.size(1) != self.seq:
+            raise ValueError(f"expected sequence length {self.seq}, got {input_ids.size(1)}")
+        x = self.tok_emb(input_ids)
+        for block in self.blocks:
+            x = block(x)
+        return self.lm_head(self.norm(x))
+
+
 class BasicBlock(nn.Module):
     """conv3x3-bn-relu-conv3x3-bn plus skip (1x1 conv + bn projection when the shape changes), relu."""
 
@@ -217,13 +358,16 @@ class CNN(nn.Module):
 # --------------------------------------------------------------------------------------------
 
 GPT_DEFAULTS = dict(layers=2, d_model=64, heads=4, vocab=256, seq=64, tied=False)
-DEFAULT_OPSET = {"mlp": 13, "gpt": 17, "cnn": 13}
+# ffn 176: LLaMA's 8/3 * d_model rounded up to a multiple of 16.
+LLAMA_DEFAULTS = dict(layers=2, d_model=64, heads=4, kv_heads=2, ffn=176, vocab=256, seq=64)
+DEFAULT_OPSET = {"mlp": 13, "gpt": 17, "llama": 17, "cnn": 13}
 
 
 def add_model_args(parser):
     """Adds the model-selection and size options shared by export.py and reference.py."""
-    parser.add_argument("--model", choices=["mlp", "gpt", "cnn"], help="which model to build")
-    gpt = parser.add_argument_group("GPT size (ignored for mlp and cnn)")
+    parser.add_argument("--model", choices=["mlp", "gpt", "llama", "cnn"],
+                        help="which model to build")
+    gpt = parser.add_argument_group("GPT and LLaMA size (ignored for mlp and cnn)")
     gpt.add_argument("--layers", type=int, default=GPT_DEFAULTS["layers"],
                      help="number of transformer blocks (default: %(default)s)")
     gpt.add_argument("--d-model", type=int, default=GPT_DEFAULTS["d_model"],
@@ -235,12 +379,33 @@ def add_model_args(parser):
     gpt.add_argument("--seq", type=int, default=GPT_DEFAULTS["seq"],
                      help="sequence length, static in the graph (default: %(default)s)")
     gpt.add_argument("--tied", action="store_true",
-                     help="tie the LM head to the token embedding (default: untied)")
+                     help="gpt only: tie the LM head to the token embedding (default: untied)")
+    gpt.add_argument("--kv-heads", type=int, default=LLAMA_DEFAULTS["kv_heads"],
+                     help="llama only: key/value heads of grouped-query attention; must "
+                          "divide --heads (default: %(default)s)")
+    gpt.add_argument("--ffn", type=int, default=LLAMA_DEFAULTS["ffn"],
+                     help="llama only: hidden size of the SwiGLU MLP (default: %(default)s)")
 
 
 def gpt_config(args):
     return dict(layers=args.layers, d_model=args.d_model, heads=args.heads,
                 vocab=args.vocab, seq=args.seq, tied=args.tied)
+
+
+def llama_config(args):
+    return dict(layers=args.layers, d_model=args.d_model, heads=args.heads,
+                kv_heads=args.kv_heads, ffn=args.ffn, vocab=args.vocab, seq=args.seq)
+
+
+def model_config(args):
+    """The size keyword arguments of build_model for args.model ({} for mlp and cnn)."""
+    if args.model == "gpt":
+        return gpt_config(args)
+    if args.model == "llama":
+        if args.tied:
+            raise ValueError("--tied is for gpt; the LLaMA head is untied")
+        return llama_config(args)
+    return {}
 
 
 def build_model(name, seed=DEFAULT_SEED, **gpt_kwargs):
@@ -252,6 +417,10 @@ def build_model(name, seed=DEFAULT_SEED, **gpt_kwargs):
         config = dict(GPT_DEFAULTS)
         config.update(gpt_kwargs)
         model = GPT(**config)
+    elif name == "llama":
+        config = dict(LLAMA_DEFAULTS)
+        config.update(gpt_kwargs)
+        model = LLaMA(**config)
     elif name == "cnn":
         model = CNN()
     else:
@@ -263,7 +432,7 @@ def input_spec(name, model):
     """Returns [(input name, shape without batch, dtype)] for model `name`."""
     if name == "mlp":
         return [("x", (32,), torch.float32)]
-    if name == "gpt":
+    if name in ("gpt", "llama"):
         return [("input_ids", (model.seq,), torch.int64)]
     if name == "cnn":
         return [("x", (3, 32, 32), torch.float32)]
@@ -404,7 +573,8 @@ def export(name, path, opset=None, seed=DEFAULT_SEED, fuse_bn=False, batch=2, **
     size = os.path.getsize(path)
     print(f"== {path}")
     print(f"   model={name} opset={opset} size={size} bytes ({size / 1024:.1f} KiB)"
-          + (f" config={dict(GPT_DEFAULTS, **gpt_kwargs)}" if name == "gpt" else ""))
+          + (f" config={dict(GPT_DEFAULTS, **gpt_kwargs)}" if name == "gpt" else "")
+          + (f" config={dict(LLAMA_DEFAULTS, **gpt_kwargs)}" if name == "llama" else ""))
     print(f"   inputs={[(i.name, _dims(i)) for i in proto.graph.input]}"
           f" outputs={[(o.name, _dims(o)) for o in proto.graph.output]}")
     print(f"   initializers={len(proto.graph.initializer)}"
@@ -422,14 +592,14 @@ def _dims(value_info):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description="Export Loom's test models (mlp, gpt, cnn) from PyTorch to ONNX.")
+        description="Export Loom's test models (mlp, gpt, llama, cnn) from PyTorch to ONNX.")
     parser.add_argument("--all", action="store_true",
-                        help="write mlp.onnx, gpt.onnx, gpt_opset14.onnx and cnn.onnx into "
+                        help="write mlp.onnx, gpt.onnx, gpt_opset14.onnx, llama.onnx and cnn.onnx into "
                              "models/ with the default configurations (the default when "
                              "--model is not given)")
     add_model_args(parser)
     parser.add_argument("--opset", type=int, default=None,
-                        help="ONNX opset (default: 13 for mlp and cnn, 17 for gpt)")
+                        help="ONNX opset (default: 13 for mlp and cnn, 17 for gpt and llama)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
                         help="torch.manual_seed used before building the model (default: %(default)s)")
     parser.add_argument("--fuse-bn", action="store_true",
@@ -440,11 +610,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     if args.all or args.model is None:
-        if args.output or args.opset or args.fuse_bn or gpt_config(args) != GPT_DEFAULTS:
+        if args.output or args.opset or args.fuse_bn or gpt_config(args) != GPT_DEFAULTS \
+                or llama_config(args) != LLAMA_DEFAULTS:
             parser.error("--all writes the committed defaults; -o, --opset, --fuse-bn and "
                          "the GPT size options need --model")
         jobs = [("mlp", "mlp.onnx", None), ("gpt", "gpt.onnx", 17),
-                ("gpt", "gpt_opset14.onnx", 14), ("cnn", "cnn.onnx", None)]
+                ("gpt", "gpt_opset14.onnx", 14), ("llama", "llama.onnx", 17),
+                ("cnn", "cnn.onnx", None)]
         for name, filename, opset in jobs:
             export(name, os.path.join(MODELS_DIR, filename), opset=opset, seed=args.seed)
         too_big = [f for _, f, _ in jobs
@@ -454,7 +626,7 @@ def main(argv=None):
         return
 
     output = args.output or os.path.join(MODELS_DIR, f"{args.model}.onnx")
-    kwargs = gpt_config(args) if args.model == "gpt" else {}
+    kwargs = model_config(args)
     export(args.model, output, opset=args.opset, seed=args.seed, fuse_bn=args.fuse_bn,
            **kwargs)
 

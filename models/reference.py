@@ -21,7 +21,7 @@ import torch
 from onnx import numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from export import DEFAULT_SEED, add_model_args, build_model, gpt_config, input_spec, make_inputs  # noqa: E402
+from export import DEFAULT_SEED, add_model_args, build_model, input_spec, model_config, make_inputs  # noqa: E402
 
 
 def reference(name, batch, seed=0, weight_seed=DEFAULT_SEED, **gpt_kwargs):
@@ -86,7 +86,7 @@ def main(argv=None):
     if args.model is None:
         parser.error("--model is required")
 
-    kwargs = gpt_config(args) if args.model == "gpt" else {}
+    kwargs = model_config(args)
     model, inputs, logits = reference(args.model, args.batch, seed=args.seed,
                                       weight_seed=args.weight_seed, **kwargs)
     os.makedirs(args.out, exist_ok=True)

@@ -80,7 +80,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from export import DEFAULT_SEED, add_model_args, build_model, gpt_config, input_spec, make_inputs  # noqa: E402
+from export import DEFAULT_SEED, add_model_args, build_model, input_spec, model_config, make_inputs  # noqa: E402
 
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
 LOSSES = ("cross_entropy", "mse")
@@ -326,7 +326,7 @@ def main(argv=None):
         parser.error("--steps must be at least 1")
 
     torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
-    kwargs = gpt_config(args) if args.model == "gpt" else {}
+    kwargs = model_config(args)
     config = dict(model=args.model, optimizer=args.optimizer, lr=args.lr,
                   momentum=args.momentum if args.optimizer == "momentum" else 0.0,
                   nesterov=args.nesterov, beta1=args.beta1, beta2=args.beta2, eps=args.eps,

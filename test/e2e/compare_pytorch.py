@@ -20,6 +20,7 @@ MODELS = {
     "mlp": ("mlp.onnx", "mlp", "x"),
     "gpt": ("gpt.onnx", "gpt", "input_ids"),
     "gpt_opset14": ("gpt_opset14.onnx", "gpt", "input_ids"),
+    "llama": ("llama.onnx", "llama", "input_ids"),
     "cnn": ("cnn.onnx", "cnn", "x"),
 }
 TOLERANCE = 1e-5
@@ -37,11 +38,18 @@ def main():
     parser.add_argument("--loom", required=True, help="path to the loom binary")
     parser.add_argument("--source", required=True, help="Loom's source tree")
     parser.add_argument("--batch", type=int, default=3)
+    parser.add_argument("--models", default=",".join(MODELS),
+                        help="comma-separated subset of the models (default: all)")
     args = parser.parse_args()
+    selected = args.models.split(",")
+    unknown = [m for m in selected if m not in MODELS]
+    if unknown:
+        parser.error(f"unknown models {unknown}; choose from {list(MODELS)}")
 
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for name, (onnx_file, ref_model, input_name) in MODELS.items():
+        for name in selected:
+            onnx_file, ref_model, input_name = MODELS[name]
             work = os.path.join(tmp, name)
             os.makedirs(work)
             run([sys.executable, os.path.join(args.source, "models", "reference.py"),
@@ -67,7 +75,7 @@ def main():
             print(f"{name}: max |loom - torch| = {error:.3e}, max |torch| = "
                   f"{scale:.3e}, relative {relative:.3e} ({verdict})")
             failures += relative > TOLERANCE
-    passed = len(MODELS) - failures
+    passed = len(selected) - failures
     print(f"{passed} passed, {failures} failed")
     return 1 if failures else 0
 

@@ -62,6 +62,7 @@ MODELS = {
     # model -> (onnx file, input names)
     "mlp": ("mlp.onnx", ["x"]),
     "gpt": ("gpt.onnx", ["input_ids"]),
+    "llama": ("llama.onnx", ["input_ids"]),
     "cnn": ("cnn.onnx", ["x"]),
 }
 
@@ -76,15 +77,15 @@ def _case(model, name, optimizer, lr, extra=False, **hyper):
 
 def _cases():
     cases = []
-    for model in ("mlp", "gpt", "cnn"):
-        # The GPT's gradients are small (its loss starts near ln 256), so plain SGD needs a
-        # larger rate before the embeddings and LayerNorm weights move 10x their tolerance.
-        sgd_lr, momentum_lr = (1.0, 0.5) if model == "gpt" else (0.1, 0.05)
+    for model in ("mlp", "gpt", "llama", "cnn"):
+        # The decoders' gradients are small (their loss starts near ln 256), so plain SGD
+        # needs a larger rate before the embeddings and norm weights move 10x their tolerance.
+        sgd_lr, momentum_lr = (1.0, 0.5) if model in ("gpt", "llama") else (0.1, 0.05)
         # AdamW's decoupled decay shrinks a parameter by lr * weight_decay per step; with
         # lr 1e-3 that is 5e-5 in 5 steps, below the tolerance, and a missing decay would
         # pass on the MLP (and only just fail on the GPT). With these rates a missing decay
         # misses the tolerance by ~8x or more.
-        adamw_lr = {"mlp": 1e-2, "gpt": 3e-3, "cnn": 1e-3}[model]
+        adamw_lr = {"mlp": 1e-2, "gpt": 3e-3, "llama": 3e-3, "cnn": 1e-3}[model]
         cases += [
             # sgd and adam give only --loss/--optimizer/--lr: loom's defaults for the rest
             # (weight decay 0, betas 0.9/0.999, eps 1e-8, ignore index -100) must be torch's.
