@@ -17,7 +17,7 @@ PACKAGES=(
   # loom run's and loom-run's command line (header-only)
   libcli11-dev
   # model export and the PyTorch oracle
-  python3-torch python3-onnx python3-numpy
+  python3-torch python3-onnx python3-numpy python3-torchvision
   # the benchmarks' PyTorch peer uses OpenBLAS (see ../shared/REFERENCES.md)
   libopenblas0-pthread
 )
