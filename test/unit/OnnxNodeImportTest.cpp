@@ -18,7 +18,6 @@
 
 #include <filesystem>
 #include <map>
-#include <regex>
 
 using namespace loom::onnx_import;
 
@@ -41,8 +40,19 @@ std::string reasonOf(std::string message, const std::string &file) {
       message = message.substr(colon + 3);
     }
   }
-  static const std::regex quoted("'[^']*'");
-  message = std::regex_replace(message, quoted, "'...'");
+  // Quoted names ('x', 'blocks.0.q') become '...'.
+  std::string elided;
+  for (size_t i = 0; i < message.size(); ++i) {
+    size_t close =
+        message[i] == '\'' ? message.find('\'', i + 1) : std::string::npos;
+    if (close == std::string::npos) {
+      elided += message[i];
+      continue;
+    }
+    elided += "'...'";
+    i = close;
+  }
+  message = elided;
   if (message.rfind("operator ", 0) == 0)
     message = message.substr(0, message.find(" is not supported")) +
               " is not supported";
