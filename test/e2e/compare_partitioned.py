@@ -27,7 +27,8 @@ nothing fits is a clear error, counted).
 The LLaMA-style decoder ("llama") runs a short list of its own: Megatron from
 models/llama_megatron.json on tp=2 (KV heads split), tp=4 (KV heads replicated) and
 dp=2 x tp=2 (SGD and AdamW), --mode auto on dp=2 x tp=2 with ample and with limited
-memory, and 1F1B on pp=2 alone and with Megatron tp=2.
+memory, and 1F1B on pp=2 alone and with Megatron tp=2. --reduced (the sanitizer build)
+keeps three of them: Megatron dp=2 x tp=2, --mode auto on dp=2 x tp=2, and 1F1B on pp=2.
 
 Every configuration must reproduce the single-device loss of every step and every
 parameter after the last step within --rtol (normwise per tensor: max|p - s| <= rtol *
@@ -224,7 +225,14 @@ EXPECTED_OUTPUT = {
 }
 
 
-def fixed_configs(model):
+# The LLaMA configurations --reduced keeps (under the sanitizers, where each takes 5x as
+# long): one of each kind, tensor parallel, the search and the pipeline.
+LLAMA_REDUCED = ("megatron dp=2,tp=2", "auto dp=2,tp=2", "pipeline pp=2 1f1b m=4")
+
+
+def fixed_configs(model, reduced=False):
+    if model == "llama" and reduced:
+        return [c for c in fixed_configs(model) if c[0] in LLAMA_REDUCED]
     if model == "llama":
         # Megatron from models/llama_megatron.json: KV heads split over tp=2 (2 KV heads),
         # replicated on tp=4; the search; 1F1B pipelines, alone and with Megatron.
@@ -435,6 +443,8 @@ def main():
     parser.add_argument("--keep", help="keep the work directory here")
     parser.add_argument("--only", help="only the fixed configurations whose name contains "
                         "this (no random strategies, no --mode auto probes)")
+    parser.add_argument("--reduced", action="store_true",
+                        help="the LLaMA decoder's short list only: " + ", ".join(LLAMA_REDUCED))
     parser.add_argument("--backend", default="cpu", help="cpu or cuda (loom run --backend)")
     parser.add_argument("--bf16", action="store_true", help="train bf16 copies of the models")
     parser.add_argument("--precision", default="f32",
@@ -533,7 +543,7 @@ def main():
                       f"{worst:.2e}", flush=True)
             return True
 
-        for name, mesh, strategy, flags in fixed_configs(model):
+        for name, mesh, strategy, flags in fixed_configs(model, args.reduced):
             # Where stages' messages go does not depend on the precision:
             # --stage-meshes is checked in f32 only.
             if args.precision != "f32" and name.startswith("stage meshes"):
