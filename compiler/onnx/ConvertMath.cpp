@@ -2,6 +2,8 @@
 
 #include "compiler/onnx/NodeContext.h"
 
+#include "llvm/ADT/StringExtras.h"
+
 #include <array>
 #include <cmath>
 #include <tuple>
@@ -622,6 +624,272 @@ template <typename OpTy> LogicalResult convertVariadic(NodeContext &nc) {
   return success();
 }
 
+//===--- Einsum
+//-------------------------------------------------------------===//
+
+/// One operand's (or the output's) subscripts: a label per dimension.
+/// Letters keep their character; the dimensions an ellipsis stands for get
+/// labels from 256 up, aligned to the right across operands, so that they
+/// broadcast as numpy's do.
+using Labels = SmallVector<int>;
+
+constexpr int kEllipsisLabel = 256;
+
+/// Parses one term against `rank` (-1 for the output, whose ellipsis takes
+/// `ellipsisRank` dimensions). Returns failure after recording the error.
+FailureOr<Labels> parseEinsumTerm(NodeContext &nc, StringRef term, int64_t rank,
+                                  int64_t ellipsisRank) {
+  Labels labels;
+  size_t dots = term.find("...");
+  if (dots != StringRef::npos && term.find("...", dots + 3) != StringRef::npos)
+    return nc.invalid("Einsum term '" + term + "' has two ellipses");
+  StringRef head = dots == StringRef::npos ? term : term.take_front(dots);
+  StringRef tail = dots == StringRef::npos ? "" : term.drop_front(dots + 3);
+  int64_t letters = 0;
+  for (StringRef part : {head, tail})
+    for (char c : part) {
+      if (!llvm::isAlpha(c))
+        return nc.invalid("Einsum term '" + term + "' has the character '" +
+                          Twine(c) + "'; subscripts are letters and '...'");
+      ++letters;
+    }
+  int64_t ellipsis = 0;
+  if (rank >= 0) {
+    if (dots == StringRef::npos ? letters != rank : letters > rank)
+      return nc.invalid("Einsum term '" + term + "' has " + Twine(letters) +
+                        " subscripts for an operand of rank " + Twine(rank));
+    ellipsis = dots == StringRef::npos ? 0 : rank - letters;
+  } else if (dots != StringRef::npos) {
+    ellipsis = ellipsisRank;
+  }
+  for (char c : head)
+    labels.push_back(c);
+  for (int64_t i = 0; i < ellipsis; ++i)
+    labels.push_back(kEllipsisLabel + int(ellipsisRank - ellipsis + i));
+  for (char c : tail)
+    labels.push_back(c);
+  return labels;
+}
+
+std::string labelName(int label) {
+  if (label < kEllipsisLabel)
+    return std::string("'") + char(label) + "'";
+  return "'...' dimension " + std::to_string(label - kEllipsisLabel);
+}
+
+/// Einsum (12) of one or two operands, as transposes, sums and one batched
+/// matmul: each operand's labels are split into batch (in both operands and
+/// the output), free (in one operand and the output) and contracted (in
+/// both, not in the output); a label in one operand only and not in the
+/// output is summed first. A label repeated within one operand (a
+/// diagonal) is refused.
+LogicalResult convertEinsum(NodeContext &nc) {
+  auto equation = nc.attrString("equation", "");
+  if (failed(equation))
+    return failure();
+  std::string eq;
+  for (char c : *equation)
+    if (c != ' ')
+      eq += c;
+  int operands = nc.node.input_size();
+  if (operands < 1 || operands > 2)
+    return nc.unsupported("Einsum of " + Twine(operands) +
+                          " operands; Loom imports one or two (write a chain "
+                          "of two-operand Einsums)");
+  for (int i = 0; i < operands; ++i)
+    if (!nc.type(i).getElementType().isFloat())
+      return nc.unsupported("Einsum of integer operands; Loom imports "
+                            "floating-point ones");
+  StringRef equationRef(eq);
+  auto [lhsTerms, outTerm] = equationRef.split("->");
+  bool explicitOutput = equationRef.contains("->");
+  SmallVector<StringRef> terms;
+  lhsTerms.split(terms, ',');
+  if (int(terms.size()) != operands)
+    return nc.invalid("Einsum equation '" + *equation + "' has " +
+                      Twine(terms.size()) + " terms for " + Twine(operands) +
+                      " operands");
+
+  // Subscripts of the operands, and of the ellipsis (right-aligned).
+  int64_t ellipsisRank = 0;
+  for (int i = 0; i < operands; ++i) {
+    size_t letters =
+        llvm::count_if(terms[i], [](char c) { return llvm::isAlpha(c); });
+    if (terms[i].contains("..."))
+      ellipsisRank = std::max<int64_t>(ellipsisRank, nc.rank(i) - letters);
+  }
+  SmallVector<Labels, 2> in;
+  llvm::DenseMap<int, int64_t> size;
+  for (int i = 0; i < operands; ++i) {
+    auto labels = parseEinsumTerm(nc, terms[i], nc.rank(i), ellipsisRank);
+    if (failed(labels))
+      return failure();
+    for (auto [d, label] : llvm::enumerate(*labels)) {
+      if (llvm::count(*labels, label) > 1)
+        return nc.unsupported(
+            "Einsum term '" + terms[i] + "' repeats the subscript " +
+            labelName(label) +
+            " (a diagonal); Loom imports subscripts that appear once per "
+            "operand");
+      int64_t n = nc.shape(i)[d];
+      auto [it, inserted] = size.try_emplace(label, n);
+      if (!inserted && it->second != n) {
+        if (it->second != 1 && n != 1)
+          return nc.invalid("Einsum subscript " + labelName(label) +
+                            " has sizes " + Twine(it->second) + " and " +
+                            Twine(n));
+        it->second = std::max(it->second, n);
+      }
+    }
+    in.push_back(std::move(*labels));
+  }
+  Labels out;
+  if (explicitOutput) {
+    auto labels = parseEinsumTerm(nc, outTerm, -1, ellipsisRank);
+    if (failed(labels))
+      return failure();
+    out = std::move(*labels);
+  } else {
+    // Implicit output: the ellipsis, then the letters that appear once, in
+    // alphabetical order.
+    for (int64_t i = 0; i < ellipsisRank; ++i)
+      out.push_back(kEllipsisLabel + int(i));
+    for (int c = 'A'; c <= 'z'; ++c) {
+      int count = 0;
+      for (const Labels &l : in)
+        count += llvm::count(l, c);
+      if (count == 1)
+        out.push_back(c);
+    }
+  }
+  for (int label : out) {
+    if (llvm::count(out, label) > 1)
+      return nc.invalid("Einsum output '" + outTerm + "' repeats " +
+                        labelName(label));
+    if (!size.count(label))
+      return nc.invalid("Einsum output subscript " + labelName(label) +
+                        " is in no operand");
+  }
+
+  auto inOutput = [&](int label) { return llvm::is_contained(out, label); };
+  // Sums over labels in one operand only and not in the output.
+  SmallVector<Value, 2> values;
+  for (int i = 0; i < operands; ++i) {
+    Value v = nc.value(i);
+    SmallVector<int64_t> axes;
+    Labels kept;
+    for (auto [d, label] : llvm::enumerate(in[i])) {
+      bool elsewhere = operands == 2 && llvm::is_contained(in[1 - i], label);
+      if (!inOutput(label) && !elsewhere)
+        axes.push_back(d);
+      else
+        kept.push_back(label);
+    }
+    if (!axes.empty()) {
+      auto sum = nc.create<ReduceSumOp>(
+          v, nc.builder.getDenseI64ArrayAttr(axes), UnitAttr());
+      if (failed(sum))
+        return failure();
+      v = *sum;
+      in[i] = kept;
+    }
+    values.push_back(v);
+  }
+
+  auto transpose = [&](Value v, const Labels &from,
+                       const Labels &to) -> FailureOr<Value> {
+    SmallVector<int64_t> perm;
+    for (int label : to)
+      perm.push_back(llvm::find(from, label) - from.begin());
+    if (llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
+      return v;
+    return nc.create<TransposeOp>(v, nc.builder.getDenseI64ArrayAttr(perm));
+  };
+
+  if (operands == 1) {
+    auto result = transpose(values[0], in[0], out);
+    if (failed(result))
+      return failure();
+    nc.setOutput(0, *result);
+    return success();
+  }
+
+  // Two operands: [batch..., free..., contracted] x [batch..., contracted,
+  // free...] as one matmul of [batch..., M, K] and [batch..., K, N].
+  Labels batch, freeA, freeB, contracted;
+  for (int label : in[0]) {
+    bool inB = llvm::is_contained(in[1], label);
+    if (inB && inOutput(label))
+      batch.push_back(label);
+    else if (inB)
+      contracted.push_back(label);
+    else
+      freeA.push_back(label);
+  }
+  for (int label : in[1])
+    if (!llvm::is_contained(in[0], label))
+      freeB.push_back(label);
+  auto dimOf = [&](int i, int label) {
+    return cast<RankedTensorType>(values[i].getType())
+        .getShape()[llvm::find(in[i], label) - in[i].begin()];
+  };
+  for (int label : contracted)
+    if (dimOf(0, label) != dimOf(1, label))
+      return nc.unsupported("Einsum contracts " + labelName(label) +
+                            " of sizes " + Twine(dimOf(0, label)) + " and " +
+                            Twine(dimOf(1, label)) +
+                            "; Loom contracts subscripts of equal sizes");
+  int64_t m = 1, n = 1, k = 1;
+  for (int label : freeA)
+    m *= size[label];
+  for (int label : freeB)
+    n *= size[label];
+  for (int label : contracted)
+    k *= size[label];
+
+  Labels orderA = batch, orderB = batch;
+  orderA.append(freeA);
+  orderA.append(contracted);
+  orderB.append(contracted);
+  orderB.append(freeB);
+  auto a = transpose(values[0], in[0], orderA);
+  auto b = transpose(values[1], in[1], orderB);
+  if (failed(a) || failed(b))
+    return failure();
+  SmallVector<int64_t> shapeA, shapeB, shapeOut;
+  for (int label : batch) {
+    shapeA.push_back(dimOf(0, label));
+    shapeB.push_back(dimOf(1, label));
+    shapeOut.push_back(size[label]);
+  }
+  shapeA.append({m, k});
+  shapeB.append({k, n});
+  auto lhs = nc.reshape(*a, shapeA);
+  auto rhs = nc.reshape(*b, shapeB);
+  if (failed(lhs) || failed(rhs))
+    return failure();
+  auto product = nc.create<MatmulOp>(*lhs, *rhs, UnitAttr(), UnitAttr());
+  if (failed(product))
+    return failure();
+  Labels produced = batch;
+  for (int label : freeA) {
+    produced.push_back(label);
+    shapeOut.push_back(size[label]);
+  }
+  for (int label : freeB) {
+    produced.push_back(label);
+    shapeOut.push_back(size[label]);
+  }
+  auto unflat = nc.reshape(*product, shapeOut);
+  if (failed(unflat))
+    return failure();
+  auto result = transpose(*unflat, produced, out);
+  if (failed(result))
+    return failure();
+  nc.setOutput(0, *result);
+  return success();
+}
+
 } // namespace
 
 void addMathConverters(llvm::StringMap<Converter> &t) {
@@ -669,6 +937,7 @@ void addMathConverters(llvm::StringMap<Converter> &t) {
   t["ReduceLogSum"] = {1, convertComposedReduce};
   t["ReduceLogSumExp"] = {1, convertComposedReduce};
   t["Where"] = {9, convertWhere};
+  t["Einsum"] = {12, convertEinsum};
   t["Equal"] = {7, convertCompare<EqualOp>};
   t["Less"] = {7, convertCompare<LessOp>};
   t["LessOrEqual"] = {12, convertCompare<LessEqualOp>};

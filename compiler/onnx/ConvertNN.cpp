@@ -247,6 +247,82 @@ LogicalResult convertLayerNorm(NodeContext &nc) {
   return success();
 }
 
+/// InstanceNormalization (6): each sample's channel normalised over its
+/// spatial dimensions, then scaled and shifted per channel. A layer norm
+/// over the dimensions from 2 (weight one) and a per-channel affine, so
+/// that the batch and channel dimensions shard as in any layer norm.
+/// PyTorch exports GroupNorm (opset <= 17) as this op on [N, G, -1] between
+/// reshapes, with the per-channel affine after it.
+LogicalResult convertInstanceNorm(NodeContext &nc) {
+  auto epsilon = nc.attrFloat("epsilon", 1e-5f);
+  if (failed(epsilon))
+    return failure();
+  int64_t rank = nc.rank(0);
+  if (rank < 3)
+    return nc.invalid("InstanceNormalization needs an input of rank at least "
+                      "3 ([N, C, D1, ...]), got rank " +
+                      Twine(rank));
+  ArrayRef<int64_t> shape = nc.shape(0);
+  int64_t channels = shape[1];
+  for (int i : {1, 2})
+    if (nc.rank(i) != 1 || nc.shape(i)[0] != channels)
+      return nc.invalid(Twine(i == 1 ? "scale" : "B") +
+                        " must be a vector of the " + Twine(channels) +
+                        " channels");
+  Type element = nc.type(0).getElementType();
+  SmallVector<int64_t> spatial(shape.begin() + 2, shape.end());
+  auto count = checkedNumElements(spatial);
+  if (!count || *count > kMaxFoldElements)
+    return nc.unsupported("InstanceNormalization over more than " +
+                          Twine(kMaxFoldElements) + " elements per channel");
+  auto dtype = fromMlirType(element);
+  if (!dtype || !isFloat(*dtype))
+    return nc.unsupported("InstanceNormalization of a non-float input");
+  Value ones = nc.constantValue(HostTensor::ofFloats(
+      *dtype, spatial, std::vector<double>(size_t(*count), 1.0)));
+  auto normalized = nc.create<LayerNormOp>(
+      nc.value(0), ones, Value(), nc.builder.getI64IntegerAttr(2),
+      nc.builder.getF32FloatAttr(*epsilon));
+  if (failed(normalized))
+    return failure();
+  SmallVector<int64_t> perChannel(rank - 1, 1);
+  perChannel[0] = channels;
+  auto scale = nc.reshape(nc.value(1), perChannel);
+  auto bias = nc.reshape(nc.value(2), perChannel);
+  if (failed(scale) || failed(bias))
+    return failure();
+  auto scaled = nc.create<MulOp>(*normalized, *scale);
+  if (failed(scaled))
+    return failure();
+  auto shifted = nc.create<AddOp>(*scaled, *bias);
+  if (failed(shifted))
+    return failure();
+  nc.setOutput(0, *shifted);
+  return success();
+}
+
+/// PRelu (7, with numpy broadcasting of the slope to the input):
+/// x where x > 0, slope * x elsewhere, as PyTorch's prelu (whose gradient
+/// at 0 is the slope's branch).
+LogicalResult convertPRelu(NodeContext &nc) {
+  Value x = nc.value(0);
+  Type element = nc.type(0).getElementType();
+  auto positive = nc.create<GreaterOp>(x, nc.scalar(element, 0.0));
+  if (failed(positive))
+    return failure();
+  auto scaled = nc.create<MulOp>(x, nc.value(1));
+  if (failed(scaled))
+    return failure();
+  if (cast<RankedTensorType>(scaled->getType()).getShape() != nc.shape(0))
+    return nc.invalid("the slope " + Twine(nc.node.input(1)) +
+                      " does not broadcast to the input's shape");
+  auto result = nc.create<SelectOp>(*positive, x, *scaled);
+  if (failed(result))
+    return failure();
+  nc.setOutput(0, *result);
+  return success();
+}
+
 /// A stable 64-bit hash (FNV-1a) of `text`: a dropout node's seed.
 uint64_t stableHash(llvm::StringRef text) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -504,6 +580,8 @@ void addNNConverters(llvm::StringMap<Converter> &t) {
   // 7 and older: `spatial` (and `is_test`, `consumed_inputs`).
   t["BatchNormalization"] = {9, convertBatchNorm};
   t["LayerNormalization"] = {17, convertLayerNorm};
+  t["InstanceNormalization"] = {6, convertInstanceNorm};
+  t["PRelu"] = {7, convertPRelu}; // 6: `consumed_inputs`, no broadcasting
   // 7: the mask has the input's type; from 10 it is bool. 10 has no
   // training mode (ratio is an attribute); 12 takes ratio and
   // training_mode as inputs.

@@ -215,6 +215,58 @@ for suffix, upper, k, shape in TRILUS:
     add(f"trilu_{suffix}", node("Trilu", list(tensors), upper=upper), tensors,
         lambda t, upper=upper, k=k: (torch.triu if upper else torch.tril)(t["x"], k or 0))
 
+# ---- Einsum: transposes, sums and one batched matmul ---------------------------------------
+
+EINSUMS = [  # (suffix, equation, operand shapes)
+    ("matmul", "ij,jk->ik", [(3, 4), (4, 5)]),
+    ("batch_matmul", "bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("attention_scores", "bhqd,bhkd->bhqk", [(2, 2, 3, 4), (2, 2, 5, 4)]),
+    ("two_contracted_transposed_out", "abc,cbd->da", [(2, 3, 4), (4, 3, 5)]),
+    ("outer", "i,j->ij", [(3,), (4,)]),
+    ("inner", "i,i", [(5,), (5,)]),
+    ("ellipsis_broadcast", "...ij,jk->...ik", [(2, 3, 4), (4, 2)]),
+    ("batch_broadcast", "bij,bjk->bik", [(1, 3, 4), (2, 4, 5)]),
+    ("sum_only_lhs", "ij,jk->k", [(3, 4), (4, 5)]),
+    ("transpose", "ijk->kij", [(2, 3, 4)]),
+    ("sum", "ij->i", [(3, 4)]),
+    ("implicit", "ba,ac", [(3, 4), (4, 2)]),
+]
+for suffix, eq, shapes in EINSUMS:
+    names = ["a", "b"][:len(shapes)]
+    add(f"einsum_{suffix}", node("Einsum", names, equation=eq),
+        {n: rn(*sh) for n, sh in zip(names, shapes)},
+        lambda t, eq=eq, names=names: torch.einsum(eq, *[t[n] for n in names]))
+
+# ---- PRelu and InstanceNormalization (compositions) -----------------------------------------
+
+# The slope per channel (broadcast over [N, C, H, W]) and one shared slope; x holds zeros,
+# where PyTorch takes the slope's branch.
+for suffix, slope_shape in (("channel", (3, 1, 1)), ("shared", (1,))):
+    x = rn(2, 3, 2, 2).ravel()
+    x[:3] = 0.0
+    add(f"prelu_{suffix}", node("PRelu", ["x", "s"]),
+        {"x": x.reshape(2, 3, 2, 2), "s": rn(*slope_shape, lo=0.1, hi=0.5)},
+        lambda t: torch.where(t["x"] > 0, t["x"], t["s"] * t["x"]))
+
+
+def instance_norm_ref(eps):
+    def ref(t):
+        x = t["x"]
+        dims = tuple(range(2, x.dim()))
+        mean = x.mean(dims, keepdim=True)
+        var = ((x - mean) ** 2).mean(dims, keepdim=True)
+        shape = (1, -1) + (1,) * (x.dim() - 2)
+        return ((x - mean) / torch.sqrt(var + eps) * t["scale"].view(shape)
+                + t["bias"].view(shape))
+    return ref
+
+
+for suffix, shape, eps in (("2d", (2, 3, 4, 5), 1e-5), ("1d_eps0.1", (2, 4, 6), 0.1)):
+    add(f"instancenorm_{suffix}",
+        node("InstanceNormalization", ["x", "scale", "bias"], epsilon=eps),
+        {"x": rn(*shape), "scale": rn(shape[1], lo=0.5, hi=1.5), "bias": rn(shape[1])},
+        instance_norm_ref(eps))
+
 # ---- elementwise unary ---------------------------------------------------------------------
 
 UNARY = {
