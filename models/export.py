@@ -1,4 +1,5 @@
-"""Exports the small PyTorch models (MLP, GPT decoder, LLaMA-style decoder, ResNet-style CNN) that Loom imports as ONNX.
+"""Exports the small PyTorch models (MLP, GPT decoder, LLaMA-style decoder, ResNet-style CNN,
+nn.TransformerEncoder classifier) that Loom imports as ONNX.
 
 Run with the system interpreter, which has torch 1.13 and onnx 1.12:
 
@@ -357,15 +358,49 @@ class CNN(nn.Module):
 # Construction shared with reference.py
 # --------------------------------------------------------------------------------------------
 
+class EncoderClassifier(nn.Module):
+    """nn.TransformerEncoder sequence classifier with a boolean padding mask.
+
+    Token embedding plus a learned position table, post-norm encoder layers (ReLU FFN, no
+    dropout) that ignore the padded keys (`src_key_padding_mask`), the mean of the unpadded
+    positions, and a linear head. The mask is an input: True where a position is padding.
+    """
+
+    def __init__(self, layers=2, d_model=32, heads=4, ffn=64, vocab=128, seq=16, classes=5):
+        super().__init__()
+        self.seq = seq
+        self.tok_emb = nn.Embedding(vocab, d_model)
+        self.pos_emb = nn.Parameter(0.1 * torch.randn(seq, d_model))
+        layer = nn.TransformerEncoderLayer(d_model, heads, ffn, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(d_model, classes)
+        # The encoder's layers are copies of one layer: draw each anew (also the biases,
+        # which start at 0, and the LayerNorms, which start at 1/0, so a wrong one shows).
+        with torch.no_grad():
+            for name, p in self.encoder.named_parameters():
+                if p.dim() > 1:
+                    nn.init.xavier_uniform_(p)
+                elif "norm" in name and name.endswith("weight"):
+                    p.copy_(1.0 + 0.1 * torch.randn_like(p))
+                else:
+                    p.copy_(0.1 * torch.randn_like(p))
+
+    def forward(self, input_ids, padding_mask):
+        x = self.tok_emb(input_ids) + self.pos_emb
+        x = self.encoder(x, src_key_padding_mask=padding_mask)
+        keep = (~padding_mask).unsqueeze(-1).to(x.dtype)
+        return self.head((x * keep).sum(1) / keep.sum(1))
+
+
 GPT_DEFAULTS = dict(layers=2, d_model=64, heads=4, vocab=256, seq=64, tied=False)
 # ffn 176: LLaMA's 8/3 * d_model rounded up to a multiple of 16.
 LLAMA_DEFAULTS = dict(layers=2, d_model=64, heads=4, kv_heads=2, ffn=176, vocab=256, seq=64)
-DEFAULT_OPSET = {"mlp": 13, "gpt": 17, "llama": 17, "cnn": 13}
+DEFAULT_OPSET = {"mlp": 13, "gpt": 17, "llama": 17, "cnn": 13, "encoder": 17}
 
 
 def add_model_args(parser):
     """Adds the model-selection and size options shared by export.py and reference.py."""
-    parser.add_argument("--model", choices=["mlp", "gpt", "llama", "cnn"],
+    parser.add_argument("--model", choices=["mlp", "gpt", "llama", "cnn", "encoder"],
                         help="which model to build")
     gpt = parser.add_argument_group("GPT and LLaMA size (ignored for mlp and cnn)")
     gpt.add_argument("--layers", type=int, default=GPT_DEFAULTS["layers"],
@@ -423,6 +458,8 @@ def build_model(name, seed=DEFAULT_SEED, **gpt_kwargs):
         model = LLaMA(**config)
     elif name == "cnn":
         model = CNN()
+    elif name == "encoder":
+        model = EncoderClassifier()
     else:
         raise ValueError(f"unknown model {name!r}")
     return model.eval()
@@ -436,14 +473,21 @@ def input_spec(name, model):
         return [("input_ids", (model.seq,), torch.int64)]
     if name == "cnn":
         return [("x", (3, 32, 32), torch.float32)]
+    if name == "encoder":
+        return [("input_ids", (model.seq,), torch.int64),
+                ("padding_mask", (model.seq,), torch.bool)]
     raise ValueError(f"unknown model {name!r}")
 
 
 def make_inputs(name, model, batch, generator=None):
-    """Random inputs for model `name`: normal floats, token ids uniform over the vocabulary."""
+    """Random inputs for model `name`: normal floats, token ids uniform over the vocabulary,
+    padding masks True after a random length of 1 to the sequence length per row."""
     inputs = []
     for _, shape, dtype in input_spec(name, model):
-        if dtype == torch.int64:
+        if dtype == torch.bool:
+            lengths = torch.randint(1, shape[-1] + 1, (batch, 1), generator=generator)
+            inputs.append(torch.arange(shape[-1]).unsqueeze(0) >= lengths)
+        elif dtype == torch.int64:
             vocab = model.tok_emb.num_embeddings
             inputs.append(torch.randint(0, vocab, (batch,) + shape, generator=generator))
         else:
@@ -592,9 +636,11 @@ def _dims(value_info):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description="Export Loom's test models (mlp, gpt, llama, cnn) from PyTorch to ONNX.")
+        description="Export Loom's test models (mlp, gpt, llama, cnn, encoder) from PyTorch "
+                    "to ONNX.")
     parser.add_argument("--all", action="store_true",
-                        help="write mlp.onnx, gpt.onnx, gpt_opset14.onnx, llama.onnx and cnn.onnx into "
+                        help="write mlp.onnx, gpt.onnx, gpt_opset14.onnx, llama.onnx, cnn.onnx "
+                             "and encoder.onnx into "
                              "models/ with the default configurations (the default when "
                              "--model is not given)")
     add_model_args(parser)
@@ -616,7 +662,7 @@ def main(argv=None):
                          "the GPT size options need --model")
         jobs = [("mlp", "mlp.onnx", None), ("gpt", "gpt.onnx", 17),
                 ("gpt", "gpt_opset14.onnx", 14), ("llama", "llama.onnx", 17),
-                ("cnn", "cnn.onnx", None)]
+                ("cnn", "cnn.onnx", None), ("encoder", "encoder.onnx", 17)]
         for name, filename, opset in jobs:
             export(name, os.path.join(MODELS_DIR, filename), opset=opset, seed=args.seed)
         too_big = [f for _, f, _ in jobs

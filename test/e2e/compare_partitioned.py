@@ -27,8 +27,12 @@ nothing fits is a clear error, counted).
 The LLaMA-style decoder ("llama") runs a short list of its own: Megatron from
 models/llama_megatron.json on tp=2 (KV heads split), tp=4 (KV heads replicated) and
 dp=2 x tp=2 (SGD and AdamW), --mode auto on dp=2 x tp=2 with ample and with limited
-memory, and 1F1B on pp=2 alone and with Megatron tp=2. --reduced (the sanitizer build)
-keeps three of them: Megatron dp=2 x tp=2, --mode auto on dp=2 x tp=2, and 1F1B on pp=2.
+memory, and 1F1B on pp=2 alone and with Megatron tp=2. So does the nn.TransformerEncoder
+classifier with its boolean padding mask ("encoder"): dp=2, Megatron feed-forwards on
+dp=2 x tp=2 (SGD and AdamW), --mode auto (ample and limited memory), and 1F1B on pp=2
+alone and with tp=2.
+--reduced (the sanitizer build) keeps three of each: Megatron dp=2 x tp=2, --mode auto on
+dp=2 x tp=2, and 1F1B on pp=2.
 
 Every configuration must reproduce the single-device loss of every step and every
 parameter after the last step within --rtol (normwise per tensor: max|p - s| <= rtol *
@@ -67,6 +71,7 @@ MODELS = {
     "gpt": ("gpt.onnx", ["input_ids"]),
     "llama": ("llama.onnx", ["input_ids"]),
     "cnn": ("cnn.onnx", ["x"]),
+    "encoder": ("encoder.onnx", ["input_ids", "padding_mask"]),
     # Exported here (models/export.py): 6 blocks, so that its 9 layers fill the
     # 8 chunks of interleaved 1F1B on 4 stages.
     "gpt6": ("gpt6.onnx", ["input_ids"]),
@@ -117,10 +122,16 @@ def llama_megatron(dp, tp=2, kv_heads=2):
 
 
 MEGATRON["llama"] = llama_megatron
+# The encoder classifier: its feed-forward pairs (torch's attention runs on [seq, batch, d]
+# with q, k and v from one fused projection; the search splits that).
+MEGATRON["encoder"] = lambda dp: [
+    {"pattern": "/encoder/layers.*/linear1/MatMul", "strategy": [[dp, 1, 1], [1, "tp"]]},
+    {"pattern": "/encoder/layers.*/linear2/MatMul", "strategy": [[dp, 1, "tp"], ["tp", 1]]},
+]
 
 # Models checked on a few configurations only (no random strategies, no memory-limited
 # --mode auto probes): tensor parallelism from their strategy file, --mode auto, pipelines.
-FIXED_ONLY = {"llama"}
+FIXED_ONLY = {"llama", "encoder"}
 
 RANDOM_MESHES = [
     [("a", 2)], [("a", 4)], [("a", 8)], [("a", 2), ("b", 2)], [("a", 2), ("b", 4)],
@@ -225,8 +236,8 @@ EXPECTED_OUTPUT = {
 }
 
 
-# The LLaMA configurations --reduced keeps (under the sanitizers, where each takes 5x as
-# long): one of each kind, tensor parallel, the search and the pipeline.
+# The LLaMA and encoder configurations --reduced keeps (under the sanitizers, where each
+# takes 5x as long): one of each kind, tensor parallel, the search and the pipeline.
 LLAMA_REDUCED = ("megatron dp=2,tp=2", "auto dp=2,tp=2", "pipeline pp=2 1f1b m=4")
 
 
@@ -253,6 +264,28 @@ def fixed_configs(model, reduced=False):
             ("pipeline pp=2,tp=2 megatron 1f1b m=2", "pp=2,tp=2", llama_megatron(1),
              ["--optimizer", "sgd", "--schedule", "1f1b", "--micro-batches", "2"]),
         ]
+    if model == "encoder":
+        # The nn.TransformerEncoder classifier with its boolean padding mask: data
+        # parallel, Megatron feed-forwards with dp (SGD and AdamW), the search, and 1F1B
+        # pipelines alone and with Megatron.
+        adamw = ["--optimizer", "adamw", "--eps", "1e-3"]
+        configs = [
+            ("data dp=2", "dp=2", None, ["--optimizer", "sgd"]),
+            ("megatron dp=2,tp=2", "dp=2,tp=2", MEGATRON[model]("dp"), ["--optimizer", "sgd"]),
+            ("adamw dp=2,tp=2", "dp=2,tp=2", MEGATRON[model]("dp"), adamw),
+            ("auto dp=2,tp=2", "dp=2,tp=2", None, ["--optimizer", "sgd", "--mode", "auto"]),
+            # With ample memory the search splits nothing (677 KiB per device); 400 KB
+            # makes it split activations and shard parameters (ZeRO-3).
+            ("auto dp=2,tp=2 memory 400 KB", "dp=2,tp=2", None,
+             ["--optimizer", "sgd", "--mode", "auto", "--memory-limit", "400000"]),
+            ("pipeline pp=2 1f1b m=4", "pp=2", None,
+             ["--optimizer", "sgd", "--schedule", "1f1b", "--micro-batches", "4"]),
+            ("pipeline pp=2,tp=2 megatron 1f1b m=2", "pp=2,tp=2", MEGATRON[model](1),
+             ["--optimizer", "sgd", "--schedule", "1f1b", "--micro-batches", "2"]),
+        ]
+        if reduced:
+            return [c for c in configs if c[0] in LLAMA_REDUCED]
+        return configs
     if model == "gpt6":
         # Interleaved 1F1B on 4 stages (8 chunks of the 9 layers), with dp, with
         # Megatron tp, with ZeRO and recompute.
@@ -433,7 +466,7 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--loom", required=True)
     parser.add_argument("--source", required=True, help="the Loom source tree")
-    parser.add_argument("--models", default="mlp,gpt,cnn,gpt6,llama")
+    parser.add_argument("--models", default="mlp,gpt,cnn,gpt6,llama,encoder")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--rtol", type=float, default=1e-5)
@@ -444,7 +477,8 @@ def main():
     parser.add_argument("--only", help="only the fixed configurations whose name contains "
                         "this (no random strategies, no --mode auto probes)")
     parser.add_argument("--reduced", action="store_true",
-                        help="the LLaMA decoder's short list only: " + ", ".join(LLAMA_REDUCED))
+                        help="of the LLaMA decoder's and the encoder's lists only: "
+                        + ", ".join(LLAMA_REDUCED))
     parser.add_argument("--backend", default="cpu", help="cpu or cuda (loom run --backend)")
     parser.add_argument("--bf16", action="store_true", help="train bf16 copies of the models")
     parser.add_argument("--precision", default="f32",

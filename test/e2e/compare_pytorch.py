@@ -16,12 +16,13 @@ import tempfile
 import numpy as np
 
 MODELS = {
-    # model name -> (onnx file, reference.py model, input name)
+    # model name -> (onnx file, reference.py model, input names)
     "mlp": ("mlp.onnx", "mlp", "x"),
     "gpt": ("gpt.onnx", "gpt", "input_ids"),
     "gpt_opset14": ("gpt_opset14.onnx", "gpt", "input_ids"),
     "llama": ("llama.onnx", "llama", "input_ids"),
     "cnn": ("cnn.onnx", "cnn", "x"),
+    "encoder": ("encoder.onnx", "encoder", "input_ids,padding_mask"),
 }
 TOLERANCE = 1e-5
 
@@ -49,7 +50,7 @@ def main():
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         for name in selected:
-            onnx_file, ref_model, input_name = MODELS[name]
+            onnx_file, ref_model, input_names = MODELS[name]
             work = os.path.join(tmp, name)
             os.makedirs(work)
             run([sys.executable, os.path.join(args.source, "models", "reference.py"),
@@ -60,7 +61,8 @@ def main():
                  "--batch", str(args.batch), "-o", plan])
             out_dir = os.path.join(work, "loom")
             run([args.loom, "run", plan, "--inputs",
-                 f"{input_name}={os.path.join(work, input_name + '.npy')}",
+                 ",".join(f"{n}={os.path.join(work, n + '.npy')}"
+                          for n in input_names.split(",")),
                  "--outputs", out_dir])
             expected = np.load(os.path.join(work, "logits.npy"))
             actual = np.load(os.path.join(out_dir, "logits.npy"))

@@ -30,8 +30,8 @@ The reference repeats the training 3 times from starting weights moved by one ul
 those runs from the reference, or the median over its tensor where that is larger. It is
 ~1e-7 relative nearly everywhere, so nearly every element is held to the plain rule. It is large only for Adam/AdamW updates of elements whose gradient
 is around eps (g / (sqrt(v) + eps) amplifies gradient rounding: a handful of elements per
-tensor) and for the GPT's attention key biases, whose gradient is zero in exact arithmetic
-(softmax is invariant to q.b_k), so that in float32 it is rounding noise that Adam scales up
+tensor) and for the attention key biases (the GPT's, and the middle third of the encoder's
+in_proj_bias), whose gradient is zero in exact arithmetic (softmax is invariant to q.b_k), so that in float32 it is rounding noise that Adam scales up
 to ~1e-2 lr per step: two PyTorch processes already differ there by more than 1e-4.
 
 --self-check runs no loom: PyTorch in float64 plays loom (an exact implementation, which must
@@ -64,6 +64,7 @@ MODELS = {
     "gpt": ("gpt.onnx", ["input_ids"]),
     "llama": ("llama.onnx", ["input_ids"]),
     "cnn": ("cnn.onnx", ["x"]),
+    "encoder": ("encoder.onnx", ["input_ids", "padding_mask"]),
 }
 
 
@@ -77,7 +78,7 @@ def _case(model, name, optimizer, lr, extra=False, **hyper):
 
 def _cases():
     cases = []
-    for model in ("mlp", "gpt", "llama", "cnn"):
+    for model in ("mlp", "gpt", "llama", "cnn", "encoder"):
         # The decoders' gradients are small (their loss starts near ln 256), so plain SGD
         # needs a larger rate before the embeddings and norm weights move 10x their tolerance.
         sgd_lr, momentum_lr = (1.0, 0.5) if model in ("gpt", "llama") else (0.1, 0.05)
@@ -85,7 +86,8 @@ def _cases():
         # lr 1e-3 that is 5e-5 in 5 steps, below the tolerance, and a missing decay would
         # pass on the MLP (and only just fail on the GPT). With these rates a missing decay
         # misses the tolerance by ~8x or more.
-        adamw_lr = {"mlp": 1e-2, "gpt": 3e-3, "llama": 3e-3, "cnn": 1e-3}[model]
+        adamw_lr = {"mlp": 1e-2, "gpt": 3e-3, "llama": 3e-3, "cnn": 1e-3,
+                    "encoder": 3e-3}[model]
         cases += [
             # sgd and adam give only --loss/--optimizer/--lr: loom's defaults for the rest
             # (weight decay 0, betas 0.9/0.999, eps 1e-8, ignore index -100) must be torch's.
