@@ -307,7 +307,12 @@ def check_config(cfg, opset):
 def make_model(cfg, opset, output, weights_from=None):
     """Builds the ModelProto. Returns (model, parameter count, external data bytes)."""
     check_config(cfg, opset)
-    g = build_graph(cfg, opset)
+    return assemble_model(build_graph(cfg, opset), cfg, opset, output, weights_from, "gpt")
+
+
+def assemble_model(g, cfg, opset, output, weights_from, kind):
+    """The ModelProto of GraphBuilder `g` (a decoder of kind "gpt" or "llama" taking
+    `input_ids` and writing `logits`). Returns (model, parameter count, external bytes)."""
     params = sum(math.prod(shape) for _, shape in g.params)
     if weights_from:
         initializers, external = copied_initializers(g.params, weights_from), 0
@@ -317,7 +322,7 @@ def make_model(cfg, opset, output, weights_from=None):
 
     seq, vocab = cfg["seq"], cfg["vocab"]
     graph = helper.make_graph(
-        g.nodes, "loom_gpt_shapes",
+        g.nodes, f"loom_{kind}_shapes",
         inputs=[helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", seq])],
         outputs=[helper.make_tensor_value_info("logits", TensorProto.FLOAT,
                                                ["batch", seq, vocab])],
@@ -325,7 +330,7 @@ def make_model(cfg, opset, output, weights_from=None):
     # IR version 7 for opsets 13 and 14, 8 for 15 to 17 (what ONNX pairs with each opset).
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
                               ir_version=7 if opset <= 14 else 8,
-                              producer_name="loom-gpt-shapes", producer_version="1")
+                              producer_name=f"loom-{kind}-shapes", producer_version="1")
     config = dict(cfg, opset=opset,
                   weights=f"copied from {os.path.basename(weights_from)}" if weights_from
                   else "external, not written")
@@ -386,13 +391,19 @@ def main(argv=None):
     parser.add_argument("-o", "--output", required=True, help="the .onnx file to write")
     args = parser.parse_args(argv)
 
-    start = time.perf_counter()
     cfg = dict(layers=args.layers, d_model=args.d_model, heads=args.heads, vocab=args.vocab,
                seq=args.seq, tied=args.tied)
+    write_model(args, cfg, make_model, "gpt_shapes")
+
+
+def write_model(args, cfg, make, tool):
+    """Makes the model of `cfg` with `make` (a make_model), writes it to args.output
+    (checked with --check) and prints a summary line; exits with the error on bad sizes."""
+    start = time.perf_counter()
     try:
-        model, params, external = make_model(cfg, args.opset, args.output, args.weights_from)
+        model, params, external = make(cfg, args.opset, args.output, args.weights_from)
     except (ShapeError, OSError) as e:
-        sys.exit(f"gpt_shapes.py: error: {e}")
+        sys.exit(f"{tool}.py: error: {e}")
     if args.check:
         onnx.checker.check_model(checkable_copy(model), full_check=True)
     data = model.SerializeToString()
@@ -402,9 +413,8 @@ def main(argv=None):
     elapsed = time.perf_counter() - start
     weights = (f"weights copied from {args.weights_from}" if args.weights_from else
                f"external data {human_bytes(external)} (not written)")
-    print(f"gpt_shapes: wrote {args.output}: {args.layers} layers, {params:,} parameters, "
+    print(f"{tool}: wrote {args.output}: {args.layers} layers, {params:,} parameters, "
           f"{len(model.graph.node)} nodes, {human_bytes(len(data))}, {weights}, {elapsed:.2f} s")
-
 
 if __name__ == "__main__":
     main()

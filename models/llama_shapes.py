@@ -32,16 +32,12 @@ import argparse
 import math
 import os
 import sys
-import time
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpt_shapes import (FIRST_OPSET, LAST_OPSET, GraphBuilder, ShapeError,  # noqa: E402
-                        causal_mask, checkable_copy, copied_initializers,
-                        external_initializers, human_bytes, reshape)
+                        assemble_model, causal_mask, reshape, write_model)
 
 RMS_NORM_EPS = 1e-5
 ROPE_BASE = 10000.0
@@ -185,28 +181,7 @@ def check_config(cfg, opset):
 def make_model(cfg, opset, output, weights_from=None):
     """Builds the ModelProto. Returns (model, parameter count, external data bytes)."""
     check_config(cfg, opset)
-    g = build_graph(cfg, opset)
-    params = sum(math.prod(shape) for _, shape in g.params)
-    if weights_from:
-        initializers, external = copied_initializers(g.params, weights_from), 0
-    else:
-        stem = os.path.splitext(os.path.basename(output))[0]
-        initializers, external = external_initializers(g.params, f"{stem}.weights")
-    seq, vocab = cfg["seq"], cfg["vocab"]
-    graph = helper.make_graph(
-        g.nodes, "loom_llama_shapes",
-        inputs=[helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", seq])],
-        outputs=[helper.make_tensor_value_info("logits", TensorProto.FLOAT,
-                                               ["batch", seq, vocab])],
-        initializer=initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
-                              ir_version=7 if opset <= 14 else 8,
-                              producer_name="loom-llama-shapes", producer_version="1")
-    config = dict(cfg, opset=opset,
-                  weights=f"copied from {os.path.basename(weights_from)}" if weights_from
-                  else "external, not written")
-    helper.set_model_props(model, {k: str(v) for k, v in config.items()})
-    return model, params, external
+    return assemble_model(build_graph(cfg, opset), cfg, opset, output, weights_from, "llama")
 
 
 def main(argv=None):
@@ -232,26 +207,10 @@ def main(argv=None):
     parser.add_argument("-o", "--output", required=True, help="the .onnx file to write")
     args = parser.parse_args(argv)
 
-    start = time.perf_counter()
     cfg = dict(layers=args.layers, d_model=args.d_model, heads=args.heads,
                kv_heads=args.kv_heads or args.heads, ffn=args.ffn, vocab=args.vocab,
                seq=args.seq)
-    try:
-        model, params, external = make_model(cfg, args.opset, args.output, args.weights_from)
-    except (ShapeError, OSError) as e:
-        sys.exit(f"llama_shapes.py: error: {e}")
-    if args.check:
-        onnx.checker.check_model(checkable_copy(model), full_check=True)
-    data = model.SerializeToString()
-    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-    with open(args.output, "wb") as f:
-        f.write(data)
-    elapsed = time.perf_counter() - start
-    weights = (f"weights copied from {args.weights_from}" if args.weights_from else
-               f"external data {human_bytes(external)} (not written)")
-    print(f"llama_shapes: wrote {args.output}: {args.layers} layers, {params:,} parameters, "
-          f"{len(model.graph.node)} nodes, {human_bytes(len(data))}, {weights}, {elapsed:.2f} s")
-
+    write_model(args, cfg, make_model, "llama_shapes")
 
 if __name__ == "__main__":
     main()
