@@ -5,8 +5,8 @@
 // leaky_relu, elu, selu, hard_sigmoid, clip), each written once here in f32
 // for the CPU kernels and, compiled by nvcc, for the CUDA kernels. The
 // derivatives are PyTorch autograd's, also at the kinks, so that
-// `loom.unary_grad` matches torch. Plain C++17, no LLVM: the runtime
-// includes it.
+// `loom.unary_grad` matches torch. Also the comparison of arg_max and
+// arg_min. Plain C++17, no LLVM: the runtime includes it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +15,7 @@
 
 #include <math.h>
 #include <string_view>
+#include <type_traits>
 
 #ifdef __CUDACC__
 #define LOOM_HOST_DEVICE __host__ __device__
@@ -182,6 +183,23 @@ template <typename Visitor> auto visitUnaryFn(UnaryFn fn, Visitor &&f) {
   default:
     return f(UnaryFnTag<UnaryFn::Clip>{});
   }
+}
+
+/// Whether the element `x`, at a later index than the current candidate
+/// `best`, takes its place in an arg-max (`isMax`) or arg-min: a NaN beats
+/// any number (PyTorch's and numpy's argmax give the first NaN), and with
+/// `last` an equal element, or a later NaN, wins, so that the last index of
+/// the extreme is kept. Half types are compared as float.
+template <typename T>
+LOOM_HOST_DEVICE inline bool argBetter(T x, T best, bool isMax, bool last) {
+  if constexpr (!std::is_integral_v<T>) {
+    if (best != best)
+      return last && x != x;
+    if (x != x)
+      return true;
+  }
+  return isMax ? (x > best || (last && x == best))
+               : (x < best || (last && x == best));
 }
 
 } // namespace loom::ops::math

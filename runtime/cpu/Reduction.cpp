@@ -9,6 +9,8 @@
 #include "runtime/cpu/CpuContext.h"
 #include "runtime/cpu/KernelUtil.h"
 
+#include "common/ops/ElementwiseMath.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -259,24 +261,10 @@ void argReducePlain(const T *in, int64_t *out, int64_t outer, int64_t n,
     for (int64_t i = 0; i < inner; ++i) {
       const T *row = in + o * n * inner + i;
       int64_t best = 0;
-      for (int64_t k = 1; k < n; ++k) {
-        T x = row[k * inner], b = row[best * inner];
-        bool better;
-        if constexpr (std::is_floating_point_v<T>) {
-          if (std::isnan(b))
-            better = last && std::isnan(x);
-          else if (std::isnan(x))
-            better = true;
-          else
-            better = isMax ? (x > b || (last && x == b))
-                           : (x < b || (last && x == b));
-        } else {
-          better =
-              isMax ? (x > b || (last && x == b)) : (x < b || (last && x == b));
-        }
-        if (better)
+      for (int64_t k = 1; k < n; ++k)
+        if (ops::math::argBetter(row[k * inner], row[best * inner], isMax,
+                                 last))
           best = k;
-      }
       out[o * inner + i] = best;
     }
 }

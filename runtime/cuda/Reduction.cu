@@ -12,6 +12,8 @@
 
 #include "runtime/cuda/DeviceUtil.cuh"
 
+#include "common/ops/ElementwiseMath.h"
+
 namespace loom::rt::cuda {
 namespace {
 
@@ -186,20 +188,12 @@ __global__ void argReduceKernel(const T *in, int64_t *out, int64_t outer,
     int64_t best = 0;
     for (int64_t k = 1; k < n; ++k) {
       bool better;
-      if constexpr (std::is_integral_v<T>) {
-        T x = row[k * inner], b = row[best * inner];
-        better =
-            isMax ? (x > b || (last && x == b)) : (x < b || (last && x == b));
-      } else {
-        float x = toFloat(row[k * inner]), b = toFloat(row[best * inner]);
-        if (isnan(b))
-          better = last && isnan(x);
-        else if (isnan(x))
-          better = true;
-        else
-          better =
-              isMax ? (x > b || (last && x == b)) : (x < b || (last && x == b));
-      }
+      if constexpr (std::is_integral_v<T>)
+        better = ops::math::argBetter(row[k * inner], row[best * inner], isMax,
+                                      last);
+      else
+        better = ops::math::argBetter(toFloat(row[k * inner]),
+                                      toFloat(row[best * inner]), isMax, last);
       if (better)
         best = k;
     }
