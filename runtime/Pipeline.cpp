@@ -259,6 +259,16 @@ int64_t microBatches(const plan::Plan &plan) {
   return std::max<int64_t>(plan.schedule().micro_batches(), 1);
 }
 
+namespace {
+/// Ops whose result holds (some of) their first operand's values unchanged:
+/// the index values an input feeds a gather or a loss with pass through
+/// them, reshaped, sliced, or moved between the ranks of a partitioned plan.
+bool movesValues(const std::string &op) {
+  return op == "reshape" || op == "slice" || op == "local_split" ||
+         op == "all_gather" || op == "all_to_all" || op == "broadcast";
+}
+} // namespace
+
 std::string collectPlanInputs(const plan::Plan &plan,
                               std::vector<PlanInput> &inputs) {
   inputs.clear();
@@ -338,7 +348,7 @@ std::string collectPlanInputs(const plan::Plan &plan,
              program.values(indices).kind() != plan::Value::INPUT) {
         auto def = definedBy.find(indices);
         if (def == definedBy.end() || def->second->operands_size() < 1 ||
-            (def->second->op() != "reshape" && def->second->op() != "slice"))
+            !movesValues(def->second->op()))
           break;
         indices = def->second->operands(0);
       }

@@ -4,10 +4,12 @@ CPU machine, for a GPU machine that has no MLIR, libonnx, oneDNN or MPI.
 
     scripts/gpu_bundle.py OUTDIR --build build --runtime-build build-gpu-bundle
 
-* compiles with `loom` (the full build) every plan the check runs: the bundled MLP, GPT
-  and CNN for training (AdamW, 5 steps) and inference, in f32, bf16 and f16 (--precision;
-  training keeps f32 master weights, f16 with a static loss scale), and inference of the
-  models' pure-bf16 copies, on one device and data-parallel over 8 virtual devices; the GPT on pp=2 x dp=2 x tp=2 (1F1B, ZeRO-1, recompute); and the bench's
+* compiles with `loom` (the full build) every plan the check runs: the bundled MLP, GPT,
+  CNN, LLaMA-style decoder and encoder classifier for training (AdamW, 5 steps) and
+  inference, in f32, bf16 and f16 (--precision; training keeps f32 master weights, f16
+  with a static loss scale), and inference of the models' pure-bf16 copies, on one device
+  and data-parallel over 8 virtual devices; the GPT, the LLaMA decoder and the encoder on
+  pp=2 x dp=2 x tp=2 (1F1B, ZeRO-1, recompute); and the bench's
   GPTs (a 125M GPT-2-small for the GPU and a small one for the CPU, fused and unfused,
   seeded initialisation: the plans carry no weights);
 * computes the expected results with `loom run` on the CPU backend (oneDNN): the losses
@@ -33,7 +35,13 @@ SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(SOURCE, "models"))
 
 LIMIT_BYTES = 40 * 1024 * 1024
-MODELS = ("mlp", "gpt", "cnn")
+MODELS = ("mlp", "gpt", "cnn", "llama", "encoder")
+# Trained on dp2 x tp2 x pp2 (1F1B, ZeRO-1, recompute) against one device, the layouts
+# from the search or, for the LLaMA decoder (whose search on so small a model splits
+# nothing), from its Megatron strategy file.
+PIPELINED = {"gpt": ["--mode", "auto"], "llama": [
+    "--strategy", os.path.join(SOURCE, "models", "llama_megatron.json")],
+    "encoder": ["--mode", "auto"]}
 BATCH = 8
 STEPS = 5
 SEED = 1
@@ -131,15 +139,18 @@ def main():
             dp = compile_plan(name + "-dp8", onnx_path, flags + ["--mesh", "dp=8"])
             manifest["training"].append(dict(name=name + "-dp8", plan=dp, ranks=8,
                                              expected=expected, rtol=RTOL[precision]))
-    # The GPT on dp2 x tp2 x pp2 with ZeRO-1 and recompute, against its single device.
-    gpt = os.path.join(SOURCE, "models", "gpt.onnx")
-    pipe = compile_plan("gpt-f32-train-pp2dp2tp2", gpt, TRAIN_FLAGS + [
-        "--mesh", "pp=2,dp=2,tp=2", "--mode", "auto", "--micro-batches", "2",
-        "--schedule", "1f1b", "--zero", "1", "--recompute", "layers"])
-    manifest["partitioned"].append(dict(
-        name="gpt-f32-train-pp2dp2tp2", plan=pipe, ranks=8, rtol=1e-4,
-        expected=next(t["expected"] for t in manifest["training"]
-                      if t["name"] == "gpt-f32-train")))
+    # The decoders and the encoder on dp2 x tp2 x pp2 with ZeRO-1 and recompute, against
+    # their single device.
+    for model, layouts in PIPELINED.items():
+        name = f"{model}-f32-train-pp2dp2tp2"
+        pipe = compile_plan(name, os.path.join(SOURCE, "models", model + ".onnx"),
+                            TRAIN_FLAGS + layouts + [
+                                "--mesh", "pp=2,dp=2,tp=2", "--micro-batches", "2",
+                                "--schedule", "1f1b", "--zero", "1", "--recompute", "layers"])
+        manifest["partitioned"].append(dict(
+            name=name, plan=pipe, ranks=8, rtol=1e-4,
+            expected=next(t["expected"] for t in manifest["training"]
+                          if t["name"] == f"{model}-f32-train")))
 
     # Inference: f32, --precision bf16 and f16 (the forward in that type, f32 outputs),
     # and the models' pure-bf16 copies (test/e2e/to_bf16.py); one device and dp=8.

@@ -356,6 +356,50 @@ TEST(MultiRank, RandomInputsMatchSingleDevice) {
   }
 }
 
+/// A gather of a [100, 3] table by indices `idx` [8]: on one device, or with
+/// `idx` split over dp and gathered back first (as a partitioned plan moves
+/// labels and token ids before the op that indexes with them).
+plan::Plan gatherByIndices(bool split) {
+  PlanBuilder b(split ? Axes{{"dp", 2}} : Axes{});
+  int32_t table = b.parameter("table", {100, 3}, iota(300));
+  int32_t idx =
+      b.value(plan::Value::INPUT, "idx", {8},
+              split ? DimAxes{{"dp"}} : DimAxes{}, {}, rt::DType::I64);
+  if (split) {
+    int32_t whole =
+        b.value(plan::Value::TEMPORARY, "", {8}, {}, {}, rt::DType::I64);
+    plan::Instruction &g = b.instruction("all_gather", {idx}, {whole});
+    PlanBuilder::setInt(g, "axis", 0);
+    PlanBuilder::setInt(g, "dim", 0);
+    idx = whole;
+  }
+  int32_t y = b.temp({8, 3});
+  PlanBuilder::setInt(b.instruction("gather", {table, idx}, {y}), "axis", 0);
+  b.output("y", y);
+  return b.plan();
+}
+
+// Proves random indices are drawn below the axis they index (here 100, not
+// the default 16) also where they reach their gather through a collective,
+// so that a partitioned run draws what the single device draws.
+TEST(MultiRank, RandomIndicesKeepTheirBoundThroughCollectives) {
+  Single one(gatherByIndices(false));
+  ASSERT_TRUE(one.exec) << one.error;
+  one.exec->setRandomInputs(7);
+  std::string e;
+  ASSERT_TRUE(one.exec->run(e)) << e;
+  std::vector<float> expected = values(one.exec->output("y"));
+  // Row r of the table holds 3r, 3r + 1, 3r + 2: some index is at least 16.
+  EXPECT_GE(*std::max_element(expected.begin(), expected.end()), 48.0f);
+  std::string error = runRanks(gatherByIndices(true), 2, [&](RankRun &run) {
+    run.exec->setRandomInputs(7);
+    std::string e;
+    ASSERT_TRUE(run.exec->run(e)) << e;
+    EXPECT_EQ(values(run.exec->output("y")), expected);
+  });
+  EXPECT_EQ(error, "");
+}
+
 //===----------------------------------------------------------------------===//
 // Training and checkpoints
 //===----------------------------------------------------------------------===//
