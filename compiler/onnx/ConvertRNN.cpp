@@ -141,7 +141,8 @@ FailureOr<Recurrence> readRecurrence(NodeContext &nc, Cell cell) {
     bool isDefault = static_cast<int64_t>(given.size()) ==
                      r.directions * static_cast<int64_t>(defaults.size());
     for (size_t i = 0; isDefault && i < given.size(); ++i)
-      isDefault = given[i] == defaults[i % defaults.size()];
+      isDefault =
+          StringRef(given[i]).equals_insensitive(defaults[i % defaults.size()]);
     if (!isDefault)
       return nc.unsupported(
           "attribute 'activations' [" + joined(given) +

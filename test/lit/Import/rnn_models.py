@@ -11,7 +11,8 @@ linear_before_reset 0, which PyTorch does not compute, from ONNX's own reference
 (onnx.backend.test.case.node.gru.GRU_Helper). A reverse direction is PyTorch run on
 the sequence reversed in time.
 
-lstm_bidi          bidirectional, B, initial_h, initial_c; Y, Y_h, Y_c; layout 0
+lstm_bidi          bidirectional, B, initial_h, initial_c; Y, Y_h, Y_c; layout 0; the
+                   default activations given (in either case)
 lstm_reverse_bf    reverse, B, no initial state; Y, Y_h, Y_c; layout 1
 lstm_uniform_lens  forward, sequence_lens a constant equal to the length everywhere
 gru_bidi_bf        bidirectional, linear_before_reset 1, B, initial_h; Y, Y_h; layout 1
@@ -98,7 +99,8 @@ def write(out):
     y, (hn, cn) = torch_run(lstm, x, (torch.from_numpy(h0), torch.from_numpy(c0)))
     save(out, "lstm_bidi",
          helper.make_node("LSTM", ["X", "W", "R", "B", "", "h0", "c0"], ["Y", "Y_h", "Y_c"],
-                          name="lstm", hidden_size=H, direction="bidirectional"),
+                          name="lstm", hidden_size=H, direction="bidirectional",
+                          activations=["Sigmoid", "Tanh", "Tanh", "sigmoid", "tanh", "tanh"]),
          inits, [S, B, I], [("Y", [S, 2, B, H]), ("Y_h", [2, B, H]), ("Y_c", [2, B, H])])
     save_expected(out, "lstm_bidi", x, Y=y.reshape(S, B, 2, H).transpose(0, 2, 1, 3),
                   Y_h=hn.numpy(), Y_c=cn.numpy())
