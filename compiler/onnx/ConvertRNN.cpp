@@ -56,6 +56,8 @@ public:
   }
   /// Columns [start, start + size) of a matrix [rows, N].
   Value columns(Value v, int64_t start, int64_t size) {
+    if (failedOnce)
+      return Value();
     int64_t rows = cast<RankedTensorType>(v.getType()).getDimSize(0);
     return slice(v, {0, start}, {rows, size});
   }
@@ -296,10 +298,11 @@ Pass runDirection(NodeContext &nc, OpChain &ops, const Recurrence &r,
   int64_t h = r.hidden, gh = r.gates * h, b = r.batch;
   // Recurrent weights of this direction, [G*H, H] (GRU with
   // linear_before_reset 0: [2H, H] for z and r, [H, H] for h).
-  Value recurrent =
-      ops.reshape(ops.slice(nc.value(2), {d, 0, 0}, {1, gh, h}), {gh, h});
-  Value recurrentZR, recurrentH, biasRH;
-  if (r.cell == Cell::GRU && !r.linearBeforeReset) {
+  Value recurrent, recurrentZR, recurrentH, biasRH;
+  if (r.cell == Cell::LSTM || r.linearBeforeReset) {
+    recurrent =
+        ops.reshape(ops.slice(nc.value(2), {d, 0, 0}, {1, gh, h}), {gh, h});
+  } else {
     recurrentZR = ops.reshape(ops.slice(nc.value(2), {d, 0, 0}, {1, 2 * h, h}),
                               {2 * h, h});
     recurrentH =
