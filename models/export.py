@@ -1,5 +1,5 @@
 """Exports the small PyTorch models (MLP, GPT decoder, LLaMA-style decoder, ResNet-style CNN,
-nn.TransformerEncoder classifier) that Loom imports as ONNX.
+nn.TransformerEncoder classifier, LSTM and GRU classifiers) that Loom imports as ONNX.
 
 Run with the system interpreter, which has torch 1.13 and onnx 1.12:
 
@@ -13,7 +13,7 @@ Every export uses a fixed seed, constant folding, TrainingMode.EVAL (see the CNN
 a symbolic batch dimension (`batch`) on the input and the output, and parameters stored as
 initializers named after the PyTorch parameters (`blocks.0.attn.q.weight`, ...).
 
-Two things torch 1.13 does on its own are undone or avoided so that the parameter names hold:
+Three things torch 1.13 does on its own are undone or avoided so that the parameter names hold:
 
 * A Linear applied to a rank-3 tensor exports as MatMul(x, W^T) + b, and constant folding
   turns W^T into a new initializer called `onnx::MatMul_<n>`. `restore_parameters` replaces
@@ -25,6 +25,11 @@ Two things torch 1.13 does on its own are undone or avoided so that the paramete
   a model in eval() mode with TrainingMode.PRESERVE, which is the same export minus that
   fusion: BatchNormalization nodes use the running statistics. `--fuse-bn` gives the fused
   form instead.
+* Constant folding would also fold the reordering of an LSTM's or GRU's gates (PyTorch's
+  [i, f, g, o] and [r, z, n] into ONNX's [i, o, f, c] and [z, r, h]) into new
+  `onnx::LSTM_<n>` initializers. The recurrent classifiers are therefore exported without
+  constant folding: the initializers are the PyTorch parameters, and Slice, Concat and
+  Unsqueeze nodes build the ONNX node's W, R and B from them.
 
 reference.py rebuilds the same models (same classes, seed and construction order) to produce
 PyTorch reference outputs.
@@ -354,6 +359,30 @@ class CNN(nn.Module):
         return self.fc(x)
 
 
+class RNNClassifier(nn.Module):
+    """x [batch, seq, features] -> 2-layer nn.LSTM or nn.GRU (batch_first) -> Linear to the
+    classes. A bidirectional network classifies its last layer's final states (the forward
+    direction's after the last step, the reverse direction's after the first: ONNX's Y_h);
+    a one-directional one its output at the last step (ONNX's Y). The last step of the
+    reverse direction's output would leave its recurrent weight without a gradient: that
+    step starts from the zero state."""
+
+    def __init__(self, cell, bidirectional, features=8, hidden=16, classes=5, seq=6):
+        super().__init__()
+        self.seq, self.features = seq, features
+        recurrent = {"lstm": nn.LSTM, "gru": nn.GRU}[cell]
+        self.rnn = recurrent(features, hidden, num_layers=2, batch_first=True,
+                             bidirectional=bidirectional)
+        self.head = nn.Linear(hidden * (2 if bidirectional else 1), classes)
+
+    def forward(self, x):
+        y, state = self.rnn(x)
+        if not self.rnn.bidirectional:
+            return self.head(y[:, -1])
+        h = state[0] if isinstance(self.rnn, nn.LSTM) else state
+        return self.head(torch.cat([h[-2], h[-1]], dim=1))
+
+
 # --------------------------------------------------------------------------------------------
 # Construction shared with reference.py
 # --------------------------------------------------------------------------------------------
@@ -395,14 +424,18 @@ class EncoderClassifier(nn.Module):
 GPT_DEFAULTS = dict(layers=2, d_model=64, heads=4, vocab=256, seq=64, tied=False)
 # ffn 176: LLaMA's 8/3 * d_model rounded up to a multiple of 16.
 LLAMA_DEFAULTS = dict(layers=2, d_model=64, heads=4, kv_heads=2, ffn=176, vocab=256, seq=64)
-DEFAULT_OPSET = {"mlp": 13, "gpt": 17, "llama": 17, "cnn": 13, "encoder": 17}
+DEFAULT_OPSET = {"mlp": 13, "gpt": 17, "llama": 17, "cnn": 13, "encoder": 17, "lstm": 14,
+                 "gru": 14}
+# The recurrent classifiers: the LSTM bidirectional, the GRU one-directional.
+RNN_MODELS = {"lstm": True, "gru": False}
 
 
 def add_model_args(parser):
     """Adds the model-selection and size options shared by export.py and reference.py."""
-    parser.add_argument("--model", choices=["mlp", "gpt", "llama", "cnn", "encoder"],
+    parser.add_argument("--model",
+                        choices=["mlp", "gpt", "llama", "cnn", "encoder", "lstm", "gru"],
                         help="which model to build")
-    gpt = parser.add_argument_group("GPT and LLaMA size (ignored for mlp and cnn)")
+    gpt = parser.add_argument_group("GPT and LLaMA size (ignored for the other models)")
     gpt.add_argument("--layers", type=int, default=GPT_DEFAULTS["layers"],
                      help="number of transformer blocks (default: %(default)s)")
     gpt.add_argument("--d-model", type=int, default=GPT_DEFAULTS["d_model"],
@@ -433,7 +466,8 @@ def llama_config(args):
 
 
 def model_config(args):
-    """The size keyword arguments of build_model for args.model ({} for mlp and cnn)."""
+    """The size keyword arguments of build_model for args.model ({} for mlp, cnn and the
+    recurrent classifiers)."""
     if args.model == "gpt":
         return gpt_config(args)
     if args.model == "llama":
@@ -460,6 +494,8 @@ def build_model(name, seed=DEFAULT_SEED, **gpt_kwargs):
         model = CNN()
     elif name == "encoder":
         model = EncoderClassifier()
+    elif name in RNN_MODELS:
+        model = RNNClassifier(name, bidirectional=RNN_MODELS[name])
     else:
         raise ValueError(f"unknown model {name!r}")
     return model.eval()
@@ -476,6 +512,8 @@ def input_spec(name, model):
     if name == "encoder":
         return [("input_ids", (model.seq,), torch.int64),
                 ("padding_mask", (model.seq,), torch.bool)]
+    if name in RNN_MODELS:
+        return [("x", (model.seq, model.features), torch.float32)]
     raise ValueError(f"unknown model {name!r}")
 
 
@@ -594,6 +632,9 @@ def export(name, path, opset=None, seed=DEFAULT_SEED, fuse_bn=False, batch=2, **
     with warnings.catch_warnings():
         # PRESERVE + constant folding warns about models in training mode; ours is in eval().
         warnings.filterwarnings("ignore", message="It is recommended that constant folding")
+        # The recurrent classifiers' zero initial states follow the symbolic batch; Loom
+        # binds it at compile time (--batch).
+        warnings.filterwarnings("ignore", message="Exporting a model to ONNX with a batch_size")
         torch.onnx.export(
             model, dummy, path,
             export_params=True,
@@ -601,7 +642,7 @@ def export(name, path, opset=None, seed=DEFAULT_SEED, fuse_bn=False, batch=2, **
             input_names=input_names,
             output_names=["logits"],
             dynamic_axes=dynamic_axes,
-            do_constant_folding=True,
+            do_constant_folding=name not in RNN_MODELS,  # see the module docstring
             training=training,
             keep_initializers_as_inputs=False,
         )
@@ -636,16 +677,17 @@ def _dims(value_info):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description="Export Loom's test models (mlp, gpt, llama, cnn, encoder) from PyTorch "
-                    "to ONNX.")
+        description="Export Loom's test models (mlp, gpt, llama, cnn, encoder, lstm, gru) "
+                    "from PyTorch to ONNX.")
     parser.add_argument("--all", action="store_true",
-                        help="write mlp.onnx, gpt.onnx, gpt_opset14.onnx, llama.onnx, cnn.onnx "
-                             "and encoder.onnx into "
+                        help="write mlp.onnx, gpt.onnx, gpt_opset14.onnx, llama.onnx, cnn.onnx, "
+                             "encoder.onnx, lstm.onnx and gru.onnx into "
                              "models/ with the default configurations (the default when "
                              "--model is not given)")
     add_model_args(parser)
     parser.add_argument("--opset", type=int, default=None,
-                        help="ONNX opset (default: 13 for mlp and cnn, 17 for gpt and llama)")
+                        help="ONNX opset (default: 13 for mlp and cnn, 17 for gpt and llama, "
+                             "14 for lstm and gru)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
                         help="torch.manual_seed used before building the model (default: %(default)s)")
     parser.add_argument("--fuse-bn", action="store_true",
@@ -662,7 +704,8 @@ def main(argv=None):
                          "the GPT size options need --model")
         jobs = [("mlp", "mlp.onnx", None), ("gpt", "gpt.onnx", 17),
                 ("gpt", "gpt_opset14.onnx", 14), ("llama", "llama.onnx", 17),
-                ("cnn", "cnn.onnx", None), ("encoder", "encoder.onnx", 17)]
+                ("cnn", "cnn.onnx", None), ("encoder", "encoder.onnx", 17),
+                ("lstm", "lstm.onnx", None), ("gru", "gru.onnx", None)]
         for name, filename, opset in jobs:
             export(name, os.path.join(MODELS_DIR, filename), opset=opset, seed=args.seed)
         too_big = [f for _, f, _ in jobs

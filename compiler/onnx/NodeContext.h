@@ -184,6 +184,7 @@ struct Converter {
 void addMathConverters(llvm::StringMap<Converter> &table);
 void addTensorConverters(llvm::StringMap<Converter> &table);
 void addNNConverters(llvm::StringMap<Converter> &table);
+void addRNNConverters(llvm::StringMap<Converter> &table);
 
 } // namespace loom::onnx_import
 

@@ -87,6 +87,7 @@ static const llvm::StringMap<Converter> &converterTable() {
     addMathConverters(t);
     addTensorConverters(t);
     addNNConverters(t);
+    addRNNConverters(t);
     return t;
   }();
   return table;

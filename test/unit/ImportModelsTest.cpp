@@ -85,7 +85,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(ModelCase{"mlp.onnx", 6, 6922, {3, 10}},
                       ModelCase{"gpt.onnx", 37, 136960, {3, 64, 256}},
                       ModelCase{"gpt_opset14.onnx", 37, 136960, {3, 64, 256}},
-                      ModelCase{"cnn.onnx", 20, 19994, {3, 10}}),
+                      ModelCase{"cnn.onnx", 20, 19994, {3, 10}},
+                      ModelCase{"lstm.onnx", 18, 9893, {3, 5}},
+                      ModelCase{"gru.onnx", 10, 2965, {3, 5}}),
     [](const auto &info) {
       std::string name = info.param.file;
       return name.substr(0, name.find('.'));

@@ -84,7 +84,8 @@ TEST_P(CorruptModel, BitFlippedCopies) {
 
 INSTANTIATE_TEST_SUITE_P(Models, CorruptModel,
                          ::testing::Values("mlp.onnx", "gpt.onnx",
-                                           "gpt_opset14.onnx", "cnn.onnx"),
+                                           "gpt_opset14.onnx", "cnn.onnx",
+                                           "lstm.onnx", "gru.onnx"),
                          [](const auto &info) {
                            std::string name = info.param;
                            return name.substr(0, name.find('.'));
