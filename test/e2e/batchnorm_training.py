@@ -16,7 +16,10 @@ and trained 3 steps with SGD, cross-entropy, on one fixed batch:
 * `--mesh dp=2` without it (each replica normalizes with its own half batch, as DDP)
   against PyTorch emulating DDP in one process: each half batch goes through the model
   separately (its own batch statistics), the loss is the mean over the whole batch, and
-  the running statistics kept are the first half's (rank 0's, which DDP broadcasts).
+  the running statistics kept are the first half's (rank 0's, which DDP broadcasts);
+* `--micro-batches 2` on one device against PyTorch's gradient accumulation over the two
+  halves: each micro-batch normalizes with its own statistics and moves the running
+  statistics in turn.
 
 Tolerance: 1e-4 relative, normwise per tensor (max|loom - torch| <= 1e-4 max|torch|), and
 per step for the loss. The test can fail: the per-replica reference must differ from the
@@ -93,9 +96,11 @@ def state(model):
     return out
 
 
-def reference(torch, model, x, labels, replicas):
+def reference(torch, model, x, labels, replicas, accumulate=False):
     """PyTorch's 3 SGD steps in train() mode; with replicas > 1, DDP emulated in one
-    process (see the module docstring). Returns (losses, state after)."""
+    process (see the module docstring), or with `accumulate` gradient accumulation over
+    that many micro-batches (their forwards in a row, each moving the running
+    statistics). Returns (losses, state after)."""
     import torch.nn.functional as F
     model = copy.deepcopy(model)
     opt = torch.optim.SGD(model.parameters(), lr=LR)
@@ -111,13 +116,15 @@ def reference(torch, model, x, labels, replicas):
             start = [(m.running_mean.clone(), m.running_var.clone()) for m in bns]
             parts, kept = [], None
             for chunk in torch.chunk(x, replicas):
-                for m, (mean, var) in zip(bns, start):
-                    m.running_mean, m.running_var = mean.clone(), var.clone()
+                if not accumulate:
+                    for m, (mean, var) in zip(bns, start):
+                        m.running_mean, m.running_var = mean.clone(), var.clone()
                 parts.append(model(chunk))
                 if kept is None:
                     kept = [(m.running_mean, m.running_var) for m in bns]
-            for m, (mean, var) in zip(bns, kept):
-                m.running_mean, m.running_var = mean, var
+            if not accumulate:
+                for m, (mean, var) in zip(bns, kept):
+                    m.running_mean, m.running_var = mean, var
             logits = torch.cat(parts)
         loss = F.cross_entropy(logits, labels)
         loss.backward()
@@ -131,7 +138,7 @@ def run(cmd):
     return result.returncode, result.stdout + result.stderr
 
 
-def train_loom(args, work, onnx_path, name, mesh=None, sync=False):
+def train_loom(args, work, onnx_path, name, mesh=None, sync=False, micro=1):
     d = os.path.join(work, name)
     os.makedirs(d, exist_ok=True)
     plan = os.path.join(d, "model.plan")
@@ -141,6 +148,8 @@ def train_loom(args, work, onnx_path, name, mesh=None, sync=False):
         cmd += ["--mesh", mesh]
     if sync:
         cmd += ["--sync-batchnorm"]
+    if micro > 1:
+        cmd += ["--micro-batches", str(micro)]
     code, output = run(cmd)
     if code != 0:
         raise SystemExit(f"{name}: compile failed:\n{output}")
@@ -221,7 +230,7 @@ def main():
     onnx_path = os.path.join(work, "resnet.onnx")
     torch.onnx.export(model, x, onnx_path, input_names=["x"], output_names=["logits"],
                       opset_version=14, training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False)
+                      do_constant_folding=False, dynamic_axes={"x": {0: "batch"}})
     # Tracing ran the model once in train() mode, which moved its running statistics:
     # the file holds the moved ones, and the references start from them too.
     import onnx
@@ -239,6 +248,7 @@ def main():
 
     global_losses, global_state = reference(torch, model, x, labels, 1)
     replica_losses, replica_state = reference(torch, model, x, labels, 2)
+    micro_losses, micro_state = reference(torch, model, x, labels, 2, accumulate=True)
 
     failed = False
     # The test can fail: the references differ, and the training moves everything.
@@ -256,13 +266,14 @@ def main():
         failed = True
 
     configs = [
-        ("one device", None, False, global_losses, global_state),
-        ("dp=2 --sync-batchnorm", "dp=2", True, global_losses, global_state),
-        ("dp=2 per-replica statistics", "dp=2", False, replica_losses, replica_state),
+        ("one device", "one", None, False, 1, global_losses, global_state),
+        ("dp=2 --sync-batchnorm", "dp2-sync", "dp=2", True, 1, global_losses, global_state),
+        ("dp=2 per-replica statistics", "dp2", "dp=2", False, 1, replica_losses,
+         replica_state),
+        ("2 micro-batches (accumulation)", "m2", None, False, 2, micro_losses, micro_state),
     ]
-    for name, mesh, sync, ref_losses, ref_state in configs:
-        slug = name.split(" ")[0].replace("=", "") + ("-sync" if sync else "")
-        losses, tensors = train_loom(args, work, onnx_path, slug, mesh, sync)
+    for name, slug, mesh, sync, micro, ref_losses, ref_state in configs:
+        losses, tensors = train_loom(args, work, onnx_path, slug, mesh, sync, micro)
         problems, worst = compare(losses, tensors, ref_losses, ref_state)
         status = "ok" if not problems else "FAIL"
         print(f"{status}: {name}: worst relative error {worst:.2e} "
