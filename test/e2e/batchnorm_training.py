@@ -17,6 +17,8 @@ and trained 3 steps with SGD, cross-entropy, on one fixed batch:
   against PyTorch emulating DDP in one process: each half batch goes through the model
   separately (its own batch statistics), the loss is the mean over the whole batch, and
   the running statistics kept are the first half's (rank 0's, which DDP broadcasts);
+* `--mesh dp=2 --sync-batchnorm --recompute layers` (the backward computes the batch
+  statistics again) against the same;
 * `--micro-batches 2` on one device against PyTorch's gradient accumulation over the two
   halves: each micro-batch normalizes with its own statistics and moves the running
   statistics in turn.
@@ -138,7 +140,7 @@ def run(cmd):
     return result.returncode, result.stdout + result.stderr
 
 
-def train_loom(args, work, onnx_path, name, mesh=None, sync=False, micro=1):
+def train_loom(args, work, onnx_path, name, mesh=None, sync=False, micro=1, extra=()):
     d = os.path.join(work, name)
     os.makedirs(d, exist_ok=True)
     plan = os.path.join(d, "model.plan")
@@ -150,6 +152,7 @@ def train_loom(args, work, onnx_path, name, mesh=None, sync=False, micro=1):
         cmd += ["--sync-batchnorm"]
     if micro > 1:
         cmd += ["--micro-batches", str(micro)]
+    cmd += list(extra)
     code, output = run(cmd)
     if code != 0:
         raise SystemExit(f"{name}: compile failed:\n{output}")
@@ -271,9 +274,12 @@ def main():
         ("dp=2 per-replica statistics", "dp2", "dp=2", False, 1, replica_losses,
          replica_state),
         ("2 micro-batches (accumulation)", "m2", None, False, 2, micro_losses, micro_state),
+        ("dp=2 --sync-batchnorm --recompute layers", "dp2-sync-recompute", "dp=2", True, 1,
+         global_losses, global_state, ["--recompute", "layers"]),
     ]
-    for name, slug, mesh, sync, micro, ref_losses, ref_state in configs:
-        losses, tensors = train_loom(args, work, onnx_path, slug, mesh, sync, micro)
+    for name, slug, mesh, sync, micro, ref_losses, ref_state, *extra in configs:
+        losses, tensors = train_loom(args, work, onnx_path, slug, mesh, sync, micro,
+                                     extra[0] if extra else ())
         problems, worst = compare(losses, tensors, ref_losses, ref_state)
         status = "ok" if not problems else "FAIL"
         print(f"{status}: {name}: worst relative error {worst:.2e} "
