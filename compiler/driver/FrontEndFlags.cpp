@@ -71,8 +71,8 @@ cl::opt<bool> syncBatchNormFlag(
     cl::desc("Training-mode BatchNormalization takes its statistics over the "
              "global batch, all data-parallel replicas together (PyTorch's "
              "SyncBatchNorm), not per replica (DDP's default)"),
-    cl::init(false), cl::sub(importCommand()), cl::sub(compileCommand()),
-    cl::sub(simulateCommand()), cl::cat(loomCategory()));
+    cl::init(false), cl::sub(compileCommand()), cl::sub(simulateCommand()),
+    cl::cat(loomCategory()));
 
 } // namespace
 
