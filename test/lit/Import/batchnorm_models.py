@@ -7,6 +7,7 @@ train.onnx    BatchNormalization-15 'bn', training_mode 1, x [4, 2, 3], its
               running_mean / running_var outputs named but not graph outputs (as
               PyTorch's train() export), momentum 0.9, scale/bias/mean/var initializers
 train6.onnx   the same with x [6, 2, 3]
+trainN.onnx   the same with x [N, 2, 3]
 old.onnx      BatchNormalization-9 (opset 9) with its training outputs
 x.npy         a [4, 2, 3] input, labels.npy its MSE labels
 """
@@ -46,6 +47,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     save(out, "train", 4)
     save(out, "train6", 6)
+    save(out, "trainN", "N")
     save(out, "old", 4, opset=9, training=False)
     rng = np.random.default_rng(3)
     np.save(os.path.join(out, "x.npy"), rng.standard_normal((4, 2, 3)).astype(np.float32))
