@@ -51,12 +51,20 @@ LogicalResult verifyRoles(FunctionOpInterface main, Phase phase) {
     if (auto hyper = main.getArgAttrOfType<HyperAttr>(i, D::kHyperAttrName))
       ++hypers[static_cast<int>(hyper.getValue())];
   }
-  for (unsigned i = 0, e = main.getNumResults(); i < e; ++i)
-    if (!main.getResultAttr(i, D::kOutputAttrName) &&
-        !(training && main.getResultAttr(i, D::kUpdatesAttrName)))
-      return breach(main, phase)
-             << "result #" << i << " needs " << D::kOutputAttrName
-             << (training ? " or " + D::kUpdatesAttrName.str() : "");
+  // An imported graph may give buffers new values (training-mode batch
+  // normalization's running statistics); a training step also updates
+  // parameters and optimizer state.
+  for (unsigned i = 0, e = main.getNumResults(); i < e; ++i) {
+    if (main.getResultAttr(i, D::kOutputAttrName))
+      continue;
+    auto of = main.getResultAttrOfType<IntegerAttr>(i, D::kUpdatesAttrName);
+    if (of && (training || main.getArgAttr(of.getInt(), D::kBufferAttrName)))
+      continue;
+    return breach(main, phase)
+           << "result #" << i << " needs " << D::kOutputAttrName << " or "
+           << D::kUpdatesAttrName
+           << (training ? "" : " of a loom.buffer argument");
+  }
   for (Hyper hyper : {Hyper::Lr, Hyper::Step})
     if (training && hypers[static_cast<int>(hyper)] != 1)
       return breach(main, phase)

@@ -66,6 +66,13 @@ cl::list<std::string> freezeFlags(
     cl::value_desc("PATTERN,..."), cl::CommaSeparated, cl::sub(importCommand()),
     cl::sub(compileCommand()), cl::sub(simulateCommand()),
     cl::cat(loomCategory()));
+cl::opt<bool> syncBatchNormFlag(
+    "sync-batchnorm",
+    cl::desc("Training-mode BatchNormalization takes its statistics over the "
+             "global batch, all data-parallel replicas together (PyTorch's "
+             "SyncBatchNorm), not per replica (DDP's default)"),
+    cl::init(false), cl::sub(compileCommand()), cl::sub(simulateCommand()),
+    cl::cat(loomCategory()));
 
 } // namespace
 
@@ -116,6 +123,7 @@ std::optional<pipeline::ModelInput> modelInputFromFlags(std::string &error) {
     }
     model.freeze.push_back(pattern);
   }
+  model.syncBatchNorm = syncBatchNormFlag;
   return model;
 }
 

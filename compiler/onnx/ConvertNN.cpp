@@ -175,14 +175,163 @@ LogicalResult convertGlobalAveragePool(NodeContext &nc) {
   return success();
 }
 
+/// Training-mode BatchNormalization (version 14 on, `training_mode` 1), as
+/// PyTorch's train() exports it: normalization with the batch's statistics
+/// (the biased variance), built from reductions and elementwise ops so that
+/// the gradient flows through the statistics and a batch split over devices
+/// reduces them as partial sums. With ImportOptions::batchNormGroups G > 1
+/// the batch is viewed as [G, N/G, ...] and each group has statistics of its
+/// own (data-parallel replicas without --sync-batchnorm). The running
+/// statistics are the buffers' new values (NodeContext::updateInput):
+/// ONNX's `running * momentum + batch * (1 - momentum)` (PyTorch exports its
+/// momentum m as 1 - m), with PyTorch's unbiased batch variance for the
+/// running variance, from group 0's statistics.
+LogicalResult convertTrainingBatchNorm(NodeContext &nc, float epsilon) {
+  auto momentumAttr = nc.attrFloat("momentum", 0.9f);
+  if (failed(momentumAttr))
+    return failure();
+  const double momentum = *momentumAttr;
+  RankedTensorType xType = nc.type(0);
+  const int64_t rank = xType.getRank();
+  if (rank < 2)
+    return nc.invalid("BatchNormalization needs an input of rank at least 2");
+  const int64_t batch = xType.getDimSize(0), channels = xType.getDimSize(1);
+  for (int i = 1; i < 5; ++i)
+    if (nc.rank(i) != 1 || nc.shape(i)[0] != channels)
+      return nc.invalid("BatchNormalization input " + Twine(i) +
+                        " must have shape [" + Twine(channels) + "]");
+  const int64_t groups =
+      nc.options ? std::max<int64_t>(1, nc.options->batchNormGroups) : 1;
+  if (batch % groups != 0)
+    return nc.unsupported(
+        "training-mode BatchNormalization takes statistics per data-parallel "
+        "replica, but the batch " +
+        Twine(batch) + " does not divide into " + Twine(groups) +
+        " replicas; choose a batch size divisible by the replicas, or "
+        "--sync-batchnorm");
+  Type element = xType.getElementType();
+  // x as [G, N/G, C, ...] when grouped; the statistics reduce every
+  // dimension but the group and the channel.
+  Value x = nc.value(0);
+  SmallVector<int64_t> shape(xType.getShape());
+  int64_t channelDim = 1;
+  if (groups > 1) {
+    shape[0] = batch / groups;
+    shape.insert(shape.begin(), groups);
+    channelDim = 2;
+    auto grouped = nc.reshape(x, shape);
+    if (failed(grouped))
+      return failure();
+    x = *grouped;
+  }
+  SmallVector<int64_t> axes;
+  int64_t count = 1;
+  for (int64_t d = groups > 1 ? 1 : 0; d < static_cast<int64_t>(shape.size());
+       ++d)
+    if (d != channelDim) {
+      axes.push_back(d);
+      count *= shape[d];
+    }
+  auto axesAttr = nc.builder.getDenseI64ArrayAttr(axes);
+  auto keep = nc.builder.getUnitAttr();
+  auto mean = nc.create<ReduceMeanOp>(x, axesAttr, keep);
+  if (failed(mean))
+    return failure();
+  auto centered = nc.create<SubOp>(x, *mean);
+  if (failed(centered))
+    return failure();
+  auto squares = nc.create<MulOp>(*centered, *centered);
+  if (failed(squares))
+    return failure();
+  auto var = nc.create<ReduceMeanOp>(*squares, axesAttr, keep);
+  if (failed(var))
+    return failure();
+  auto shifted = nc.create<AddOp>(*var, nc.scalar(element, epsilon));
+  if (failed(shifted))
+    return failure();
+  auto stddev = nc.create<SqrtOp>(*shifted);
+  if (failed(stddev))
+    return failure();
+  auto normalized = nc.create<DivOp>(*centered, *stddev);
+  if (failed(normalized))
+    return failure();
+  // Scale and bias as [C, 1, ...], broadcast from the right.
+  SmallVector<int64_t> perChannel(shape.size() - channelDim, 1);
+  perChannel[0] = channels;
+  auto scale = nc.reshape(nc.value(1), perChannel);
+  auto bias = nc.reshape(nc.value(2), perChannel);
+  if (failed(scale) || failed(bias))
+    return failure();
+  auto scaled = nc.create<MulOp>(*normalized, *scale);
+  if (failed(scaled))
+    return failure();
+  auto y = nc.create<AddOp>(*scaled, *bias);
+  if (failed(y))
+    return failure();
+  auto result = nc.reshape(*y, xType.getShape());
+  if (failed(result))
+    return failure();
+  nc.setOutput(0, *result);
+
+  // The running statistics from group 0's.
+  auto firstGroup = [&](Value stat) -> FailureOr<Value> {
+    if (groups > 1) {
+      auto type = cast<RankedTensorType>(stat.getType());
+      SmallVector<int64_t> starts(type.getRank(), 0), sizes(type.getShape()),
+          strides(type.getRank(), 1);
+      sizes[0] = 1;
+      auto sliced =
+          nc.create<SliceOp>(stat, nc.builder.getDenseI64ArrayAttr(starts),
+                             nc.builder.getDenseI64ArrayAttr(sizes),
+                             nc.builder.getDenseI64ArrayAttr(strides));
+      if (failed(sliced))
+        return failure();
+      stat = *sliced;
+    }
+    return nc.reshape(stat, {channels});
+  };
+  auto running = [&](int input, Value batchStat,
+                     double correction) -> FailureOr<Value> {
+    auto kept = nc.create<MulOp>(nc.value(input), nc.scalar(element, momentum));
+    if (failed(kept))
+      return failure();
+    auto fresh = nc.create<MulOp>(
+        batchStat, nc.scalar(element, (1.0 - momentum) * correction));
+    if (failed(fresh))
+      return failure();
+    return nc.create<AddOp>(*kept, *fresh);
+  };
+  auto batchMean = firstGroup(*mean);
+  auto batchVar = firstGroup(*var);
+  if (failed(batchMean) || failed(batchVar))
+    return failure();
+  auto newMean = running(3, *batchMean, 1.0);
+  auto newVar = running(
+      4, *batchVar, count > 1 ? static_cast<double>(count) / (count - 1) : 1.0);
+  if (failed(newMean) || failed(newVar))
+    return failure();
+  // Buffers get their new values; constants (a frozen, folded statistic)
+  // stay as they are.
+  nc.updateInput(3, *newMean);
+  nc.updateInput(4, *newVar);
+  nc.setOutput(1, *newMean);
+  nc.setOutput(2, *newVar);
+  return success();
+}
+
 LogicalResult convertBatchNorm(NodeContext &nc) {
   auto training = nc.attrInt("training_mode", 0);
   auto epsilon = nc.attrFloat("epsilon", 1e-5f);
   if (failed(training) || failed(epsilon))
     return failure();
-  if (*training || nc.hasOutput(1) || nc.hasOutput(2))
-    return nc.unsupported("BatchNormalization in training mode is not "
-                          "supported; export the model in eval mode");
+  if (*training)
+    return convertTrainingBatchNorm(nc, *epsilon);
+  if (nc.hasOutput(1) || nc.hasOutput(2))
+    return nc.unsupported(
+        "BatchNormalization's extra outputs are read only in training mode "
+        "(training_mode 1, BatchNormalization version 14 on); export the "
+        "model with opset 14 or later, in train() mode "
+        "(TrainingMode.TRAINING) or eval mode");
   auto result =
       nc.create<BatchNormOp>(nc.value(0), nc.value(1), nc.value(2), nc.value(3),
                              nc.value(4), nc.builder.getF32FloatAttr(*epsilon));

@@ -2,6 +2,7 @@
 
 #include "compiler/onnx/NodeContext.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 
 using namespace mlir;
@@ -121,6 +122,35 @@ NodeContext::attrInts(StringRef name) {
 void NodeContext::setOutput(int i, OnnxValue v) {
   if (hasOutput(i))
     values.insert_or_assign(node.output(i), std::move(v));
+}
+
+bool NodeContext::updateInput(int i, Value v) {
+  if (!stateUpdates || !hasInput(i))
+    return false;
+  auto it = values.find(node.input(i));
+  if (it == values.end() || !std::holds_alternative<Value>(it->second))
+    return false;
+  auto arg = dyn_cast<BlockArgument>(std::get<Value>(it->second));
+  // The input may already be an earlier update of the buffer.
+  if (!arg) {
+    for (auto &entry : *stateUpdates)
+      if (entry.second == std::get<Value>(it->second))
+        arg = entry.first;
+  }
+  if (!arg)
+    return false;
+  auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  if (!func ||
+      !func.getArgAttr(arg.getArgNumber(), LoomDialect::kBufferAttrName))
+    return false;
+  it->second = OnnxValue(v);
+  for (auto &entry : *stateUpdates)
+    if (entry.first == arg) {
+      entry.second = v;
+      return true;
+    }
+  stateUpdates->emplace_back(arg, v);
+  return true;
 }
 
 Value NodeContext::scalar(Type elementType, double v) {

@@ -115,6 +115,20 @@ public:
     return i < node.output_size() && !node.output(i).empty();
   }
   void setOutput(int i, OnnxValue v);
+  /// Records that `v` is the new value of input `i`, a buffer argument
+  /// (batch normalization's running statistics in training mode): the
+  /// function returns it with `loom.updates`, so the step stores it in
+  /// place of the buffer, and later nodes reading the input see `v`.
+  /// Returns false (recording nothing) when input `i` is not a buffer
+  /// argument, e.g. a constant.
+  bool updateInput(int i, mlir::Value v);
+
+  /// The import's options (--batch, --sync-batchnorm, ...).
+  const ImportOptions *options = nullptr;
+  /// Buffer arguments and their latest new values, in the order first
+  /// updated; null when the import records no updates.
+  llvm::SmallVectorImpl<std::pair<mlir::BlockArgument, mlir::Value>>
+      *stateUpdates = nullptr;
 
   //===--- Op creation ----------------------------------------------------===//
 

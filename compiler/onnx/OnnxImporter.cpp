@@ -173,6 +173,8 @@ private:
   llvm::StringMap<StaticType> inferred;
   llvm::StringMap<OnnxValue> values;
   std::unique_ptr<ConstantPool> constants;
+  /// Buffer arguments the graph gives new values (NodeContext::updateInput).
+  SmallVector<std::pair<BlockArgument, Value>> stateUpdates;
 };
 
 } // namespace
@@ -578,6 +580,8 @@ std::optional<ImportResult> Importer::convertNode(const onnx::NodeProto &node,
                      Twine(oldest) + " and " + Twine(kMaxOpset));
   NodeContext nc(node, opset, version, builder, loc, values, *constants,
                  [this] { return takeDiagnostics(); });
+  nc.options = &options;
+  nc.stateUpdates = &stateUpdates;
   if (failed(converter->second.convert(nc))) {
     NodeError err = nc.error.value_or(NodeError{
         ImportStatus::InternalError,
@@ -662,12 +666,19 @@ ImportResult Importer::run() {
       results.push_back(std::get<Value>(it->second));
     }
   }
+  // Then the new values of buffers (training-mode batch normalization's
+  // running statistics), each marked with the argument it updates.
+  for (auto &[arg, v] : stateUpdates)
+    results.push_back(v);
   func::ReturnOp::create(builder, fileLoc, results);
   func.setFunctionType(FunctionType::get(&ctx, func.getArgumentTypes(),
                                          ValueRange(results).getTypes()));
   for (auto [i, out] : llvm::enumerate(graph.output()))
     func.setResultAttr(i, LoomDialect::kOutputAttrName,
                        builder.getStringAttr(out.name()));
+  for (auto [i, update] : llvm::enumerate(stateUpdates))
+    func.setResultAttr(graph.output_size() + i, LoomDialect::kUpdatesAttrName,
+                       builder.getI64IntegerAttr(update.first.getArgNumber()));
 
   if (failed(mlir::verify(*module)))
     return error(ImportStatus::InternalError,

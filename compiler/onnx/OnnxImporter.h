@@ -43,6 +43,12 @@ struct ImportOptions {
   /// (at most 65,536 elements), else buffers, loaded and checkpointed but
   /// never updated. Each pattern must match one.
   std::vector<std::string> freeze;
+  /// Training-mode BatchNormalization normalizes each of this many equal
+  /// groups of the batch (dimension 0) with the group's own statistics:
+  /// the data-parallel replicas' local batches, as PyTorch's DDP does; 1
+  /// (--sync-batchnorm, or one device) takes them over the whole batch.
+  /// The running statistics follow group 0's (DDP keeps rank 0's).
+  int64_t batchNormGroups = 1;
   /// Attach initializer data (`loom.init`) to parameter arguments.
   bool withWeights = true;
   /// Without weights, still attach the buffers' data (batch normalization's

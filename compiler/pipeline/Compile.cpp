@@ -46,6 +46,7 @@ OwningOpRef<ModuleOp> importModel(MLIRContext &context, const ModelInput &model,
     options.inputShapes[name] =
         SmallVector<int64_t>(shape.begin(), shape.end());
   options.freeze.assign(model.freeze.begin(), model.freeze.end());
+  options.batchNormGroups = model.syncBatchNorm ? 1 : model.batchNormGroups;
   options.withWeights = withWeights;
   options.withBuffers = withBuffers;
   onnx_import::ImportResult result =
@@ -221,6 +222,34 @@ void CompileSession::evaluate(const sharding::StageSplitReport &split,
   candidate.memoryLimit = split.memoryLimit;
 }
 
+namespace {
+
+/// The data-parallel replicas of `mesh` ("pp=2,dp=2,tp=2"), whose local
+/// batches training-mode batch normalization normalizes separately unless
+/// --sync-batchnorm: under --mode data, which splits the batch over every
+/// axis but the pipeline's, the product of those axes; else the size of
+/// the axis named dp (1 without one).
+int64_t dataParallelReplicas(StringRef mesh, bool dataMode) {
+  int64_t replicas = 1;
+  SmallVector<StringRef> axes;
+  mesh.split(axes, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef axis : axes) {
+    StringRef name, value;
+    int64_t size;
+    if (!splitAssignment(axis, name, value) || value.getAsInteger(10, size) ||
+        size < 1)
+      continue; // the mesh's own parser reports it
+    name = name.trim();
+    if (name == "pp")
+      continue;
+    if (dataMode || name == "dp")
+      replicas *= size;
+  }
+  return replicas;
+}
+
+} // namespace
+
 std::optional<plan::Plan> CompileSession::buildPlan(const Attempt &attempt,
                                                     int &code) {
   DialectRegistry registry;
@@ -232,6 +261,11 @@ std::optional<plan::Plan> CompileSession::buildPlan(const Attempt &attempt,
   const bool seeded = options.init == Init::Seeded;
   ModelInput model = options.model;
   model.batch = importBatch(attempt.parallel);
+  model.batchNormGroups = dataParallelReplicas(
+      attempt.parallel.mesh,
+      options.mode.value_or(options.strategyFile.empty()
+                                ? ShardingMode::Data
+                                : ShardingMode::Semi) == ShardingMode::Data);
   std::string error;
   OwningOpRef<ModuleOp> module =
       importModel(context, model, !options.simulate && !seeded,

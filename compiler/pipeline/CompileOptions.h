@@ -60,6 +60,13 @@ struct ModelInput {
   std::map<std::string, std::vector<int64_t>> inputShapes;
   /// Glob patterns of initializers kept constant (--freeze).
   std::vector<std::string> freeze;
+  /// Training-mode batch normalization takes its statistics over the
+  /// global batch (--sync-batchnorm), not per data-parallel replica.
+  bool syncBatchNorm = false;
+  /// The groups of the batch with statistics of their own (the
+  /// data-parallel replicas; 1 with syncBatchNorm): set by the compile from
+  /// its mesh (ImportOptions::batchNormGroups).
+  int64_t batchNormGroups = 1;
 };
 
 /// The training step (--train and its flags).

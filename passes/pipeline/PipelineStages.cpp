@@ -127,6 +127,26 @@ LogicalResult Pipeliner::classify() {
           continue;
         if (reductions.contains(user) && gradients.contains(r))
           continue;
+        // A buffer's new value (training-mode batch normalization's running
+        // statistics) would chain from micro-batch to micro-batch, across
+        // stages: not implemented here (one device's accumulation does it).
+        auto of =
+            isa<func::ReturnOp>(user)
+                ? func.getResultAttrOfType<IntegerAttr>(
+                      use.getOperandNumber(), LoomDialect::kUpdatesAttrName)
+                : IntegerAttr();
+        if (of && func.getArgAttr(of.getInt(), LoomDialect::kBufferAttrName))
+          return fail(
+              describe(op) + " gives the buffer '" +
+              func.getArgAttrOfType<StringAttr>(of.getInt(),
+                                                LoomDialect::kBufferAttrName)
+                  .getValue()
+                  .str() +
+              "' a new value every micro-batch (training-mode "
+              "BatchNormalization's running statistics): micro-batches on a "
+              "mesh or a pipeline do not support that yet; use "
+              "--micro-batches on one device, or export the model in eval "
+              "mode");
         return fail(describe(op) +
                     " produces a value the step uses once per step (not a "
                     "gradient or the loss): " +

@@ -215,12 +215,11 @@ struct BuildTrainingGraphPass
   /// one micro-batch's activations are live at a time. Gradients add up;
   /// each micro-batch's loss counts 1/M.
   /// Returns the step's loss.
-  FailureOr<Value> buildMicroBatches(func::FuncOp func, OpBuilder &b,
-                                     Location loc,
-                                     ArrayRef<Operation *> templateOps,
-                                     ArrayRef<BlockArgument> params,
-                                     Value prediction, Value labels,
-                                     llvm::DenseMap<Value, Value> &grads) {
+  FailureOr<Value> buildMicroBatches(
+      func::FuncOp func, OpBuilder &b, Location loc,
+      ArrayRef<Operation *> templateOps, ArrayRef<BlockArgument> params,
+      Value prediction, Value labels, llvm::DenseMap<Value, Value> &grads,
+      SmallVectorImpl<std::pair<BlockArgument, Value>> &bufferUpdates) {
     Type element = typeOf(prediction).getElementType();
     auto scalarType = RankedTensorType::get({}, element);
     Value lossValue;
@@ -247,8 +246,16 @@ struct BuildTrainingGraphPass
         b, loc,
         DenseElementsAttr::get(scalarType,
                                b.getFloatAttr(element, 1.0 / microBatches)));
+    // Buffers updated by the forward graph: micro-batch k reads what
+    // micro-batch k - 1 wrote, as M forward passes in a row would.
+    llvm::DenseMap<Value, Value> bufferNow;
+    for (auto &[buffer, v] : bufferUpdates)
+      bufferNow[buffer] = buffer;
     for (int64_t k = 0; k < microBatches; ++k) {
       IRMapping mapping;
+      for (auto &[buffer, v] : bufferUpdates)
+        if (bufferNow[buffer] != Value(buffer))
+          mapping.map(Value(buffer), bufferNow[buffer]);
       for (BlockArgument arg : oldInputs) {
         RankedTensorType t = typeOf(arg);
         SmallVector<int64_t> starts(t.getRank(), 0), strides(t.getRank(), 1);
@@ -268,6 +275,8 @@ struct BuildTrainingGraphPass
               dropout.getIndexOffset().value_or(0) +
               k * typeOf(dropout.getResult()).getNumElements()));
       }
+      for (auto &[buffer, v] : bufferUpdates)
+        bufferNow[buffer] = mapping.lookupOrDefault(v);
       Value microLoss = buildLoss(b, loc, mapping.lookup(prediction),
                                   mapping.lookup(labels), ops);
       if (failed(backward(b, ops, params, microLoss, lossScale / microBatches,
@@ -284,6 +293,8 @@ struct BuildTrainingGraphPass
       op->dropAllUses();
       op->erase();
     }
+    for (auto &[buffer, v] : bufferUpdates)
+      v = bufferNow[buffer];
     llvm::BitVector erase(func.getNumArguments());
     for (BlockArgument arg : oldInputs)
       erase.set(arg.getArgNumber());
@@ -421,6 +432,14 @@ struct BuildTrainingGraphPass
     for (Operation &op : func.getBody().front())
       if (&op != ret.getOperation())
         templateOps.push_back(&op);
+    // The forward graph's new values of buffers (training-mode batch
+    // normalization's running statistics) stay results of the step.
+    SmallVector<std::pair<BlockArgument, Value>> bufferUpdates;
+    for (unsigned i = 0; i < ret.getNumOperands(); ++i)
+      if (auto of = func.getResultAttrOfType<IntegerAttr>(
+              i, LoomDialect::kUpdatesAttrName))
+        bufferUpdates.emplace_back(func.getArgument(of.getInt()),
+                                   ret.getOperand(i));
 
     llvm::DenseMap<Value, Value> grads;
     Value lossValue;
@@ -430,8 +449,9 @@ struct BuildTrainingGraphPass
       if (failed(backward(b, ops, params, lossValue, lossScale, grads)))
         return failure();
     } else {
-      FailureOr<Value> accumulated = buildMicroBatches(
-          func, b, loc, templateOps, params, prediction, labels, grads);
+      FailureOr<Value> accumulated =
+          buildMicroBatches(func, b, loc, templateOps, params, prediction,
+                            labels, grads, bufferUpdates);
       if (failed(accumulated))
         return failure();
       lossValue = *accumulated;
@@ -440,6 +460,10 @@ struct BuildTrainingGraphPass
     SmallVector<Value> results{lossValue};
     SmallVector<int64_t> updates{-1};
     buildUpdates(func, b, loc, params, grads, lr, step, results, updates);
+    for (auto &[buffer, v] : bufferUpdates) {
+      results.push_back(v);
+      updates.push_back(buffer.getArgNumber());
+    }
 
     func::ReturnOp::create(b, loc, results);
     ret.erase();

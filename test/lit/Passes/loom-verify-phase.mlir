@@ -5,6 +5,7 @@
 //
 // RUN: rm -rf %t && split-file %s %t
 // RUN: loom-opt %t/imported.mlir -loom-verify-phase=phase=imported | FileCheck %s --check-prefix=IMPORTED
+// RUN: loom-opt %t/imported-buffers.mlir -loom-verify-phase=phase=imported | FileCheck %s --check-prefix=BUFFERS
 // RUN: loom-opt %t/imported-bad.mlir -split-input-file -loom-verify-phase=phase=imported -verify-diagnostics
 // RUN: loom-opt %t/step.mlir -loom-verify-phase=phase=training-step | FileCheck %s --check-prefix=STEP
 // RUN: loom-opt %t/step-bad.mlir -split-input-file -loom-verify-phase=phase=training-step -verify-diagnostics
@@ -27,6 +28,15 @@ func.func @main(%x: tensor<2x4xf32> {loom.input = "x"}, %w: tensor<4xf32> {loom.
   return %0 : tensor<2x4xf32>
 }
 
+//--- imported-buffers.mlir
+// An imported graph may give a buffer a new value (training-mode batch
+// normalization's running statistics).
+// BUFFERS: func.func @main({{.*}}loom.buffer = "running_mean"{{.*}}tensor<4xf32> {loom.updates = 1 : i64})
+func.func @main(%x: tensor<4xf32> {loom.input = "x"}, %m: tensor<4xf32> {loom.buffer = "running_mean"}) -> (tensor<4xf32> {loom.output = "y"}, tensor<4xf32> {loom.updates = 1 : i64}) {
+  %0 = loom.add %x, %m : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %x, %0 : tensor<4xf32>, tensor<4xf32>
+}
+
 //--- imported-bad.mlir
 // expected-error @+1 {{phase 'imported': argument #1 has 0 of the roles loom.input, loom.param, loom.buffer; it needs exactly one}}
 func.func @main(%x: tensor<4xf32> {loom.input = "x"}, %w: tensor<4xf32>) -> (tensor<4xf32> {loom.output = "y"}) {
@@ -45,6 +55,15 @@ func.func @main(%x: tensor<4xf32> {loom.input = "x", loom.param = "x"}) -> (tens
 // expected-error @+1 {{phase 'imported': result #0 needs loom.output}}
 func.func @main(%x: tensor<4xf32> {loom.input = "x"}) -> tensor<4xf32> {
   return %x : tensor<4xf32>
+}
+
+// -----
+
+// Only the training step updates parameters.
+// expected-error @+1 {{phase 'imported': result #1 needs loom.output or loom.updates of a loom.buffer argument}}
+func.func @main(%x: tensor<4xf32> {loom.input = "x"}, %w: tensor<4xf32> {loom.param = "w"}) -> (tensor<4xf32> {loom.output = "y"}, tensor<4xf32> {loom.updates = 1 : i64}) {
+  %0 = loom.add %x, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %x, %0 : tensor<4xf32>, tensor<4xf32>
 }
 
 // -----
