@@ -103,13 +103,19 @@ def build(family, seed=0, redraw_seed=1):
 
 
 def redraw(model, seed):
-    """Every float parameter ~ N(0, 1 / fan-in); statistics positive and non-trivial (so that
-    zero-initialised heads and unit statistics do not make the test trivially pass)."""
+    """Every float parameter redrawn: a normalization's weight (a 1-D `weight`) ~ 1 + N(0,
+    0.2^2), any other ~ N(0, 2 / fan-in) (He's gain, which keeps the activations and the
+    gradients of these deep ReLU networks from vanishing); running means ~ N(0, 0.2^2),
+    variances ~ U(0.5, 1.5). So zero-initialised heads and unit statistics do not make a
+    test trivially pass, and every parameter gets a gradient large enough to be checked."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for p in model.parameters():
-            fan_in = p[0].numel() if p.dim() > 1 else p.numel()
-            p.copy_(torch.randn(p.shape, generator=g) / max(fan_in, 1) ** 0.5)
+        for name, p in model.named_parameters():
+            if p.dim() == 1 and name.endswith("weight"):
+                p.copy_(1 + 0.2 * torch.randn(p.shape, generator=g))
+            else:
+                fan_in = p[0].numel() if p.dim() > 1 else p.numel()
+                p.copy_(torch.randn(p.shape, generator=g) / max(fan_in, 1) ** 0.5)
         for name, b in model.named_buffers():
             if name.endswith("running_mean"):
                 b.copy_(torch.randn(b.shape, generator=g) * 0.2)
