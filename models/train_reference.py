@@ -193,11 +193,31 @@ def train_reference(name, optimizer, lr, batch, steps, seed=0, weight_seed=DEFAU
     input_names = [n for n, _, _ in input_spec(name, model)]
     batch_arrays = {n: t.numpy().copy() for n, t in zip(input_names, inputs)}
     batch_arrays["labels"] = labels.numpy().copy()
-    model = fresh_model()
     if dtype == "float64":
         inputs = [t.double() if t.is_floating_point() else t for t in inputs]
         labels = labels.double() if labels.is_floating_point() else labels
 
+    result = train_steps(fresh_model, inputs, labels, optimizer, lr, steps, loss,
+                         ignore_index, ensemble=ensemble, perturb_seed=1_000_003 + seed,
+                         **hyper)
+    result["batch"] = batch_arrays
+    result["input_names"] = input_names
+    return result
+
+
+def train_steps(fresh_model, inputs, labels, optimizer, lr, steps, loss="cross_entropy",
+                ignore_index=-100, ensemble=0, perturb_seed=1_000_003, **hyper):
+    """Trains fresh_model() for `steps` steps on one batch (run_steps) and, with `ensemble`
+    K > 0, K more times from starting weights moved by one ulp (see the module docstring).
+
+    fresh_model() must return the same model (weights, dtype, mode) at every call; inputs
+    and labels must be in its dtype. Returns a dict: "losses" (array, the model's float
+    type), "params" and "initial" (after the last step and before the first, by parameter
+    name), "buffers" (persistent buffers after the last step), "optimizer_state", and with
+    `ensemble` "spread" and "spread_losses" (the largest deviation from the unperturbed run,
+    per parameter element and per step).
+    """
+    model = fresh_model()
     params = dict(model.named_parameters())
     initial = {n: p.detach().clone() for n, p in params.items()}
     losses, opt = run_steps(model, inputs, labels, optimizer, lr, steps, loss, ignore_index,
@@ -206,7 +226,7 @@ def train_reference(name, optimizer, lr, batch, steps, seed=0, weight_seed=DEFAU
 
     spread = {n: np.zeros(a.shape, a.dtype) for n, a in final.items()}
     spread_losses = np.zeros(steps)
-    perturb_generator = torch.Generator().manual_seed(1_000_003 + seed)
+    perturb_generator = torch.Generator().manual_seed(perturb_seed)
     for _ in range(ensemble):
         member = fresh_model()
         perturb_one_ulp(member, perturb_generator)
@@ -226,10 +246,9 @@ def train_reference(name, optimizer, lr, batch, steps, seed=0, weight_seed=DEFAU
     buffers = {n: t.detach().numpy().copy() for n, t in model.state_dict().items()
                if n not in params and not n.endswith("num_batches_tracked")
                and not any(t.data_ptr() == p.data_ptr() for p in params.values())}
-    float_type = np.float64 if dtype == "float64" else np.float32
+    float_type = np.float64 if next(iter(params.values())).dtype == torch.float64 \
+        else np.float32
     result = {
-        "batch": batch_arrays,
-        "input_names": input_names,
         "losses": np.array(losses, dtype=float_type),
         "params": final,
         "initial": {n: p.numpy().copy() for n, p in initial.items()},

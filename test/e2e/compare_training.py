@@ -140,7 +140,8 @@ def hyper_flags(case):
         if case["nesterov"]:
             flags.append("--nesterov")
     if case["optimizer"] in ("adam", "adamw"):
-        flags += ["--beta1", "0.9", "--beta2", "0.999", "--eps", "1e-08"]
+        flags += ["--beta1", "0.9", "--beta2", "0.999",
+                  "--eps", repr(case.get("eps", 1e-08))]
     flags += ["--weight-decay", repr(case["weight_decay"])]
     if case["loss"] == "cross_entropy":
         flags += ["--ignore-index", str(case["ignore_index"])]
@@ -320,13 +321,19 @@ def read_checkpoint(directory):
     return manifest, tensors
 
 
-def run_loom(case, args, ref, work):
+def run_loom(case, args, ref, work, model=None):
     """Compiles and runs `case` with loom. Returns ({"losses", "params"}, problems, notes);
-    the problems are everything but the numerical comparison, which is evaluate()'s."""
-    model_file, input_names = MODELS[case["model"]]
+    the problems are everything but the numerical comparison, which is evaluate()'s.
+
+    model: (ONNX file, input names), by default the bundled MODELS[case["model"]]; the batch
+    is read from work/ref/NAME.npy for each input name and `labels`."""
+    if model is None:
+        model_file, input_names = MODELS[case["model"]]
+        model = (os.path.join(args.source, "models", model_file), input_names)
+    model_path, input_names = model
     steps = args.steps
     plan = os.path.join(work, "model.plan")
-    run([args.loom, "compile", os.path.join(args.source, "models", model_file),
+    run([args.loom, "compile", model_path,
          "--batch", str(args.batch), "--train"] + hyper_flags(case) + ["-o", plan])
     metrics = os.path.join(work, "metrics.jsonl")
     ckpt = os.path.join(work, "ckpt")

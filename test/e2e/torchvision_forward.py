@@ -8,9 +8,9 @@ eval() mode at opset 14 (torch folds each BatchNorm into its Conv), compiled wit
 compile` and run with `loom run` on a batch of 2. Checked: max|loom - torch| <= 1e-4 *
 max|torch| (normwise).
 
-Families Loom does not import yet are listed in REFUSED with the operator that stops them:
-the test checks that the refusal names it, so that a family that starts importing is
-noticed and moved to the checked list.
+The families and their sizes are torchvision_families.py's. Those Loom does not import yet
+name there (`refused=`) the operator that stops them: the test checks that the refusal names
+it, so that a family that starts importing is noticed and moved to the checked list.
 
 Prints one line per family; exits 1 on any mismatch or unexpected refusal.
 """
@@ -23,54 +23,11 @@ import warnings
 
 import numpy as np
 import torch
-import torchvision.models as M
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torchvision_families import FAMILIES, build, image  # noqa: E402
 
 TOLERANCE = 1e-4
-
-# name: (constructor, image size)
-FAMILIES = {
-    "resnet18": (lambda: M.resnet18(num_classes=10), 64),
-    "resnext": (lambda: M.resnet.ResNet(M.resnet.Bottleneck, [1, 1, 1, 1], num_classes=10,
-                                        groups=4, width_per_group=8), 64),
-    "wide_resnet": (lambda: M.resnet.ResNet(M.resnet.Bottleneck, [1, 1, 1, 1],
-                                            num_classes=10, width_per_group=128), 32),
-    "mobilenet_v2": (lambda: M.mobilenet_v2(width_mult=0.25, num_classes=10), 64),
-    "mobilenet_v3_small": (lambda: M.mobilenet_v3_small(num_classes=10), 64),
-    "efficientnet_b0": (lambda: M.efficientnet_b0(num_classes=10), 64),
-    "regnet_y_400mf": (lambda: M.regnet_y_400mf(num_classes=10), 64),
-    "shufflenet_v2": (lambda: M.shufflenet_v2_x0_5(num_classes=10), 64),
-    "squeezenet": (lambda: M.squeezenet1_1(num_classes=10), 64),
-    "googlenet": (lambda: M.googlenet(num_classes=10, aux_logits=False, init_weights=True), 96),
-    "mnasnet": (lambda: M.mnasnet0_5(num_classes=10), 64),
-    "convnext": (lambda: M.convnext.ConvNeXt(
-        [M.convnext.CNBlockConfig(16, 32, 1), M.convnext.CNBlockConfig(32, None, 1)],
-        num_classes=10), 64),
-    "vit": (lambda: M.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
-                                        hidden_dim=16, mlp_dim=32, num_classes=10), 32),
-}
-
-# Not imported yet: (constructor, image size, the operator the refusal names).
-REFUSED = {
-    "densenet": (lambda: M.densenet.DenseNet(8, (2, 2), 16, num_classes=10), 64, "Pad"),
-    "inception_v3": (lambda: M.inception_v3(num_classes=10, aux_logits=False,
-                                            init_weights=True), 96, "Pad"),
-    "swin": (lambda: M.swin_transformer.SwinTransformer([2, 2], 16, [1, 1], [2, 2], [2, 2],
-                                                        num_classes=10), 32, "Mod"),
-}
-
-
-def redraw(model, seed):
-    """Every float parameter ~ N(0, 0.5^2 / fan-in); statistics positive and non-trivial."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            fan_in = p[0].numel() if p.dim() > 1 else p.numel()
-            p.copy_(torch.randn(p.shape, generator=g) * (0.5 / max(fan_in, 1) ** 0.5 * 2))
-        for name, b in model.named_buffers():
-            if name.endswith("running_mean"):
-                b.copy_(torch.randn(b.shape, generator=g) * 0.2)
-            elif name.endswith("running_var"):
-                b.copy_(torch.rand(b.shape, generator=g) + 0.5)
 
 
 def run(cmd):
@@ -78,11 +35,9 @@ def run(cmd):
     return r.returncode, r.stdout + r.stderr
 
 
-def export(make, size, work, name):
-    torch.manual_seed(0)
-    model = make().eval()
-    redraw(model, 1)
-    x = torch.randn(2, 3, size, size, generator=torch.Generator().manual_seed(2))
+def export(family, work, name):
+    model = build(family)
+    x = image(family.size)
     path = os.path.join(work, name + ".onnx")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -102,10 +57,10 @@ def main():
     only = set(filter(None, args.only.split(",")))
     failures = 0
     with tempfile.TemporaryDirectory(prefix="loom-torchvision-") as work:
-        for name, (make, size) in FAMILIES.items():
-            if only and name not in only:
+        for name, family in FAMILIES.items():
+            if (only and name not in only) or family.refused:
                 continue
-            path, want = export(make, size, work, name)
+            path, want = export(family, work, name)
             plan, out = os.path.join(work, name + ".plan"), os.path.join(work, name + "_out")
             rc, log = run([args.loom, "compile", path, "-o", plan])
             if rc == 0:
@@ -121,16 +76,16 @@ def main():
             ok = err <= TOLERANCE and np.abs(want).max() > 0
             print(f"{name:20s} {err:.2e}  {'ok' if ok else 'MISMATCH'}")
             failures += not ok
-        for name, (make, size, op) in REFUSED.items():
-            if only and name not in only:
+        for name, family in FAMILIES.items():
+            if (only and name not in only) or not family.refused:
                 continue
-            path, _ = export(make, size, work, name)
+            path, _ = export(family, work, name)
             rc, log = run([args.loom, "import", path, "--no-weights"])
-            expected = f"operator {op} is not supported"
+            expected = f"operator {family.refused} is not supported"
             if rc != 0 and expected in log:
                 print(f"{name:20s} refused as expected: {expected}")
             else:
-                print(f"{name:20s} UNEXPECTED: {'imports now: move it to FAMILIES' if rc == 0 else log.strip()[-300:]}")
+                print(f"{name:20s} UNEXPECTED: {'imports now: delete its refused=' if rc == 0 else log.strip()[-300:]}")
                 failures += 1
     print(f"{failures} failed")
     return 1 if failures else 0
