@@ -47,16 +47,15 @@ FAMILIES = {
         num_classes=10), 64),
     "vit": (lambda: M.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
                                         hidden_dim=16, mlp_dim=32, num_classes=10), 32),
+    "densenet": (lambda: M.densenet.DenseNet(8, (2, 2), 16, num_classes=10), 64),
+    "inception_v3": (lambda: M.inception_v3(num_classes=10, aux_logits=False,
+                                            init_weights=True), 96),
+    "swin": (lambda: M.swin_transformer.SwinTransformer([2, 2], 16, [1, 1], [2, 2], [2, 2],
+                                                        num_classes=10), 32),
 }
 
 # Not imported yet: (constructor, image size, the operator the refusal names).
-REFUSED = {
-    "densenet": (lambda: M.densenet.DenseNet(8, (2, 2), 16, num_classes=10), 64, "Pad"),
-    "inception_v3": (lambda: M.inception_v3(num_classes=10, aux_logits=False,
-                                            init_weights=True), 96, "Pad"),
-    "swin": (lambda: M.swin_transformer.SwinTransformer([2, 2], 16, [1, 1], [2, 2], [2, 2],
-                                                        num_classes=10), 32, "Mod"),
-}
+REFUSED = {}
 
 
 def redraw(model, seed):
