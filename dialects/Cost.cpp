@@ -82,7 +82,7 @@ OpWork estimateWork(Operation *op, ArrayRef<RankedTensorType> operands,
       .Case<MomentumUpdateOp>([&](MomentumUpdateOp) { work.flops = 4.0 * in; })
       .Case<SgdUpdateOp>([&](SgdUpdateOp) { work.flops = 2.0 * in; })
       .Case<TransposeOp, ReshapeOp, BroadcastOp, GatherOp, GatherGradOp,
-            ConcatOp, SliceOp, SliceGradOp, ConstantOp, CastOp>(
+            ConcatOp, SliceOp, SliceGradOp, PadOp, ConstantOp, CastOp>(
           [&](Operation *) {
             work.flops = 0;
             work.kernelClass = "other";

@@ -186,6 +186,36 @@ LOOM_GRADIENT(PowOp) {
   return success();
 }
 
+/// mod and fmod: l - q r with q = floor(l / r) (mod) or trunc(l / r)
+/// (fmod), piecewise constant: d/dl = 1 and d/dr = -q = -(l - result) / r.
+template <typename OpTy>
+LogicalResult
+remainderGradient(OpTy op, OpBuilder &b, ArrayRef<Value> resultGrads,
+                  ArrayRef<bool> needed, SmallVectorImpl<Value> &operandGrads) {
+  if (noGradient(resultGrads, 2, operandGrads))
+    return success();
+  if (!isa<FloatType>(typeOf(op.getLhs()).getElementType()))
+    return op.emitOpError("an integer remainder is not differentiable");
+  Emitter e{b, op.getLoc()};
+  Value dy = resultGrads[0];
+  if (needed[0])
+    operandGrads[0] = e.unbroadcast(dy, typeOf(op.getLhs()));
+  if (needed[1]) {
+    Value quotient = e.div(e.sub(op.getLhs(), op.getResult()), op.getRhs());
+    operandGrads[1] =
+        e.unbroadcast(e.neg(e.mul(dy, quotient)), typeOf(op.getRhs()));
+  }
+  return success();
+}
+
+LOOM_GRADIENT(ModOp) {
+  return remainderGradient(*this, b, resultGrads, needed, operandGrads);
+}
+
+LOOM_GRADIENT(FModOp) {
+  return remainderGradient(*this, b, resultGrads, needed, operandGrads);
+}
+
 LOOM_GRADIENT(NegOp) {
   if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
     return success();
@@ -568,6 +598,25 @@ LOOM_GRADIENT(SliceOp) {
   operandGrads[0] =
       SliceGradOp::create(b, getLoc(), getInput().getType(), resultGrads[0],
                           getStartsAttr(), getStridesAttr());
+  return success();
+}
+
+LOOM_GRADIENT(PadOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  RankedTensorType in = typeOf(getInput());
+  if (!isa<FloatType>(in.getElementType()))
+    return emitOpError("padding integers is not differentiable");
+  if (getMode() == "constant") { // the border is constant: a slice of dy
+    SmallVector<int64_t> strides(in.getRank(), 1);
+    operandGrads[0] = SliceOp::create(b, getLoc(), resultGrads[0], getLowAttr(),
+                                      b.getDenseI64ArrayAttr(in.getShape()),
+                                      b.getDenseI64ArrayAttr(strides));
+    return success();
+  }
+  operandGrads[0] =
+      PadGradOp::create(b, getLoc(), in, resultGrads[0], getLowAttr(),
+                        getHighAttr(), getModeAttr());
   return success();
 }
 

@@ -114,6 +114,10 @@ def Loom_SubOp : Loom_BinaryOp<"sub", "subtraction", /*linear=*/1>;
 def Loom_MulOp : Loom_BinaryOp<"mul", "multiplication">;
 def Loom_DivOp : Loom_BinaryOp<"div", "division (integers truncate)">;
 def Loom_PowOp : Loom_BinaryOp<"pow", "power">;
+def Loom_ModOp
+    : Loom_BinaryOp<"mod", "floored remainder, with the divisor's sign">;
+def Loom_FModOp
+    : Loom_BinaryOp<"fmod", "truncated remainder, with the dividend's sign">;
 
 class Loom_UnaryOp<string mnemonic, string what, Type type = Loom_FloatTensor>
     : Loom_InferredOp<mnemonic, [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]>,
@@ -446,6 +450,22 @@ def Loom_SliceOp : Loom_InferredOp<"slice", [DeclareOpInterfaceMethods<Loom_Grad
   }];
   let arguments = (ins Loom_Tensor:$input, DenseI64ArrayAttr:$starts,
                        DenseI64ArrayAttr:$sizes, DenseI64ArrayAttr:$strides);
+  let results = (outs Loom_Tensor:$result);
+}
+
+def Loom_PadOp : Loom_InferredOp<"pad", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
+  let summary = "padding at both ends of every dimension";
+  let description = [{
+    Result dimension `d` has `low[d] + input.shape[d] + high[d]` elements,
+    and input element `i` lands at `low[d] + i`. `low` and `high` have one
+    entry per dimension and are not negative. `mode` says what fills the
+    border: `constant` writes `value` (converted to the element type),
+    `reflect` mirrors the input about its first and last element, which are
+    not repeated (each pad smaller than the dimension), and `edge` repeats
+    the first and last element (a padded dimension is not empty).
+  }];
+  let arguments = (ins Loom_Tensor:$input, DenseI64ArrayAttr:$low,
+                       DenseI64ArrayAttr:$high, StrAttr:$mode, F32Attr:$value);
   let results = (outs Loom_Tensor:$result);
 }
 

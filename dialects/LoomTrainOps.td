@@ -99,6 +99,20 @@ def Loom_SliceGradOp : Loom_TypedOp<"slice_grad"> {
   let results = (outs Loom_FloatTensor:$result);
 }
 
+def Loom_PadGradOp : Loom_TypedOp<"pad_grad"> {
+  let summary = "gradient of pad: each element sums the grad it was padded to";
+  let description = [{
+    The result has the padded tensor's type; `grad` has the pad's result
+    shape and the result's element type, and `low`, `high` and `mode` are
+    the pad's. Element `i` of the result is the sum of the grad elements
+    that `pad` filled from it: its own place `low + i`, and in `reflect`
+    and `edge` mode the border places that mirror or repeat it.
+  }];
+  let arguments = (ins Loom_FloatTensor:$grad, DenseI64ArrayAttr:$low,
+                       DenseI64ArrayAttr:$high, StrAttr:$mode);
+  let results = (outs Loom_FloatTensor:$result);
+}
+
 def Loom_LabelCountOp : Loom_TypedOp<"label_count"> {
   let summary = "number of labels not equal to ignore_index";
   let description = [{

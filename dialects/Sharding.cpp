@@ -463,6 +463,32 @@ ShardingRule SliceGradOp::getShardingRule() {
                    getStrides(), /*partIsOperand=*/true);
 }
 
+/// A pad (or its gradient): a dimension padded at neither end keeps its
+/// factor; a padded one is whole, since its border reads the other end of
+/// the dimension (reflect, edge) or sits on one device only.
+/// Operand and result have the same factors either way.
+static ShardingRule padRule(RankedTensorType unpadded, ArrayRef<int64_t> low,
+                            ArrayRef<int64_t> high) {
+  ShardingRule rule;
+  DimFactors dims;
+  for (int64_t d = 0; d < unpadded.getRank(); ++d) {
+    if (low[d] == 0 && high[d] == 0)
+      dims.push_back({rule.addFactor(unpadded.getDimSize(d))});
+    else
+      dims.push_back({});
+  }
+  rule.operands.push_back(dims);
+  rule.results.push_back(dims);
+  return rule;
+}
+
+ShardingRule PadOp::getShardingRule() {
+  return padRule(typeOf(getInput()), getLow(), getHigh());
+}
+ShardingRule PadGradOp::getShardingRule() {
+  return padRule(typeOf(getResult()), getLow(), getHigh());
+}
+
 //===----------------------------------------------------------------------===//
 // Convolution and pooling
 //===----------------------------------------------------------------------===//

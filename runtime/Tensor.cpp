@@ -2,6 +2,8 @@
 
 #include "runtime/Tensor.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace loom::rt {
@@ -70,6 +72,33 @@ uint16_t floatToBf16(float f) {
     return static_cast<uint16_t>((x >> 16) | 0x40u);
   uint32_t rounding = 0x7fffu + ((x >> 16) & 1u);
   return static_cast<uint16_t>((x + rounding) >> 16);
+}
+
+uint64_t elementBits(DType dtype, double value) {
+  switch (dtype) {
+  case DType::F32: {
+    float f = static_cast<float>(value);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    return bits;
+  }
+  case DType::F16:
+    return floatToHalf(static_cast<float>(value));
+  case DType::BF16:
+    return floatToBf16(static_cast<float>(value));
+  case DType::I32: // out of range saturates, NaN is 0 (no undefined cast)
+    return static_cast<uint32_t>(static_cast<int32_t>(
+        value != value ? 0 : std::clamp(value, -2147483648.0, 2147483647.0)));
+  case DType::I64:
+    return static_cast<uint64_t>(value != value                   ? 0
+                                 : value >= 9223372036854775807.0 ? INT64_MAX
+                                 : value <= -9223372036854775808.0
+                                     ? INT64_MIN
+                                     : static_cast<int64_t>(value));
+  case DType::Bool:
+    return value != 0 ? 1 : 0;
+  }
+  return 0;
 }
 
 } // namespace loom::rt

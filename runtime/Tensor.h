@@ -71,6 +71,11 @@ uint16_t floatToHalf(float f);
 float bf16ToFloat(uint16_t b);
 uint16_t floatToBf16(float f);
 
+/// The storage of `value` as one element of `dtype` (floats rounded, integers
+/// truncated toward zero, bool non-zero), in the low bytes of the result:
+/// what a kernel that fills by element size writes.
+uint64_t elementBits(DType dtype, double value);
+
 } // namespace loom::rt
 
 #endif // LOOM_RUNTIME_TENSOR_H

@@ -4,12 +4,14 @@
 // (binary with numpy broadcasting, unary, select, cast, softmax along an
 // axis, comparisons and logic with a bool result, trilu), reduce them, or
 // move their elements without arithmetic (transpose, reshape, broadcast,
-// gather, concat, slice), and of the gradients of those: relu_grad,
-// gelu_grad, unary_grad, reduce_max_grad, gather_grad and slice_grad.
+// gather, concat, slice, pad), and of the gradients of those: relu_grad,
+// gelu_grad, unary_grad, reduce_max_grad, gather_grad, slice_grad and
+// pad_grad.
 //
 //===----------------------------------------------------------------------===//
 
 #include "common/ops/ElementwiseMath.h"
+#include "common/ops/PadIndex.h"
 #include "common/ops/RulesImpl.h"
 
 #include <algorithm>
@@ -288,6 +290,58 @@ std::string slice(const Attrs &a, const std::vector<TypeRef> &ops,
   return one(out, ops[0].dtype, Shape(sizes.begin(), sizes.end()));
 }
 
+/// The shape `in` padded by the op's `low`, `high` and `mode` into
+/// `padded`, or what is wrong.
+std::string padShape(const Attrs &a, const Shape &in, Shape &padded) {
+  std::vector<int64_t> low = a.getInts("low"), high = a.getInts("high");
+  std::string modeName = a.getString("mode");
+  pad::PadMode mode;
+  if (!pad::parsePadMode(modeName, mode))
+    return "mode '" + modeName + "' is not one of " + pad::kPadModeNames;
+  size_t rank = in.size();
+  if (low.size() != rank || high.size() != rank)
+    return "low and high need " + std::to_string(rank) + " entries each";
+  padded.clear();
+  for (size_t d = 0; d < rank; ++d) {
+    std::string dim = std::to_string(d),
+                pads = " (low " + std::to_string(low[d]) + ", high " +
+                       std::to_string(high[d]) + ")";
+    if (low[d] < 0 || high[d] < 0)
+      return "pad of dimension " + dim + pads + " must not be negative";
+    if (mode == pad::PadMode::Reflect && (low[d] >= in[d] || high[d] >= in[d]))
+      return "reflect pad of dimension " + dim + pads +
+             " must be smaller than its size " + std::to_string(in[d]);
+    if (mode == pad::PadMode::Edge && in[d] == 0 && low[d] + high[d] > 0)
+      return "edge pad of dimension " + dim + pads +
+             " needs a non-empty dimension";
+    int64_t size;
+    if (!mulAdd(1, in[d], low[d], size) || !mulAdd(1, size, high[d], size))
+      return "pad of dimension " + dim + pads + " overflows 64-bit sizes";
+    padded.push_back(size);
+  }
+  return "";
+}
+
+std::string padOp(const Attrs &a, const std::vector<TypeRef> &ops,
+                  std::vector<TensorType> &out) {
+  Shape shape;
+  if (auto e = padShape(a, *ops[0].shape, shape); !e.empty())
+    return e;
+  return one(out, ops[0].dtype, shape);
+}
+
+/// pad_grad(grad) -> the padded tensor's gradient: grad has the pad's
+/// result shape.
+std::string padGrad(const Attrs &a, const std::vector<TypeRef> &ops,
+                    const std::vector<TypeRef> &res) {
+  if (auto e = expectFloat("result", res[0]); !e.empty())
+    return e;
+  Shape padded;
+  if (auto e = padShape(a, *res[0].shape, padded); !e.empty())
+    return e;
+  return expectGrad(ops[0], res[0].dtype, padded, "pad of the result");
+}
+
 /// reduce_max_grad(input, max, grad): max and grad are the reduction of
 /// input; the result has input's type.
 std::string reduceMaxGrad(const Attrs &a, const std::vector<TypeRef> &ops,
@@ -363,6 +417,8 @@ void addTensorRules(RuleTable &table) {
       {"mul", binary},
       {"div", binary},
       {"pow", binary},
+      {"mod", binary},
+      {"fmod", binary},
       {"neg", one},
       {"exp", one},
       {"log", one},
@@ -411,12 +467,14 @@ void addTensorRules(RuleTable &table) {
       {"gather", inferred(gather, 2, 2)},
       {"concat", inferred(concat, 1, SIZE_MAX)},
       {"slice", inferred(slice, 1, 1)},
+      {"pad", inferred(padOp, 1, 1)},
       {"relu_grad", inferred(activationGrad, 2, 2)},
       {"reduce_max_grad", inferred(reduceMaxGrad, 3, 3)},
       {"gelu_grad", inferred(activationGrad, 2, 2)},
       {"unary_grad", inferred(unaryGrad, 2, 2)},
       {"gather_grad", checked(gatherGrad, 2, 2)},
       {"slice_grad", checked(sliceGrad, 1, 1)},
+      {"pad_grad", checked(padGrad, 1, 1)},
   });
 }
 

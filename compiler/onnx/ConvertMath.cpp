@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <tuple>
+#include <type_traits>
 
 using namespace mlir;
 
@@ -130,6 +131,65 @@ LogicalResult setResult(NodeContext &nc, FailureOr<Value> result) {
     return failure();
   nc.setOutput(0, *result);
   return success();
+}
+
+/// The remainder of l / r, truncated (C's fmod) or floored (the divisor's
+/// sign).
+template <typename T> T remainderOf(T l, T r, bool floored) {
+  T m;
+  if constexpr (std::is_floating_point_v<T>)
+    m = std::fmod(l, r);
+  else
+    m = r == -1 ? 0 : l % r;
+  if (floored && m != 0 && ((m < 0) != (r < 0)))
+    m += r;
+  return m;
+}
+
+/// Mod: fmod=0 is the floored remainder (integers only), fmod=1 the
+/// truncated one. Folded on constants (exporters emit it in shape
+/// arithmetic: Swin's window shifts).
+LogicalResult convertMod(NodeContext &nc) {
+  auto fmod = nc.attrInt("fmod", 0);
+  if (failed(fmod))
+    return failure();
+  bool floatType = isa<FloatType>(nc.type(0).getElementType());
+  if (floatType && *fmod == 0)
+    return nc.invalid("the remainder of floating-point numbers needs fmod=1 "
+                      "(attribute 'fmod' is 0)");
+  bool floored = *fmod == 0;
+  if (nc.allConstant()) {
+    const HostTensor &a = *nc.constant(0), &b = *nc.constant(1);
+    auto shape = broadcastShapes(a.shape, b.shape);
+    if (!shape || a.dtype != b.dtype)
+      return nc.invalid("operands " + formatShape(a.shape) + " and " +
+                        formatShape(b.shape) +
+                        " do not broadcast or differ in element type");
+    if (*checkedNumElements(*shape) > kMaxFoldElements)
+      return nc.unsupported("constant operands are too large to fold");
+    HostTensor x = hostBroadcast(a, *shape), y = hostBroadcast(b, *shape);
+    int64_t n = x.numElements();
+    if (a.isFloat()) {
+      std::vector<double> out(n);
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = remainderOf(x.floats[i], y.floats[i], floored);
+      nc.setOutput(0, HostTensor::ofFloats(a.dtype, *shape, std::move(out))
+                          .castTo(a.dtype));
+      return success();
+    }
+    std::vector<int64_t> out(n);
+    for (int64_t i = 0; i < n; ++i) {
+      if (y.ints[i] == 0)
+        return nc.invalid("integer remainder by zero in constant operands");
+      out[i] = remainderOf(x.ints[i], y.ints[i], floored);
+    }
+    nc.setOutput(
+        0, HostTensor::ofInts(a.dtype, *shape, std::move(out)).castTo(a.dtype));
+    return success();
+  }
+  if (floored)
+    return setResult(nc, nc.create<ModOp>(nc.value(0), nc.value(1)));
+  return setResult(nc, nc.create<FModOp>(nc.value(0), nc.value(1)));
 }
 
 /// An activation with float attributes: each ONNX attribute in `attrs`
@@ -902,6 +962,7 @@ void addMathConverters(llvm::StringMap<Converter> &t) {
   t["Mul"] = {7, convertBinary<MulOp>};
   t["Div"] = {7, convertBinary<DivOp>};
   t["Pow"] = {7, convertBinary<PowOp>};
+  t["Mod"] = {10, convertMod};
   t["Neg"] = {6, convertUnary<NegOp>};
   t["Exp"] = {6, convertUnary<ExpOp>};
   t["Log"] = {6, convertUnary<LogOp>};

@@ -1,4 +1,4 @@
-//===- ConvertNN.cpp - ONNX convolution, pooling and normalisation --------===//
+//===- ConvertNN.cpp - ONNX convolution, pooling, padding, normalisation --===//
 
 #include "compiler/onnx/NodeContext.h"
 
@@ -719,6 +719,100 @@ LogicalResult convertSoftmaxCrossEntropyLoss(NodeContext &nc) {
   return success();
 }
 
+/// Pad-2 reads `pads`, `value` and `mode` attributes; Pad-11 and later take
+/// the pads and the constant value as inputs, which must be known. Negative
+/// pads crop (a slice), in constant mode.
+LogicalResult convertPad(NodeContext &nc) {
+  auto mode = nc.attrString("mode", "constant");
+  if (failed(mode))
+    return failure();
+  if (*mode != "constant" && *mode != "reflect" && *mode != "edge")
+    return nc.unsupported("mode '" + *mode +
+                          "' (attribute 'mode') is not supported; Loom pads "
+                          "in the modes constant, reflect and edge");
+  std::vector<int64_t> pads;
+  double value = 0;
+  if (nc.version < 11) {
+    auto given = nc.attrInts("pads");
+    auto v = nc.attrFloat("value", 0.0f);
+    if (failed(given) || failed(v))
+      return failure();
+    if (!*given)
+      return nc.invalid("Pad needs the 'pads' attribute");
+    pads = **given;
+    value = *v;
+  } else {
+    if (nc.hasInput(3))
+      return nc.unsupported("the axes input (Pad-18) is not supported; give "
+                            "pads for every dimension");
+    auto given = nc.constantInts(1, "the pads");
+    if (failed(given))
+      return failure();
+    pads = *given;
+    if (nc.hasInput(2)) {
+      const HostTensor *c = nc.constant(2);
+      if (!c)
+        return nc.unsupported("the constant_value (input '" + nc.node.input(2) +
+                              "') is computed at run time; Loom needs it to "
+                              "be a constant");
+      if (c->numElements() != 1)
+        return nc.invalid("constant_value must hold one element, not " +
+                          Twine(c->numElements()));
+      value = c->asDouble(0);
+    }
+  }
+  ArrayRef<int64_t> in = nc.shape(0);
+  size_t rank = in.size();
+  if (pads.size() != 2 * rank)
+    return nc.invalid("pads has " + Twine(pads.size()) +
+                      " entries but the input has rank " + Twine(rank) +
+                      ": it needs " + Twine(2 * rank));
+  SmallVector<int64_t> low(pads.begin(), pads.begin() + rank),
+      high(pads.begin() + rank, pads.end());
+  Value input = nc.value(0);
+  // Negative pads crop: slice first, then pad what remains.
+  SmallVector<int64_t> starts(rank, 0), sizes(in), strides(rank, 1);
+  bool crop = false;
+  for (size_t d = 0; d < rank; ++d) {
+    if (low[d] >= 0 && high[d] >= 0)
+      continue;
+    if (*mode != "constant")
+      return nc.unsupported("negative pads (cropping) are supported in "
+                            "constant mode only, not '" +
+                            *mode + "'");
+    crop = true;
+    starts[d] = std::max<int64_t>(0, -low[d]);
+    sizes[d] = in[d] - starts[d] - std::max<int64_t>(0, -high[d]);
+    if (sizes[d] < 0)
+      return nc.invalid("pads " + formatShape(pads) + " crop more than " +
+                        "dimension " + Twine(d) + " of size " + Twine(in[d]));
+    low[d] = std::max<int64_t>(0, low[d]);
+    high[d] = std::max<int64_t>(0, high[d]);
+  }
+  if (crop) {
+    auto slice =
+        nc.create<SliceOp>(input, nc.builder.getDenseI64ArrayAttr(starts),
+                           nc.builder.getDenseI64ArrayAttr(sizes),
+                           nc.builder.getDenseI64ArrayAttr(strides));
+    if (failed(slice))
+      return failure();
+    input = *slice;
+  }
+  if (llvm::all_of(low, [](int64_t p) { return p == 0; }) &&
+      llvm::all_of(high, [](int64_t p) { return p == 0; })) {
+    nc.setOutput(0, input);
+    return success();
+  }
+  auto padded = nc.create<PadOp>(
+      input, nc.builder.getDenseI64ArrayAttr(low),
+      nc.builder.getDenseI64ArrayAttr(high), nc.builder.getStringAttr(*mode),
+      nc.builder.getF32FloatAttr(static_cast<float>(value)));
+  if (failed(padded))
+    return failure();
+  nc.setOutput(0, *padded);
+  return success();
+}
+
 } // namespace
 
 void addNNConverters(llvm::StringMap<Converter> &t) {
@@ -726,6 +820,7 @@ void addNNConverters(llvm::StringMap<Converter> &t) {
   t["MaxPool"] = {1, convertMaxPool};
   t["AveragePool"] = {1, convertAveragePool};
   t["GlobalAveragePool"] = {1, convertGlobalAveragePool};
+  t["Pad"] = {2, convertPad}; // 1: `paddings`; 11: pads and value inputs
   // 7 and older: `spatial` (and `is_test`, `consumed_inputs`).
   t["BatchNormalization"] = {9, convertBatchNorm};
   t["LayerNormalization"] = {17, convertLayerNorm};

@@ -1,13 +1,15 @@
 //===- DataMovement.cpp - Kernels that only move elements -----------------===//
 //
-// transpose, reshape, broadcast, gather, concat and slice, for every element
-// type: they copy elements by size and never look at values (except gather's
-// indices).
+// transpose, reshape, broadcast, gather, concat, slice and pad, for every
+// element type: they copy elements by size and never look at values (except
+// gather's indices; pad writes its constant converted to the element type).
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/CpuContext.h"
 #include "runtime/cpu/KernelUtil.h"
+
+#include "common/ops/PadIndex.h"
 
 #include <cstring>
 #include <limits>
@@ -91,6 +93,73 @@ std::string sliceKernel(CpuContext &, const KernelArgs &args) {
     strides[d] = steps[d] * inStrides[d];
   }
   stridedCopy(in, out, std::move(strides), base);
+  return {};
+}
+
+/// pad: every result row (the last dimension) reads one input row, or is
+/// the constant when a leading index falls in a constant border.
+std::string padKernel(CpuContext &, const KernelArgs &args) {
+  const TensorView &in = args.inputs[0], &out = args.outputs[0];
+  std::vector<int64_t> low = args.attrs.getInts("low"),
+                       high = args.attrs.getInts("high");
+  ops::pad::PadMode mode;
+  if (!ops::pad::parsePadMode(args.attrs.getString("mode"), mode))
+    return "pad mode '" + args.attrs.getString("mode") + "' is not one of " +
+           ops::pad::kPadModeNames;
+  size_t rank = in.shape.size();
+  if (low.size() != rank || high.size() != rank || out.shape.size() != rank)
+    return "pad needs one low and high pad per dimension";
+  Shape expected;
+  for (size_t d = 0; d < rank; ++d) {
+    if (low[d] < 0 || high[d] < 0 ||
+        (mode == ops::pad::PadMode::Reflect &&
+         (low[d] >= in.shape[d] || high[d] >= in.shape[d])) ||
+        (mode != ops::pad::PadMode::Constant && in.shape[d] == 0 &&
+         low[d] + high[d] > 0))
+      return "pad of dimension " + std::to_string(d) +
+             " does not fit its size " + std::to_string(in.shape[d]);
+    expected.push_back(low[d] + in.shape[d] + high[d]);
+  }
+  if (std::string error = expectShape(args.op, "result", out, expected);
+      !error.empty())
+    return error;
+  if (out.numElements() == 0)
+    return {};
+  if (rank == 0) {
+    std::memcpy(out.data, in.data, out.bytes());
+    return {};
+  }
+  // The input index each result index reads, per dimension (-1: constant).
+  std::vector<std::vector<int64_t>> source(rank);
+  for (size_t d = 0; d < rank; ++d)
+    for (int64_t i = 0; i < out.shape[d]; ++i)
+      source[d].push_back(ops::pad::padSource(mode, i, low[d], in.shape[d]));
+  std::vector<int64_t> inStrides = rowMajorStrides(in.shape);
+  int64_t cols = out.shape[rank - 1], rows = out.numElements() / cols;
+  uint64_t fill = elementBits(out.dtype, args.attrs.getFloat("value"));
+  dispatchBySize(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *src = in.as<T>();
+    T *dst = out.as<T>();
+    T constant = static_cast<T>(fill);
+    const std::vector<int64_t> &lastSource = source[rank - 1];
+#pragma omp parallel for schedule(static) if (rows * cols > kGrain)
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t base = 0, rem = r;
+      bool border = false;
+      for (size_t d = rank - 1; d-- > 0;) {
+        int64_t j = source[d][rem % out.shape[d]];
+        rem /= out.shape[d];
+        border |= j < 0;
+        base += j * inStrides[d];
+      }
+      T *row = dst + r * cols;
+      for (int64_t c = 0; c < cols; ++c) {
+        int64_t j = lastSource[c];
+        row[c] = border || j < 0 ? constant : src[base + j];
+      }
+    }
+  });
   return {};
 }
 
@@ -181,6 +250,7 @@ void registerDataMovementKernels(KernelTable &table) {
   table["reshape"] = {reshapeKernel, 1, 1};
   table["broadcast"] = {broadcastKernel, 1, 1};
   table["slice"] = {sliceKernel, 1, 1};
+  table["pad"] = {padKernel, 1, 1};
   table["gather"] = {gatherKernel, 2, 2};
   table["concat"] = {concatKernel, 1, std::numeric_limits<int>::max()};
 }

@@ -19,7 +19,28 @@
 namespace loom::rt::cpu {
 namespace {
 
-enum class BinaryKind { Add, Sub, Mul, Div, Pow };
+enum class BinaryKind { Add, Sub, Mul, Div, Pow, Mod, FMod };
+
+/// The remainder of a / b truncated toward zero (C's fmod and %), or floored
+/// (Python's %: the divisor's sign) when `floored`. An integer b of 0 sets
+/// `bad`.
+template <typename T> T remainderOf(T a, T b, bool floored, bool &bad) {
+  T r;
+  if constexpr (std::is_floating_point_v<T>) {
+    r = std::fmod(a, b);
+  } else {
+    if (b == 0) {
+      bad = true;
+      return 0;
+    }
+    if (b == -1) // min % -1 overflows; the remainder is 0
+      return 0;
+    r = a % b;
+  }
+  if (floored && r != 0 && ((r < 0) != (b < 0)))
+    r += b;
+  return r;
+}
 
 /// base ** exponent with wrap-around. A negative exponent gives the
 /// quotient truncated toward zero (1 for base 1, +-1 for base -1, else 0);
@@ -54,6 +75,8 @@ template <BinaryKind K, typename T> inline T binaryOp(T a, T b, bool &bad) {
       return a * b;
     else if constexpr (K == BinaryKind::Div)
       return a / b;
+    else if constexpr (K == BinaryKind::Mod || K == BinaryKind::FMod)
+      return remainderOf(a, b, K == BinaryKind::Mod, bad);
     else
       return std::pow(a, b);
   } else {
@@ -72,6 +95,8 @@ template <BinaryKind K, typename T> inline T binaryOp(T a, T b, bool &bad) {
       if (b == -1) // min / -1 overflows: wrap instead
         return static_cast<T>(U(0) - static_cast<U>(a));
       return a / b; // C++ truncates toward zero
+    } else if constexpr (K == BinaryKind::Mod || K == BinaryKind::FMod) {
+      return remainderOf(a, b, K == BinaryKind::Mod, bad);
     } else {
       return intPow(a, b, bad);
     }
@@ -110,6 +135,10 @@ bool binaryPlain(BinaryKind kind, const TensorView &lhs, const TensorView &rhs,
     return binaryPlain<BinaryKind::Div, T>(lhs, rhs, out);
   case BinaryKind::Pow:
     return binaryPlain<BinaryKind::Pow, T>(lhs, rhs, out);
+  case BinaryKind::Mod:
+    return binaryPlain<BinaryKind::Mod, T>(lhs, rhs, out);
+  case BinaryKind::FMod:
+    return binaryPlain<BinaryKind::FMod, T>(lhs, rhs, out);
   }
   return false;
 }
@@ -120,7 +149,8 @@ bool binaryPlain(BinaryKind kind, const TensorView &lhs, const TensorView &rhs,
 /// its slow reference kernel. False for any other pattern.
 bool binaryRowColumnF32(BinaryKind kind, const TensorView &lhs,
                         const TensorView &rhs, const TensorView &out) {
-  if (kind == BinaryKind::Pow || out.dtype != DType::F32 ||
+  if (kind == BinaryKind::Pow || kind == BinaryKind::Mod ||
+      kind == BinaryKind::FMod || out.dtype != DType::F32 ||
       lhs.dtype != DType::F32 || rhs.dtype != DType::F32 ||
       lhs.shape != out.shape || out.rank() == 0)
     return false;
@@ -180,7 +210,8 @@ bool binaryRowColumnF32(BinaryKind kind, const TensorView &lhs,
 bool binaryOneDnn(CpuContext &ctx, BinaryKind kind, const TensorView &lhs,
                   const TensorView &rhs, const TensorView &out) {
 #if LOOM_HAVE_DNNL
-  if (!ctx.useOneDnn || kind == BinaryKind::Pow || out.numElements() == 0 ||
+  if (!ctx.useOneDnn || kind == BinaryKind::Pow || kind == BinaryKind::Mod ||
+      kind == BinaryKind::FMod || out.numElements() == 0 ||
       out.rank() > DNNL_MAX_NDIMS)
     return false;
   size_t rank = std::max<size_t>(out.shape.size(), 1);
@@ -238,6 +269,8 @@ std::string binaryKernel(CpuContext &ctx, const KernelArgs &args,
     return dispatchNumeric(out.dtype, a.op, [&](auto tag) -> std::string {
       if (binaryPlain<decltype(tag)>(kind, lhs, rhs, out))
         return {};
+      if (kind == BinaryKind::Mod || kind == BinaryKind::FMod)
+        return "integer remainder by zero";
       return kind == BinaryKind::Div ? "integer division by zero"
                                      : "zero raised to a negative integer "
                                        "power (a division by zero)";
@@ -527,6 +560,8 @@ void registerElementwiseKernels(KernelTable &table) {
   table["mul"] = binary(BinaryKind::Mul);
   table["div"] = binary(BinaryKind::Div);
   table["pow"] = binary(BinaryKind::Pow);
+  table["mod"] = binary(BinaryKind::Mod);
+  table["fmod"] = binary(BinaryKind::FMod);
 
   auto unary = [](UnaryKind kind) {
     return KernelEntry{[kind](CpuContext &ctx, const KernelArgs &args) {

@@ -1,7 +1,7 @@
 //===- GradKernels.cpp - Gradients of activations, norms, data movement ---===//
 //
-// relu_grad, gelu_grad, layer_norm_grad, gather_grad, slice_grad and
-// softmax_cross_entropy_grad (dialects/LoomTrainOps.td).
+// relu_grad, gelu_grad, layer_norm_grad, gather_grad, slice_grad, pad_grad
+// and softmax_cross_entropy_grad (dialects/LoomTrainOps.td).
 //
 // - relu_grad is a select (grad where input > 0, else 0; a NaN input gives
 //   0), plain C++ on both paths: oneDNN would add nothing to a select.
@@ -16,6 +16,8 @@
 // - gather_grad and slice_grad write into zeros. gather_grad accumulates
 //   repeated indices in index order whatever the thread count: threads own
 //   disjoint ranges of destination rows, never share one.
+// - pad_grad sums the padded positions that copied each element, one
+//   padded dimension at a time, in a fixed order (common/ops/PadIndex.h).
 // - softmax_cross_entropy_grad: per-row softmax in double.
 //
 // f16/bf16 run in f32 (runInF32), accumulating in f32 or double.
@@ -24,6 +26,8 @@
 
 #include "runtime/cpu/KernelUtil.h"
 #include "runtime/cpu/TrainKernels.h"
+
+#include "common/ops/PadIndex.h"
 
 #include <omp.h>
 
@@ -459,6 +463,68 @@ std::string sliceGradKernel(CpuContext &, const KernelArgs &args) {
 }
 
 //===----------------------------------------------------------------------===//
+// pad_grad
+//===----------------------------------------------------------------------===//
+
+std::string padGradKernel(CpuContext &, const KernelArgs &args) {
+  const TensorView &dy = args.inputs[0], &out = args.outputs[0];
+  std::vector<int64_t> low = args.attrs.getInts("low"),
+                       high = args.attrs.getInts("high");
+  ops::pad::PadMode mode;
+  if (!ops::pad::parsePadMode(args.attrs.getString("mode"), mode))
+    return "pad_grad mode '" + args.attrs.getString("mode") +
+           "' is not one of " + ops::pad::kPadModeNames;
+  if (std::string e = firstError({expectFloat(args.op, "result", out),
+                                  expectType(args.op, "grad", dy, out.dtype)});
+      !e.empty())
+    return e;
+  size_t rank = out.shape.size();
+  if (low.size() != rank || high.size() != rank || dy.shape.size() != rank)
+    return "pad_grad needs one low and high pad per dimension and grad of "
+           "the result's rank";
+  for (size_t d = 0; d < rank; ++d)
+    if (low[d] < 0 || high[d] < 0 ||
+        (mode == ops::pad::PadMode::Reflect &&
+         (low[d] >= out.shape[d] || high[d] >= out.shape[d])) ||
+        (mode != ops::pad::PadMode::Constant && out.shape[d] == 0 &&
+         low[d] + high[d] > 0) ||
+        dy.shape[d] != low[d] + out.shape[d] + high[d])
+      return "pad_grad: grad " + formatShape(dy.shape) +
+             " is not the pad of the result " + formatShape(out.shape) +
+             " in dimension " + std::to_string(d);
+  return runInF32(args, [&](const KernelArgs &a) {
+    const float *g = a.inputs[0].as<float>();
+    std::vector<float> cur(g, g + a.inputs[0].numElements()), next;
+    Shape shape = a.inputs[0].shape;
+    for (size_t d = 0; d < rank; ++d) {
+      if (low[d] == 0 && high[d] == 0)
+        continue;
+      int64_t outer = product(shape, 0, d), padded = shape[d],
+              size = out.shape[d], inner = product(shape, d + 1, rank);
+      next.assign(outer * size * inner, 0.0f);
+      int64_t lines = outer * size;
+#pragma omp parallel for schedule(static) if (lines * inner > kGrain)
+      for (int64_t l = 0; l < lines; ++l) {
+        int64_t o = l / size, j = l % size, begin[3], end[3];
+        ops::pad::padPreimage(mode, j, low[d], high[d], size, begin, end);
+        float *dst = next.data() + l * inner;
+        for (int k = 0; k < 3; ++k)
+          for (int64_t i = begin[k]; i < end[k]; ++i) {
+            const float *src = cur.data() + (o * padded + i) * inner;
+            for (int64_t t = 0; t < inner; ++t)
+              dst[t] += src[t];
+          }
+      }
+      cur.swap(next);
+      shape[d] = size;
+    }
+    if (!cur.empty())
+      std::memcpy(a.outputs[0].data, cur.data(), cur.size() * sizeof(float));
+    return std::string();
+  });
+}
+
+//===----------------------------------------------------------------------===//
 // softmax_cross_entropy_grad
 //===----------------------------------------------------------------------===//
 
@@ -558,6 +624,7 @@ void registerGradKernels(KernelTable &table, ResultCounts &results) {
   results["layer_norm_grad"] = 3;
   table["gather_grad"] = {gatherGradKernel, 2, 2};
   table["slice_grad"] = {sliceGradKernel, 1, 1};
+  table["pad_grad"] = {padGradKernel, 1, 1};
   table["softmax_cross_entropy_grad"] = {crossEntropyGradKernel, 3, 3};
 }
 

@@ -96,14 +96,14 @@ struct KernelEntry {
 
 using KernelTable = std::map<std::string, KernelEntry, std::less<>>;
 
-/// add, sub, mul, div, pow, the unary ops, relu_grad, gelu_grad, cast,
-/// select (Elementwise.cu).
+/// add, sub, mul, div, pow, mod, fmod, the unary ops, relu_grad, gelu_grad,
+/// cast, select (Elementwise.cu).
 void registerElementwiseKernels(KernelTable &table);
 /// equal, less, less_equal, greater, greater_equal, and, or, xor, not,
 /// max, min, trilu (Compare.cu).
 void registerCompareKernels(KernelTable &table);
-/// reshape, broadcast, transpose, slice, slice_grad, concat, gather,
-/// gather_grad (DataMovement.cu).
+/// reshape, broadcast, transpose, slice, slice_grad, pad, pad_grad, concat,
+/// gather, gather_grad (DataMovement.cu).
 void registerDataMovementKernels(KernelTable &table);
 /// reduce_sum, reduce_mean, reduce_max, reduce_max_grad (Reduction.cu).
 void registerReductionKernels(KernelTable &table);

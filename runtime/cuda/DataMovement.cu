@@ -1,7 +1,9 @@
 //===- DataMovement.cu - Copies, gathers and their gradients on CUDA ------===//
 //
 // reshape (a copy), broadcast, transpose and slice (strided reads), concat
-// (2-D copies per input), slice_grad (zeros, then a strided write), gather
+// (2-D copies per input), slice_grad (zeros, then a strided write), pad (a
+// read per element, or the constant), pad_grad (one gathering sum per padded
+// dimension, in the CPU's order: common/ops/PadIndex.h), gather
 // (an embedding lookup; an index out of range is a device error) and
 // gather_grad (zeros, then atomic adds: repeated indices accumulate in an
 // unspecified order, so f32 sums may differ from the CPU's in the last
@@ -11,7 +13,10 @@
 
 #include "runtime/cuda/DeviceUtil.cuh"
 
+#include "common/ops/PadIndex.h"
+
 #include <limits>
+#include <type_traits>
 
 namespace loom::rt::cuda {
 namespace {
@@ -170,6 +175,177 @@ std::string runConcat(CudaContext &ctx, const KernelArgs &args) {
   return launchStatus(args.op);
 }
 
+using ops::pad::PadMode;
+
+/// A pad's dimensions (size-1 dimensions without padding dropped).
+struct PadGeometry {
+  int rank = 0;
+  int64_t outDims[kMaxRank] = {}, inDims[kMaxRank] = {},
+          inStrides[kMaxRank] = {}, low[kMaxRank] = {};
+  PadMode mode = PadMode::Constant;
+};
+
+template <typename T>
+__global__ void padKernel(const T *in, T *out, int64_t n, PadGeometry g,
+                          T fill) {
+  LOOM_GRID_LOOP(e, n) {
+    int64_t rem = e, off = 0;
+    bool border = false;
+    for (int d = g.rank - 1; d >= 0; --d) {
+      int64_t i = rem % g.outDims[d];
+      rem /= g.outDims[d];
+      int64_t j = ops::pad::padSource(g.mode, i, g.low[d], g.inDims[d]);
+      border |= j < 0;
+      off += j * g.inStrides[d];
+    }
+    out[e] = border ? fill : in[off];
+  }
+}
+
+/// The gradient along one padded dimension: dst[o, j, t] sums src[o, i, t]
+/// over the padded positions i that copied input position j.
+template <typename In, typename Out>
+__global__ void padGradStepKernel(const In *src, Out *dst, int64_t n,
+                                  int64_t size, int64_t inner, int64_t padded,
+                                  int64_t low, int64_t high, PadMode mode) {
+  LOOM_GRID_LOOP(e, n) {
+    int64_t t = e % inner, line = e / inner, o = line / size, j = line % size;
+    int64_t begin[3], end[3];
+    ops::pad::padPreimage(mode, j, low, high, size, begin, end);
+    float acc = 0.0f;
+    for (int k = 0; k < 3; ++k)
+      for (int64_t i = begin[k]; i < end[k]; ++i)
+        acc += toFloat(src[(o * padded + i) * inner + t]);
+    dst[e] = fromFloat<Out>(acc);
+  }
+}
+
+/// The pad's low and high pads and mode, checked against the unpadded
+/// shape `in` and the padded shape `out`.
+std::string padAttrs(const KernelArgs &args, const Shape &in, const Shape &out,
+                     std::vector<int64_t> &low, std::vector<int64_t> &high,
+                     PadMode &mode) {
+  std::string op(args.op);
+  low = args.attrs.getInts("low");
+  high = args.attrs.getInts("high");
+  if (!ops::pad::parsePadMode(args.attrs.getString("mode"), mode))
+    return "cuda kernel '" + op + "': mode '" + args.attrs.getString("mode") +
+           "' is not one of " + ops::pad::kPadModeNames;
+  if (low.size() != in.size() || high.size() != in.size() ||
+      out.size() != in.size())
+    return "cuda kernel '" + op +
+           "': low and high need one entry per dimension";
+  for (size_t d = 0; d < in.size(); ++d)
+    if (low[d] < 0 || high[d] < 0 ||
+        (mode == PadMode::Reflect && (low[d] >= in[d] || high[d] >= in[d])) ||
+        (mode != PadMode::Constant && in[d] == 0 && low[d] + high[d] > 0) ||
+        out[d] != low[d] + in[d] + high[d])
+      return "cuda kernel '" + op + "': " + formatShape(out) +
+             " is not a pad of " + formatShape(in) + " in dimension " +
+             std::to_string(d);
+  return "";
+}
+
+std::string runPad(CudaContext &ctx, const KernelArgs &args) {
+  const TensorView &in = args.inputs[0], &out = args.outputs[0];
+  std::vector<int64_t> low, high;
+  PadGeometry g;
+  if (std::string e = padAttrs(args, in.shape, out.shape, low, high, g.mode);
+      !e.empty())
+    return e;
+  if (in.dtype != out.dtype)
+    return "cuda kernel 'pad': the result's element type differs";
+  int64_t n = out.numElements();
+  if (n == 0)
+    return "";
+  std::vector<int64_t> dense = denseStrides(in.shape);
+  for (size_t d = 0; d < in.shape.size(); ++d) {
+    if (in.shape[d] == 1 && low[d] == 0 && high[d] == 0)
+      continue;
+    if (g.rank == kMaxRank)
+      return "cuda kernel 'pad': more than " + std::to_string(kMaxRank) +
+             " dimensions";
+    g.outDims[g.rank] = out.shape[d];
+    g.inDims[g.rank] = in.shape[d];
+    g.inStrides[g.rank] = dense[d];
+    g.low[g.rank] = low[d];
+    ++g.rank;
+  }
+  uint64_t fill = elementBits(out.dtype, args.attrs.getFloat("value"));
+  dispatchBySize(out.dtype, [&](auto t) {
+    using T = decltype(t);
+    padKernel<T><<<blocksFor(n), kThreads, 0, ctx.stream>>>(
+        in.as<T>(), out.as<T>(), n, g, static_cast<T>(fill));
+  });
+  return launchStatus(args.op);
+}
+
+std::string runPadGrad(CudaContext &ctx, const KernelArgs &args) {
+  const TensorView &grad = args.inputs[0], &out = args.outputs[0];
+  std::vector<int64_t> low, high;
+  PadMode mode;
+  if (std::string e = padAttrs(args, out.shape, grad.shape, low, high, mode);
+      !e.empty())
+    return e;
+  if (grad.dtype != out.dtype)
+    return "cuda kernel 'pad_grad': grad and result types differ";
+  std::vector<size_t> padded;
+  for (size_t d = 0; d < low.size(); ++d)
+    if (low[d] != 0 || high[d] != 0)
+      padded.push_back(d);
+  if (out.numElements() == 0)
+    return "";
+  if (padded.empty()) {
+    cudaMemcpyAsync(out.data, grad.data, out.bytes(), cudaMemcpyDeviceToDevice,
+                    ctx.stream);
+    return launchStatus(args.op);
+  }
+  // Intermediate sums in f32, ping-ponged between two buffers.
+  size_t scratchBytes =
+      padded.size() > 1 ? sizeof(float) * grad.numElements() : 1;
+  Scratch ping(ctx, scratchBytes), pong(ctx, scratchBytes);
+  if (!ping || !pong)
+    return "cuda kernel 'pad_grad': out of device memory for its sums";
+  Shape shape = grad.shape;
+  const void *src = grad.data;
+  bool srcIsGrad = true;
+  for (size_t k = 0; k < padded.size(); ++k) {
+    size_t d = padded[k];
+    int64_t outer = 1, inner = 1, size = out.shape[d], width = shape[d];
+    for (size_t i = 0; i < d; ++i)
+      outer *= shape[i];
+    for (size_t i = d + 1; i < shape.size(); ++i)
+      inner *= shape[i];
+    int64_t n = outer * size * inner;
+    bool last = k + 1 == padded.size();
+    void *dst =
+        last ? out.data : (k % 2 == 0 ? ping.as<void>() : pong.as<void>());
+    if (n > 0 && !dispatchFloat(out.dtype, [&](auto t) {
+          using T = decltype(t);
+          auto step = [&](auto *in, auto *to) {
+            using In = std::remove_cv_t<std::remove_pointer_t<decltype(in)>>;
+            using Out = std::remove_pointer_t<decltype(to)>;
+            padGradStepKernel<In, Out>
+                <<<blocksFor(n), kThreads, 0, ctx.stream>>>(
+                    in, to, n, size, inner, width, low[d], high[d], mode);
+          };
+          if (srcIsGrad && last)
+            step(static_cast<const T *>(src), static_cast<T *>(dst));
+          else if (srcIsGrad)
+            step(static_cast<const T *>(src), static_cast<float *>(dst));
+          else if (last)
+            step(static_cast<const float *>(src), static_cast<T *>(dst));
+          else
+            step(static_cast<const float *>(src), static_cast<float *>(dst));
+        }))
+      return unsupportedType(args.op, out.dtype);
+    shape[d] = size;
+    src = dst;
+    srcIsGrad = false;
+  }
+  return launchStatus(args.op);
+}
+
 /// out[o, j, i] = table[o, index[j], i] with `count` indices and `inner`
 /// elements after the axis.
 template <typename T, typename I>
@@ -292,6 +468,8 @@ void registerDataMovementKernels(KernelTable &table) {
   table["transpose"] = {runTranspose, 1, 1};
   table["slice"] = {runSlice, 1, 1};
   table["slice_grad"] = {runSliceGrad, 1, 1};
+  table["pad"] = {runPad, 1, 1};
+  table["pad_grad"] = {runPadGrad, 1, 1};
   table["concat"] = {runConcat, 1, std::numeric_limits<int>::max()};
   table["gather"] = {runGather, 2, 2};
   table["gather_grad"] = {runGatherGrad, 2, 2};

@@ -3,9 +3,9 @@
 // Binary ops with numpy broadcasting, unary ops (the activations of
 // common/ops/ElementwiseMath.h among them), relu_grad, gelu_grad and
 // unary_grad, cast and select. f16 and bf16 compute in f32; integer add, sub,
-// mul, div and neg compute in their own type (division by zero is a device
-// error). Every kernel is a grid-stride loop over the output with strided
-// operand offsets (Indexer), so broadcasting costs no copies.
+// mul, div, mod, fmod and neg compute in their own type (division by zero is a
+// device error). Every kernel is a grid-stride loop over the output with
+// strided operand offsets (Indexer), so broadcasting costs no copies.
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,7 +52,15 @@ std::string unsupportedType(std::string_view op, DType dtype) {
 
 namespace {
 
-enum class Binary { Add, Sub, Mul, Div, Pow };
+enum class Binary { Add, Sub, Mul, Div, Pow, Mod, FMod };
+
+/// The remainder's sign follows the divisor's for mod (floored), the
+/// dividend's for fmod (truncated, what fmod and % give).
+template <Binary K, typename T> __device__ T floorRemainder(T r, T divisor) {
+  if (K == Binary::Mod && r != 0 && ((r < 0) != (divisor < 0)))
+    r += divisor;
+  return r;
+}
 enum class Unary {
   Neg,
   Exp,
@@ -78,6 +86,8 @@ template <Binary K> __device__ float binaryFloat(float a, float b) {
     return a * b;
   else if constexpr (K == Binary::Div)
     return a / b;
+  else if constexpr (K == Binary::Mod || K == Binary::FMod)
+    return floorRemainder<K>(fmodf(a, b), b);
   else
     return powf(a, b);
 }
@@ -96,7 +106,14 @@ __global__ void binaryKernel(const T *a, const T *b, T *out, int64_t n,
         out[i] = x - y;
       else if constexpr (K == Binary::Mul)
         out[i] = x * y;
-      else {
+      else if constexpr (K == Binary::Mod || K == Binary::FMod) {
+        if (y == 0) {
+          raise(errorWord, kIntegerDivisionByZero);
+          out[i] = 0;
+        } else {
+          out[i] = y == -1 ? T(0) : floorRemainder<K>(T(x % y), y);
+        }
+      } else {
         if (y == 0) {
           raise(errorWord, kIntegerDivisionByZero);
           out[i] = 0;
@@ -518,6 +535,8 @@ void registerElementwiseKernels(KernelTable &table) {
   table["mul"] = {runBinary<Binary::Mul>, 2, 2};
   table["div"] = {runBinary<Binary::Div>, 2, 2};
   table["pow"] = {runBinary<Binary::Pow>, 2, 2};
+  table["mod"] = {runBinary<Binary::Mod>, 2, 2};
+  table["fmod"] = {runBinary<Binary::FMod>, 2, 2};
   table["neg"] = {runUnary<Unary::Neg>, 1, 1};
   table["exp"] = {runUnary<Unary::Exp>, 1, 1};
   table["log"] = {runUnary<Unary::Log>, 1, 1};

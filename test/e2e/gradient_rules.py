@@ -578,6 +578,45 @@ slice_case("slice_step-1_reverse", (4, 6), [-1], [-100], [1], [-1], lambda x: x.
 slice_case("slice_step-1_partial", (4, 6), [2], [0], [0], [-1], lambda x: x[[2, 1]])
 slice_case("slice_step-2", (4, 6), [5], [0], [1], [-2], lambda x: x[:, [5, 3, 1]])
 
+
+def pad_reference(x, pads, mode, value=0.0):
+    """ONNX Pad by hand: constant through F.pad (negative pads crop); reflect and edge as
+    an index_select per dimension with the indices numpy.pad lays out."""
+    rank = x.dim()
+    if mode == "constant":
+        flat = []
+        for d in reversed(range(rank)):
+            flat += [pads[d], pads[rank + d]]
+        return F.pad(x, flat, value=value)
+    for d in range(rank):
+        idx = np.pad(np.arange(x.shape[d]), (pads[d], pads[rank + d]), mode=mode)
+        x = x.index_select(d, torch.from_numpy(idx))
+    return x
+
+
+def pad_case(name, shape, pads, mode, value=None):
+    tensors = {"x": rn(*shape), "pads": i64(pads)}
+    if value is not None:
+        tensors["value"] = np.array(value, np.float32)
+    add(name, node("Pad", list(tensors), mode=mode), tensors,
+        lambda t: pad_reference(t["x"], pads, mode, 0.0 if value is None else value),
+        frozen=["value"] if value is not None else ())
+
+
+pad_case("pad_constant", (3, 4), [1, 0, 2, 3], "constant")
+pad_case("pad_constant_value", (2, 3, 4), [0, 1, 2, 0, 2, 1], "constant", value=0.75)
+pad_case("pad_constant_negative_crop", (4, 5), [-1, 2, 1, -2], "constant")
+pad_case("pad_reflect", (3, 5), [2, 1, 1, 4], "reflect")
+pad_case("pad_reflect_nchw", (1, 2, 4, 5), [0, 0, 2, 3, 0, 0, 1, 4], "reflect")
+pad_case("pad_edge", (2, 3, 4), [0, 2, 1, 1, 0, 3], "edge")
+pad_case("pad_edge_wide", (2, 2), [3, 5, 4, 2], "edge")
+
+# Mod with fmod=1 (floating point needs it): d/da = 1, d/db = -trunc(a / b).
+add("mod_fmod", node("Mod", ["a", "b"], fmod=1), {"a": rn(3, 4, scale=3.0), "b": signed(3, 4)},
+    lambda t: torch.fmod(t["a"], t["b"]))
+add("mod_fmod_bcast", node("Mod", ["a", "b"], fmod=1),
+    {"a": rn(2, 3, 4, scale=3.0), "b": signed(3, 1)}, lambda t: torch.fmod(t["a"], t["b"]))
+
 # Split: uneven sizes re-concatenated in another order; and only the middle part used.
 add("split_uneven_reordered",
     [node("Split", ["x", "split"], ["p0", "p1", "p2"], axis=0),

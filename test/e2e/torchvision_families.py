@@ -85,12 +85,11 @@ FAMILIES = {
     "vit": Family(lambda: M.VisionTransformer(image_size=32, patch_size=8, num_layers=2,
                                               num_heads=2, hidden_dim=16, mlp_dim=32,
                                               num_classes=10), 32),
-    "densenet": Family(lambda: M.densenet.DenseNet(8, (2, 2), 16, num_classes=10), 64,
-                       refused="Pad"),
+    "densenet": Family(lambda: M.densenet.DenseNet(8, (2, 2), 16, num_classes=10), 64),
     "inception_v3": Family(lambda: M.inception_v3(num_classes=10, aux_logits=False,
-                                                  init_weights=True), 96, refused="Pad"),
+                                                  init_weights=True), 96),
     "swin": Family(lambda: M.swin_transformer.SwinTransformer(
-        [2, 2], 16, [1, 1], [2, 2], [2, 2], num_classes=10), 32, refused="Mod"),
+        [2, 2], 16, [1, 1], [2, 2], [2, 2], num_classes=10), 32),
 }
 
 

@@ -1601,3 +1601,57 @@ func.func @dropout_index_offset(%a: tensor<2x3xf32>, %s: tensor<f32>) {
   %0 = loom.dropout %a, %s {index_offset = -6 : i64, ratio = 0.5 : f32, seed = 7 : i64} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
   return
 }
+
+// -----
+
+func.func @pad_entries(%a: tensor<4x4xf32>) {
+  // expected-error @+2 {{low and high need 2 entries each}}
+  // expected-error @+1 {{'loom.pad' op failed to infer returned types}}
+  %0 = loom.pad %a {low = array<i64: 1>, high = array<i64: 1, 1>, mode = "constant", value = 0.0 : f32} : (tensor<4x4xf32>) -> tensor<6x6xf32>
+  return
+}
+
+// -----
+
+func.func @pad_mode(%a: tensor<4x4xf32>) {
+  // expected-error @+2 {{mode 'wrap' is not one of constant, reflect, edge}}
+  // expected-error @+1 {{'loom.pad' op failed to infer returned types}}
+  %0 = loom.pad %a {low = array<i64: 1, 1>, high = array<i64: 1, 1>, mode = "wrap", value = 0.0 : f32} : (tensor<4x4xf32>) -> tensor<6x6xf32>
+  return
+}
+
+// -----
+
+func.func @pad_negative(%a: tensor<4x4xf32>) {
+  // expected-error @+2 {{pad of dimension 1 (low -1, high 2) must not be negative}}
+  // expected-error @+1 {{'loom.pad' op failed to infer returned types}}
+  %0 = loom.pad %a {low = array<i64: 0, -1>, high = array<i64: 0, 2>, mode = "constant", value = 0.0 : f32} : (tensor<4x4xf32>) -> tensor<4x5xf32>
+  return
+}
+
+// -----
+
+func.func @pad_reflect_too_wide(%a: tensor<4x3xf32>) {
+  // expected-error @+2 {{reflect pad of dimension 1 (low 1, high 3) must be smaller than its size 3}}
+  // expected-error @+1 {{'loom.pad' op failed to infer returned types}}
+  %0 = loom.pad %a {low = array<i64: 0, 1>, high = array<i64: 0, 3>, mode = "reflect", value = 0.0 : f32} : (tensor<4x3xf32>) -> tensor<4x7xf32>
+  return
+}
+
+// -----
+
+func.func @pad_edge_empty(%a: tensor<4x0xf32>) {
+  // expected-error @+2 {{edge pad of dimension 1 (low 1, high 0) needs a non-empty dimension}}
+  // expected-error @+1 {{'loom.pad' op failed to infer returned types}}
+  %0 = loom.pad %a {low = array<i64: 0, 1>, high = array<i64: 0, 0>, mode = "edge", value = 0.0 : f32} : (tensor<4x0xf32>) -> tensor<4x1xf32>
+  return
+}
+
+// -----
+
+func.func @pad_overflow(%a: tensor<4xf32>) {
+  // expected-error @+2 {{pad of dimension 0 (low 9223372036854775807, high 0) overflows 64-bit sizes}}
+  // expected-error @+1 {{'loom.pad' op failed to infer returned types}}
+  %0 = loom.pad %a {low = array<i64: 9223372036854775807>, high = array<i64: 0>, mode = "constant", value = 0.0 : f32} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}

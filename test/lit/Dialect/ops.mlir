@@ -35,6 +35,10 @@ func.func @binary(%a: tensor<2x3xf32>, %b: tensor<3xf32>, %c: tensor<4x1x3xf32>,
   %3 = loom.div %i, %j : (tensor<5xi32>, tensor<1xi32>) -> tensor<5xi32>
   // CHECK: %[[POW:.*]] = loom.pow %[[ADD]], %[[SUB]] : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
   %4 = loom.pow %0, %1 : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: loom.mod %[[I]], %[[J]] : (tensor<5xi32>, tensor<1xi32>) -> tensor<5xi32>
+  %mod = loom.mod %i, %j : (tensor<5xi32>, tensor<1xi32>) -> tensor<5xi32>
+  // CHECK: loom.fmod %[[ADD]], %[[SUB]] : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %fmod = loom.fmod %0, %1 : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
   // CHECK: return %[[ADD]], %[[SUB]], %[[MUL]], %[[DIV]], %[[POW]]
   return %0, %1, %2, %3, %4 : tensor<2x3xf32>, tensor<2x3xf32>, tensor<4x2x3xf32>, tensor<5xi32>, tensor<2x3xf32>
 }
@@ -201,6 +205,11 @@ func.func @data_movement(%x: tensor<2x3x4xf32>, %v: tensor<3x1xi1>, %table: tens
   // Negative strides walk backwards: dimension 2 reads 3, 2, 1, 0.
   // CHECK: loom.slice %[[X]] {sizes = array<i64: 2, 0, 4>, starts = array<i64: 1, 0, 3>, strides = array<i64: -1, 1, -1>} : (tensor<2x3x4xf32>) -> tensor<2x0x4xf32>
   %9 = loom.slice %x {starts = array<i64: 1, 0, 3>, sizes = array<i64: 2, 0, 4>, strides = array<i64: -1, 1, -1>} : (tensor<2x3x4xf32>) -> tensor<2x0x4xf32>
+  // Each dimension grows by its low and high pads: 2 + 0 + 1, 3 + 2 + 2, 4 + 3 + 0.
+  // CHECK: loom.pad %[[X]] {high = array<i64: 1, 2, 0>, low = array<i64: 0, 2, 3>, mode = "reflect", value = 0.000000e+00 : f32} : (tensor<2x3x4xf32>) -> tensor<3x7x7xf32>
+  %10 = loom.pad %x {low = array<i64: 0, 2, 3>, high = array<i64: 1, 2, 0>, mode = "reflect", value = 0.0 : f32} : (tensor<2x3x4xf32>) -> tensor<3x7x7xf32>
+  // CHECK: loom.pad %[[V]] {high = array<i64: 0, 4>, low = array<i64: 1, 0>, mode = "constant", value = 1.000000e+00 : f32} : (tensor<3x1xi1>) -> tensor<4x5xi1>
+  %11 = loom.pad %v {low = array<i64: 1, 0>, high = array<i64: 0, 4>, mode = "constant", value = 1.0 : f32} : (tensor<3x1xi1>) -> tensor<4x5xi1>
   return
 }
 

@@ -199,3 +199,19 @@ func.func @updates(%p: tensor<8xf32>) -> (tensor<4xf32> {loom.updates = 0 : i64}
   %0 = loom.slice %p {starts = array<i64: 0>, sizes = array<i64: 4>, strides = array<i64: 1>} : (tensor<8xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+func.func @pad_grad_shape(%g: tensor<4x6xf32>) {
+  // expected-error @+1 {{'loom.pad_grad' op grad is f32[4, 6] but pad of the result gives f32[4, 7]}}
+  %0 = loom.pad_grad %g {low = array<i64: 0, 2>, high = array<i64: 0, 1>, mode = "reflect"} : (tensor<4x6xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @pad_grad_reflect_too_wide(%g: tensor<4x7xf32>) {
+  // expected-error @+1 {{'loom.pad_grad' op reflect pad of dimension 1 (low 3, high 1) must be smaller than its size 3}}
+  %0 = loom.pad_grad %g {low = array<i64: 0, 3>, high = array<i64: 0, 1>, mode = "reflect"} : (tensor<4x7xf32>) -> tensor<4x3xf32>
+  return
+}

@@ -15,17 +15,17 @@ namespace loom::rt::conformance {
 
 const std::vector<std::string> kCudaBackendOps = {
     // Elementwise.cu
-    "add", "sub", "mul", "div", "pow", "neg", "exp", "log", "sqrt", "erf",
-    "tanh", "relu", "sigmoid", "gelu", "relu_grad", "gelu_grad", "cast",
-    "select", "cos", "sin", "abs", "reciprocal", "softplus", "mish",
+    "add", "sub", "mul", "div", "pow", "mod", "fmod", "neg", "exp", "log",
+    "sqrt", "erf", "tanh", "relu", "sigmoid", "gelu", "relu_grad", "gelu_grad",
+    "cast", "select", "cos", "sin", "abs", "reciprocal", "softplus", "mish",
     "hard_swish", "leaky_relu", "elu", "selu", "hard_sigmoid", "clip",
     "unary_grad",
     // Compare.cu
     "equal", "less", "less_equal", "greater", "greater_equal", "and", "or",
     "xor", "not", "max", "min", "trilu",
     // DataMovement.cu
-    "reshape", "broadcast", "transpose", "slice", "slice_grad", "concat",
-    "gather", "gather_grad",
+    "reshape", "broadcast", "transpose", "slice", "slice_grad", "pad",
+    "pad_grad", "concat", "gather", "gather_grad",
     // Reduction.cu
     "reduce_sum", "reduce_mean", "reduce_max", "reduce_max_grad", "arg_max",
     "arg_min",
@@ -213,7 +213,8 @@ namespace {
 HostBuffer binaryOperand(const std::string &op, int which, DType dtype,
                          const Shape &shape, std::mt19937 &rng) {
   bool integer = !isFloat(dtype);
-  if (op == "div" && which == 1)
+  bool remainder = op == "mod" || op == "fmod";
+  if ((op == "div" || remainder) && which == 1)
     return integer ? awayFromZero(dtype, shape, rng, 1, 9)
                    : awayFromZero(dtype, shape, rng, 0.5, 2);
   if (op == "pow")
@@ -235,7 +236,7 @@ void addBinaryCases(std::vector<CaseSpec> &cases) {
       {"scalar_rhs", {7, 9}, {}, {7, 9}},
       {"scalar_lhs", {}, {6, 5}, {6, 5}},
   };
-  for (const char *op : {"add", "sub", "mul", "div", "pow"}) {
+  for (const char *op : {"add", "sub", "mul", "div", "pow", "mod", "fmod"}) {
     for (DType dtype :
          {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64}) {
       if (!isFloat(dtype) && std::string(op) == "pow")
@@ -570,6 +571,47 @@ void addDataMovementCases(std::vector<CaseSpec> &cases) {
         return c;
       });
   }
+
+  // pad in each mode (a constant converted to the element type), one or
+  // both sides of a dimension, and pad_grad summing mirrored and repeated
+  // borders.
+  struct Pad {
+    const char *name;
+    Shape in;
+    std::vector<int64_t> low, high;
+  };
+  for (const Pad &p : std::vector<Pad>{
+           {"nchw_spatial", {2, 3, 6, 7}, {0, 0, 1, 2}, {0, 0, 3, 1}},
+           {"last_dim_one_side", {4, 9}, {0, 0}, {0, 5}},
+           {"every_dim", {3, 4, 5}, {1, 2, 3}, {2, 3, 1}}})
+    for (const char *mode : {"constant", "reflect", "edge"}) {
+      Shape out;
+      for (size_t d = 0; d < p.in.size(); ++d)
+        out.push_back(p.low[d] + p.in[d] + p.high[d]);
+      Attrs attrs;
+      attrs.set("low", p.low);
+      attrs.set("high", p.high);
+      attrs.set("mode", std::string(mode));
+      std::string variant = std::string(p.name) + "_" + mode;
+      for (DType dtype : {DType::F32, DType::F16, DType::I64, DType::Bool})
+        addCase(cases, "pad", variant, dtype, [=](std::mt19937 &rng) {
+          Case c;
+          c.attrs = attrs;
+          c.attrs.set("value", -2.5);
+          c.inputs = {anyValues(dtype, p.in, rng)};
+          c.outputs = {{dtype, out}};
+          c.tolerance = exact();
+          return c;
+        });
+      for (DType dtype : {DType::F32, DType::BF16})
+        addCase(cases, "pad_grad", variant, dtype, [=](std::mt19937 &rng) {
+          Case c;
+          c.attrs = attrs;
+          c.inputs = {anyValues(dtype, out, rng)};
+          c.outputs = {{dtype, p.in}};
+          return c;
+        });
+    }
 
   struct Concat {
     const char *name;

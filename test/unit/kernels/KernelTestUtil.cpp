@@ -222,4 +222,18 @@ std::string pathName(const ::testing::TestParamInfo<bool> &info) {
   return info.param ? "OneDnn" : "Plain";
 }
 
+std::vector<int64_t> padIndices(const std::string &mode, int64_t size,
+                                int64_t low, int64_t high) {
+  std::vector<int64_t> idx;
+  for (int64_t k = low; k >= 1; --k)
+    idx.push_back(mode == "constant" ? -1 : mode == "edge" ? 0 : k);
+  for (int64_t j = 0; j < size; ++j)
+    idx.push_back(j);
+  for (int64_t k = 1; k <= high; ++k)
+    idx.push_back(mode == "constant" ? -1
+                  : mode == "edge"   ? size - 1
+                                     : size - 1 - k);
+  return idx;
+}
+
 } // namespace loom::rt::test

@@ -58,6 +58,12 @@ int64_t broadcastOffset(const std::vector<int64_t> &outIdx, const Shape &in);
 /// The numpy broadcast of two shapes.
 Shape broadcastShapes(const Shape &a, const Shape &b);
 
+/// The input index each position of a padded dimension reads, laid out as
+/// numpy.pad does (reflect: ..., 2, 1, [0 .. size), size - 2, ...; edge:
+/// the end repeated), or -1 for a constant border.
+std::vector<int64_t> padIndices(const std::string &mode, int64_t size,
+                                int64_t low, int64_t high);
+
 /// Expects every element within tol * max(|ref|, floor) of the reference
 /// (an allclose with rtol = tol and atol = tol * floor); NaN matches NaN.
 void expectClose(const HostBuffer &got, const std::vector<double> &ref,
