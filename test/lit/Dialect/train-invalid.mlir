@@ -199,3 +199,12 @@ func.func @updates(%p: tensor<8xf32>) -> (tensor<4xf32> {loom.updates = 0 : i64}
   %0 = loom.slice %p {starts = array<i64: 0>, sizes = array<i64: 4>, strides = array<i64: 1>} : (tensor<8xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+func.func @reduce_prod_grad_shape(%x: tensor<4x5xf32>, %g: tensor<5xf32>) {
+  // expected-error @+2 {{grad is f32[5] but the product of the input gives f32[4]}}
+  // expected-error @+1 {{'loom.reduce_prod_grad' op failed to infer returned types}}
+  %0 = loom.reduce_prod_grad %x, %g {axes = array<i64: 1>} : (tensor<4x5xf32>, tensor<5xf32>) -> tensor<4x5xf32>
+  return
+}
