@@ -397,7 +397,7 @@ FailureOr<Value> reduce(NodeContext &nc, Value x, const ReduceSpec &spec,
                          keepDims ? nc.builder.getUnitAttr() : UnitAttr());
 }
 
-/// ReduceSum, ReduceMean and ReduceMax: one op each.
+/// ReduceSum, ReduceMean, ReduceMax and ReduceProd: one op each.
 template <typename OpTy> LogicalResult convertReduce(NodeContext &nc) {
   auto spec = reduceSpec(nc);
   if (failed(spec))
@@ -928,6 +928,7 @@ void addMathConverters(llvm::StringMap<Converter> &t) {
   t["ReduceSum"] = {1, convertReduce<ReduceSumOp>};
   t["ReduceMean"] = {1, convertReduce<ReduceMeanOp>};
   t["ReduceMax"] = {1, convertReduce<ReduceMaxOp>};
+  t["ReduceProd"] = {1, convertReduce<ReduceProdOp>};
   t["ReduceMin"] = {1, convertComposedReduce};
   t["ArgMax"] = {1, convertArgReduce<ArgMaxOp>};
   t["ArgMin"] = {1, convertArgReduce<ArgMinOp>};
