@@ -269,12 +269,18 @@ std::string runCumsum(CudaContext &ctx, const KernelArgs &args) {
 template <typename T>
 __device__ bool topBefore(const T *row, int64_t inner, int64_t p, int64_t q,
                           bool smallest) {
-  double xp = widen(row[p * inner]), xq = widen(row[q * inner]);
-  bool np = isnan(xp), nq = isnan(xq);
-  if (np || nq)
-    return np != nq ? np != smallest : p < q;
-  if (xp != xq)
-    return smallest ? xp < xq : xp > xq;
+  if constexpr (std::is_integral_v<T>) {
+    T xp = row[p * inner], xq = row[q * inner];
+    if (xp != xq)
+      return smallest ? xp < xq : xp > xq;
+  } else {
+    float xp = toFloat(row[p * inner]), xq = toFloat(row[q * inner]);
+    bool np = isnan(xp), nq = isnan(xq);
+    if (np || nq)
+      return np != nq ? np != smallest : p < q;
+    if (xp != xq)
+      return smallest ? xp < xq : xp > xq;
+  }
   return p < q;
 }
 

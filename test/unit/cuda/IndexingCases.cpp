@@ -140,7 +140,7 @@ void addScanCases(std::vector<CaseSpec> &cases) {
                         {"k0", {3, 4}, 1, 0, false}}) {
     Shape out = t.shape;
     out[t.axis] = t.k;
-    for (DType dtype : {DType::F32, DType::F16, DType::I32})
+    for (DType dtype : {DType::F32, DType::F16, DType::I32, DType::I64})
       addCase(cases, "top_k", t.name, dtype, [=](std::mt19937 &rng) {
         Case c;
         c.attrs.set("axis", t.axis);
