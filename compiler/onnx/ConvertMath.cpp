@@ -357,6 +357,11 @@ FailureOr<ReduceSpec> reduceSpec(NodeContext &nc) {
       axes = *given;
       axesGiven = !axes.empty();
     }
+  } else if (nc.hasInput(1)) {
+    // Opset 18 moved the other Reduce* ops' axes to an input.
+    return nc.unsupported("the axes are input 1 (" + nc.node.op_type() +
+                          "-18); Loom reads them as the attribute of "
+                          "versions 1 to 13: export with opset 17 or older");
   } else {
     auto given = nc.attrInts("axes");
     if (failed(given))
