@@ -33,6 +33,12 @@ struct Emitter {
     return ConstantOp::create(
         b, loc, DenseElementsAttr::get(type, b.getFloatAttr(element, v)));
   }
+  /// A float tensor of `type` holding zeros.
+  Value zeros(RankedTensorType type) {
+    return ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 0)));
+  }
   Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
   Value sub(Value x, Value y) { return SubOp::create(b, loc, x, y); }
   Value mul(Value x, Value y) { return MulOp::create(b, loc, x, y); }
@@ -529,6 +535,38 @@ LOOM_GRADIENT(ReduceMaxOp) {
   return success();
 }
 
+LOOM_GRADIENT(ReduceProdOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  if (!isa<FloatType>(typeOf(getInput()).getElementType()))
+    return emitOpError("is differentiable on floating-point inputs only");
+  operandGrads[0] =
+      ReduceProdGradOp::create(b, getLoc(), getInput(), resultGrads[0],
+                               getAxesAttr(), getKeepDimsAttr());
+  return success();
+}
+
+LOOM_GRADIENT(CumSumOp) {
+  // Each input element reaches the outputs after it (before it when
+  // reversed): the gradient is the cumulative sum the other way.
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  if (!isa<FloatType>(typeOf(getInput()).getElementType()))
+    return emitOpError("is differentiable on floating-point inputs only");
+  operandGrads[0] = CumSumOp::create(
+      b, getLoc(), resultGrads[0], getAxisAttr(), getExclusiveAttr(),
+      getReverse() ? UnitAttr() : b.getUnitAttr());
+  return success();
+}
+
+LOOM_GRADIENT(TopKOp) {
+  if (noGradient(resultGrads, 1, operandGrads))
+    return success();
+  return emitOpError("is inference-only (ONNX TopK): Loom gives its values "
+                     "no gradient; compute the loss without TopK, or keep "
+                     "TopK out of the trained graph");
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//
@@ -569,6 +607,40 @@ LOOM_GRADIENT(GatherOp) {
   operandGrads[0] =
       GatherGradOp::create(b, getLoc(), getInput().getType(), getIndices(),
                            resultGrads[0], getAxisAttr());
+  return success();
+}
+
+LOOM_GRADIENT(GatherElementsOp) {
+  // A scatter-add of the gradient into zeros: repeated indices accumulate.
+  if (noGradient(resultGrads, 2, operandGrads) || !needed[0])
+    return success();
+  if (!isa<FloatType>(typeOf(getInput()).getElementType()))
+    return emitOpError("gathering integers is not differentiable");
+  Emitter e{b, getLoc()};
+  operandGrads[0] = ScatterElementsOp::create(
+      b, getLoc(), e.zeros(typeOf(getInput())), getIndices(), resultGrads[0],
+      getAxisAttr(), b.getUnitAttr());
+  return success();
+}
+
+LOOM_GRADIENT(ScatterElementsOp) {
+  // data: the gradient where no update lands (everywhere with accumulate);
+  // updates: the gradient at the positions they went to.
+  if (noGradient(resultGrads, 3, operandGrads))
+    return success();
+  if (!isa<FloatType>(typeOf(getData()).getElementType()))
+    return emitOpError("scattering integers is not differentiable");
+  Value dy = resultGrads[0];
+  if (needed[0] && getAccumulate())
+    operandGrads[0] = dy;
+  else if (needed[0])
+    operandGrads[0] = ScatterElementsOp::create(
+        b, getLoc(), dy, getIndices(),
+        Emitter{b, getLoc()}.zeros(typeOf(getUpdates())), getAxisAttr(),
+        UnitAttr());
+  if (needed[2])
+    operandGrads[2] =
+        GatherElementsOp::create(b, getLoc(), dy, getIndices(), getAxisAttr());
   return success();
 }
 

@@ -364,6 +364,7 @@ class Loom_ReduceOp<string mnemonic, string what>
 def Loom_ReduceSumOp : Loom_ReduceOp<"reduce_sum", "sum">;
 def Loom_ReduceMeanOp : Loom_ReduceOp<"reduce_mean", "mean">;
 def Loom_ReduceMaxOp : Loom_ReduceOp<"reduce_max", "maximum">;
+def Loom_ReduceProdOp : Loom_ReduceOp<"reduce_prod", "product">;
 
 class Loom_ArgReduceOp<string mnemonic, string what>
     : Loom_InferredOp<mnemonic> {
@@ -381,6 +382,32 @@ class Loom_ArgReduceOp<string mnemonic, string what>
 
 def Loom_ArgMaxOp : Loom_ArgReduceOp<"arg_max", "maximum">;
 def Loom_ArgMinOp : Loom_ArgReduceOp<"arg_min", "minimum">;
+
+def Loom_CumSumOp : Loom_InferredOp<"cumsum", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
+  let summary = "cumulative sum along an axis";
+  let description = [{
+    `axis` is in [0, rank); the result has the input's type. Element `j`
+    along the axis is the sum of elements `0..j` (with `exclusive`:
+    `0..j-1`, 0 for the first); `reverse` sums from the end instead.
+  }];
+  let arguments = (ins Loom_NumericTensor:$input, I64Attr:$axis,
+                       UnitAttr:$exclusive, UnitAttr:$reverse);
+  let results = (outs Loom_NumericTensor:$result);
+}
+
+def Loom_TopKOp : Loom_InferredOp<"top_k", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
+  let summary = "the k largest (or smallest) elements along an axis";
+  let description = [{
+    `axis` is in [0, rank) and `k` in [0, size of `axis`]. `values` and the
+    i64 `indices` have the input's shape with `k` along `axis`, sorted
+    (largest first, or smallest first with `smallest`); equal values give
+    the lower index first, and NaN ranks above every number. Inference
+    only: requesting its gradient is an error.
+  }];
+  let arguments = (ins Loom_NumericTensor:$input, I64Attr:$k, I64Attr:$axis,
+                       UnitAttr:$smallest);
+  let results = (outs Loom_NumericTensor:$values, Loom_IndexTensor:$indices);
+}
 
 //===----------------------------------------------------------------------===//
 // Data movement
@@ -427,6 +454,37 @@ def Loom_GatherOp : Loom_InferredOp<"gather", [DeclareOpInterfaceMethods<Loom_Gr
   }];
   let arguments = (ins Loom_Tensor:$input, Loom_IndexTensor:$indices,
                        I64Attr:$axis);
+  let results = (outs Loom_Tensor:$result);
+}
+
+def Loom_GatherElementsOp : Loom_InferredOp<"gather_elements", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
+  let summary = "gather single elements along an axis";
+  let description = [{
+    `axis` is in [0, rank(input)); `indices` has the input's rank and, in
+    every dimension but `axis`, at most the input's size. The result has the
+    indices' shape: `result[i] = input[i with i[axis] = indices[i]]`.
+    Indices lie in [-d, d) for the axis size d; negative ones count from
+    the end.
+  }];
+  let arguments = (ins Loom_Tensor:$input, Loom_IndexTensor:$indices,
+                       I64Attr:$axis);
+  let results = (outs Loom_Tensor:$result);
+}
+
+def Loom_ScatterElementsOp : Loom_InferredOp<"scatter_elements", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
+  let summary = "data with single elements along an axis replaced or added";
+  let description = [{
+    The reverse of gather_elements: the result is `data` with
+    `result[i with i[axis] = indices[i]] = updates[i]` for every position i
+    of `indices`, or `+= updates[i]` with `accumulate`. `axis` is in
+    [0, rank(data)); `indices` has the data's rank and, outside `axis`, at
+    most its sizes; `updates` has the indices' shape and the data's element
+    type. Indices lie in [-d, d); negative ones count from the end. Without
+    `accumulate`, which of two updates of one position wins is unspecified.
+  }];
+  let arguments = (ins Loom_Tensor:$data, Loom_IndexTensor:$indices,
+                       Loom_Tensor:$updates, I64Attr:$axis,
+                       UnitAttr:$accumulate);
   let results = (outs Loom_Tensor:$result);
 }
 

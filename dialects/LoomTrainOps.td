@@ -75,6 +75,20 @@ def Loom_ReduceMaxGradOp : Loom_InferredOp<"reduce_max_grad"> {
   let results = (outs Loom_FloatTensor:$input_grad);
 }
 
+def Loom_ReduceProdGradOp : Loom_InferredOp<"reduce_prod_grad"> {
+  let summary = "gradient of reduce_prod: grad times the product of the others";
+  let description = [{
+    For `result = reduce_prod(input)` with the same `axes` and `keep_dims`
+    and its gradient `grad` (the result's shape and the input's element
+    type): each input element's gradient is `grad` times the product of the
+    other elements of its reduction, exact where the input has zeros. The
+    result has the input's type; the input is floating point.
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$grad,
+                       DenseI64ArrayAttr:$axes, UnitAttr:$keep_dims);
+  let results = (outs Loom_FloatTensor:$input_grad);
+}
+
 def Loom_GatherGradOp : Loom_TypedOp<"gather_grad"> {
   let summary = "gradient of gather: scatter-add of grad into zeros";
   let description = [{

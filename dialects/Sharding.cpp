@@ -296,6 +296,39 @@ ShardingRule ReduceMaxOp::getShardingRule() {
                    FactorKind::Blocked, /*mean=*/false);
 }
 
+ShardingRule ReduceProdOp::getShardingRule() {
+  // No collective multiplies partial products: the reduced dimensions whole.
+  return reduction(*this, getInput(), getAxes(), getKeepDims(),
+                   FactorKind::Blocked, /*mean=*/false);
+}
+
+ShardingRule ReduceProdGradOp::getShardingRule() {
+  // (input, grad) -> input_grad: the reduced dimensions whole.
+  ShardingRule rule = reduction(*this, getInput(), getAxes(), getKeepDims(),
+                                FactorKind::Blocked, /*mean=*/false);
+  DimFactors full = rule.operands.front(), reduced = rule.results.front();
+  rule.operands = {full, reduced};
+  rule.results = {full};
+  return rule;
+}
+
+ShardingRule CumSumOp::getShardingRule() {
+  return elementwiseBlockedAxis(*this, getAxis());
+}
+
+ShardingRule TopKOp::getShardingRule() {
+  // The selection needs the whole axis; the other dimensions split.
+  ShardingRule rule;
+  int64_t axis = getAxis();
+  SmallVector<int> f = factorsFor(rule, typeOf(getInput()));
+  rule.factors[f[axis]].kind = FactorKind::Blocked;
+  SmallVector<int> out(f);
+  out[axis] = rule.addFactor(getK(), FactorKind::Blocked);
+  rule.operands = {dimsOf(f)};
+  rule.results = {dimsOf(out), dimsOf(out)};
+  return rule;
+}
+
 ShardingRule ArgMaxOp::getShardingRule() {
   // The indices are positions along the whole axis: it is not split.
   int64_t axes[] = {static_cast<int64_t>(getAxis())};
@@ -397,6 +430,48 @@ ShardingRule GatherOp::getShardingRule() {
   out.append(f.begin() + axis + 1, f.end());
   rule.operands = {dimsOf(f), dimsOf(idx)};
   rule.results = {dimsOf(out)};
+  return rule;
+}
+
+/// gather_elements and scatter_elements: the dimensions of `indices` (and
+/// `updates`) are those of `data` where their sizes agree outside `axis`;
+/// `axis` and the dimensions where they differ are whole (`dataFactors`
+/// are the data's, one per dimension).
+static DimFactors elementIndexDims(ShardingRule &rule, RankedTensorType data,
+                                   RankedTensorType indices, int64_t axis,
+                                   SmallVector<int> &dataFactors) {
+  DimFactors dims;
+  for (int64_t d = 0; d < indices.getRank(); ++d) {
+    if (d != axis && indices.getDimSize(d) == data.getDimSize(d)) {
+      dims.push_back({dataFactors[d]});
+      continue;
+    }
+    rule.factors[dataFactors[d]].kind = FactorKind::Blocked;
+    dims.push_back(
+        {rule.addFactor(indices.getDimSize(d), FactorKind::Blocked)});
+  }
+  return dims;
+}
+
+ShardingRule GatherElementsOp::getShardingRule() {
+  ShardingRule rule;
+  RankedTensorType input = typeOf(getInput());
+  SmallVector<int> f = factorsFor(rule, input);
+  DimFactors idx =
+      elementIndexDims(rule, input, typeOf(getIndices()), getAxis(), f);
+  rule.operands = {dimsOf(f), idx};
+  rule.results = {idx};
+  return rule;
+}
+
+ShardingRule ScatterElementsOp::getShardingRule() {
+  ShardingRule rule;
+  RankedTensorType data = typeOf(getData());
+  SmallVector<int> f = factorsFor(rule, data);
+  DimFactors idx =
+      elementIndexDims(rule, data, typeOf(getIndices()), getAxis(), f);
+  rule.operands = {dimsOf(f), idx, idx};
+  rule.results = {dimsOf(f)};
   return rule;
 }
 

@@ -90,6 +90,7 @@ const RuleTable &table() {
     addTensorRules(t);
     addNNRules(t);
     addTrainRules(t);
+    addIndexRules(t);
     return t;
   }();
   return rules;

@@ -10,6 +10,7 @@
 //   TensorRules.cpp  elementwise and unary ops, reductions and data
 //                    movement (transpose, reshape, broadcast, gather,
 //                    concat, slice), with their gradients
+//   IndexRules.cpp   gather_elements, scatter_elements, cumsum and top_k
 //   NNRules.cpp      linear algebra, normalization, convolution and
 //                    pooling, the losses, their gradients, and the
 //                    optimizer updates
@@ -56,6 +57,9 @@ void addNNRules(RuleTable &table);
 
 /// Adds the rules of TrainRules.cpp's ops to `table`.
 void addTrainRules(RuleTable &table);
+
+/// Adds the rules of IndexRules.cpp's ops to `table`.
+void addIndexRules(RuleTable &table);
 
 /// The conv2d result shape for input `in` and weight `w` (NNRules.cpp).
 std::string convResultShape(const Attrs &a, const TypeRef &in, const TypeRef &w,

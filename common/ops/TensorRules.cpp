@@ -358,6 +358,22 @@ std::string reduceMaxGrad(const Attrs &a, const std::vector<TypeRef> &ops,
   return one(out, ops[0].dtype, *ops[0].shape);
 }
 
+/// reduce_prod_grad(input, grad): grad is the reduction of input; the
+/// result has input's type.
+std::string reduceProdGrad(const Attrs &a, const std::vector<TypeRef> &ops,
+                           std::vector<TensorType> &out) {
+  if (auto e = expectFloat("input", ops[0]); !e.empty())
+    return e;
+  std::vector<TensorType> reduced;
+  if (auto e = reduce(a, {ops[0]}, reduced); !e.empty())
+    return "the product: " + e;
+  if (auto e = expectGrad(ops[1], reduced[0].dtype, reduced[0].shape,
+                          "the product of the input");
+      !e.empty())
+    return e;
+  return one(out, ops[0].dtype, *ops[0].shape);
+}
+
 /// relu_grad, gelu_grad: input and grad of one float type, the result's.
 std::string activationGrad(const Attrs &, const std::vector<TypeRef> &ops,
                            std::vector<TensorType> &out) {
@@ -459,6 +475,7 @@ void addTensorRules(RuleTable &table) {
       {"reduce_sum", reduction},
       {"reduce_mean", reduction},
       {"reduce_max", reduction},
+      {"reduce_prod", reduction},
       {"arg_max", inferred(argReduce, 1, 1)},
       {"arg_min", inferred(argReduce, 1, 1)},
       {"transpose", inferred(transpose, 1, 1)},
@@ -470,6 +487,7 @@ void addTensorRules(RuleTable &table) {
       {"pad", inferred(padOp, 1, 1)},
       {"relu_grad", inferred(activationGrad, 2, 2)},
       {"reduce_max_grad", inferred(reduceMaxGrad, 3, 3)},
+      {"reduce_prod_grad", inferred(reduceProdGrad, 2, 2)},
       {"gelu_grad", inferred(activationGrad, 2, 2)},
       {"unary_grad", inferred(unaryGrad, 2, 2)},
       {"gather_grad", checked(gatherGrad, 2, 2)},

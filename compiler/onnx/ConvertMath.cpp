@@ -417,6 +417,11 @@ FailureOr<ReduceSpec> reduceSpec(NodeContext &nc) {
       axes = *given;
       axesGiven = !axes.empty();
     }
+  } else if (nc.hasInput(1)) {
+    // Opset 18 moved the other Reduce* ops' axes to an input.
+    return nc.unsupported("the axes are input 1 (" + nc.node.op_type() +
+                          "-18); Loom reads them as the attribute of "
+                          "versions 1 to 13: export with opset 17 or older");
   } else {
     auto given = nc.attrInts("axes");
     if (failed(given))
@@ -457,7 +462,7 @@ FailureOr<Value> reduce(NodeContext &nc, Value x, const ReduceSpec &spec,
                          keepDims ? nc.builder.getUnitAttr() : UnitAttr());
 }
 
-/// ReduceSum, ReduceMean and ReduceMax: one op each.
+/// ReduceSum, ReduceMean, ReduceMax and ReduceProd: one op each.
 template <typename OpTy> LogicalResult convertReduce(NodeContext &nc) {
   auto spec = reduceSpec(nc);
   if (failed(spec))
@@ -989,6 +994,7 @@ void addMathConverters(llvm::StringMap<Converter> &t) {
   t["ReduceSum"] = {1, convertReduce<ReduceSumOp>};
   t["ReduceMean"] = {1, convertReduce<ReduceMeanOp>};
   t["ReduceMax"] = {1, convertReduce<ReduceMaxOp>};
+  t["ReduceProd"] = {1, convertReduce<ReduceProdOp>};
   t["ReduceMin"] = {1, convertComposedReduce};
   t["ArgMax"] = {1, convertArgReduce<ArgMaxOp>};
   t["ArgMin"] = {1, convertArgReduce<ArgMinOp>};

@@ -146,6 +146,19 @@ public:
     auto op = OpTy::create(builder, loc, type, std::forward<Args>(args)...);
     return finish(op.getOperation(), /*infer=*/false);
   }
+  /// As create, for an op with two results: both of them.
+  template <typename OpTy, typename... Args>
+  mlir::FailureOr<std::pair<mlir::Value, mlir::Value>>
+  createPair(Args &&...args) {
+    mlir::Type none = builder.getNoneType();
+    auto op =
+        OpTy::create(builder, loc, none, none, std::forward<Args>(args)...);
+    mlir::Operation *raw = op.getOperation();
+    auto first = finish(raw, /*infer=*/true);
+    if (mlir::failed(first))
+      return mlir::failure();
+    return std::pair<mlir::Value, mlir::Value>(*first, raw->getResult(1));
+  }
   /// A known value as a (shared) loom.constant.
   mlir::Value constantValue(const HostTensor &t) {
     return constants.get(builder, loc, t.toAttr(getContext()));
@@ -199,6 +212,7 @@ void addMathConverters(llvm::StringMap<Converter> &table);
 void addTensorConverters(llvm::StringMap<Converter> &table);
 void addNNConverters(llvm::StringMap<Converter> &table);
 void addRNNConverters(llvm::StringMap<Converter> &table);
+void addIndexConverters(llvm::StringMap<Converter> &table);
 
 } // namespace loom::onnx_import
 

@@ -86,6 +86,7 @@ static const llvm::StringMap<Converter> &converterTable() {
     llvm::StringMap<Converter> t;
     addMathConverters(t);
     addTensorConverters(t);
+    addIndexConverters(t);
     addNNConverters(t);
     addRNNConverters(t);
     return t;

@@ -40,6 +40,7 @@ public:
     cpu::registerConvPoolGradKernels(table, results);
     cpu::registerOptimizerKernels(table, results);
     cpu::registerReduceGradKernels(table, results);
+    cpu::registerIndexingKernels(table, results);
     for (auto &[op, entry] : table) {
       auto count = results.find(op);
       kernels.emplace(op, wrap(op, std::move(entry),

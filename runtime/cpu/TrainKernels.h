@@ -31,6 +31,9 @@ void registerConvPoolGradKernels(KernelTable &table, ResultCounts &results);
 /// sgd_update, momentum_update and adam_update (OptimizerKernels.cpp).
 void registerOptimizerKernels(KernelTable &table, ResultCounts &results);
 void registerReduceGradKernels(KernelTable &table, ResultCounts &results);
+/// gather_elements, scatter_elements, cumsum, top_k (two results),
+/// reduce_prod and reduce_prod_grad (Indexing.cpp).
+void registerIndexingKernels(KernelTable &table, ResultCounts &results);
 
 } // namespace loom::rt::cpu
 

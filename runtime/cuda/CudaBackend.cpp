@@ -82,6 +82,7 @@ public:
     cuda::registerConvKernels(table);
     cuda::registerPoolKernels(table);
     cuda::registerDropoutKernels(table);
+    cuda::registerIndexingKernels(table);
     for (auto &[op, entry] : table)
       kernels.emplace(op, wrap(op, std::move(entry)));
   }

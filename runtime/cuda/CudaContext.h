@@ -120,6 +120,10 @@ void registerConvKernels(KernelTable &table);
 /// max_pool2d, avg_pool2d and their gradients on cuDNN (Pool.cu).
 void registerPoolKernels(KernelTable &table);
 
+/// gather_elements, scatter_elements, cumsum, top_k, reduce_prod and
+/// reduce_prod_grad (Indexing.cu).
+void registerIndexingKernels(KernelTable &table);
+
 /// dropout, its mask drawn on the global element index (Dropout.cu).
 void registerDropoutKernels(KernelTable &table);
 

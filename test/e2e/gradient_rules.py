@@ -657,6 +657,127 @@ add("dropout_inference_ratio_mask",
     {"x": rn(3, 4), "ratio": np.array(0.5, np.float32)}, lambda t: t["x"] * t["x"],
     frozen=["ratio"])
 
+# ---- GatherElements, ScatterElements, ScatterND -------------------------------------------
+
+
+def wrapped(idx, dim):
+    """ONNX's negative indices, counted from the end, as torch wants them."""
+    return torch.tensor(np.where(idx < 0, idx + dim, idx))
+
+
+# GatherElements: the gradient is a scatter-add, so repeated indices accumulate.
+for name, shape, idx, axis in (
+        ("axis0_repeat", (3, 4), [[0, -1, 2, 1], [2, 0, 0, -3]], 0),
+        ("axis-1_rank3_negative", (2, 3, 4), [[[3, -4], [1, 1], [-1, 0]],
+                                              [[2, 2], [0, -2], [3, 1]]], -1),
+        ("axis1_smaller_index_dims", (4, 5), [[4, 0, 4], [1, -5, 2]], 1)):
+    dim = shape[axis]
+    add(f"gatherelements_{name}", node("GatherElements", ["x", "idx"], axis=axis),
+        {"x": rn(*shape), "idx": i64(idx)},
+        lambda t, idx=i64(idx), dim=dim, axis=axis:
+            torch.gather(t["x"], axis, wrapped(idx, dim)))
+add("gatherelements_input_indices", node("GatherElements", ["x", "idx"], axis=1),
+    {"x": rn(3, 4), "idx": i64([[3, 3], [0, -1], [2, 1]])},
+    lambda t: torch.gather(t["x"], 1, wrapped(t["idx"].numpy(), 4)), inputs=["idx"])
+
+# ScatterElements: data's gradient is zero where an update lands (reduction none) or the
+# whole gradient (add); the updates' is the gradient gathered at their positions.
+for name, shape, idx, ushape, axis in (
+        ("axis0", (3, 4), [[2, 0, 1, -1], [0, 1, -1, 1]], (2, 4), 0),
+        ("axis1_negative", (2, 5), [[-1, 0, 2], [3, -5, 1]], (2, 3), 1),
+        ("axis-1_rank3_smaller", (2, 3, 4), [[[1, 3]], [[-1, 0]]], (2, 1, 2), -1)):
+    dim = shape[axis]
+    add(f"scatter_elements_none_{name}",
+        node("ScatterElements", ["x", "idx", "u"], axis=axis),
+        {"x": rn(*shape), "idx": i64(idx), "u": rn(*ushape)},
+        lambda t, idx=i64(idx), dim=dim, axis=axis:
+            torch.scatter(t["x"], axis, wrapped(idx, dim), t["u"]))
+for name, shape, idx, ushape, axis in (
+        ("axis1_repeat", (3, 4), [[1, 1, -3], [0, 3, 0], [2, 2, 2]], (3, 3), 1),
+        ("axis0_repeat_negative", (3, 2), [[0, -1], [0, 2], [-3, 1]], (3, 2), 0)):
+    dim = shape[axis]
+    add(f"scatter_elements_add_{name}",
+        node("ScatterElements", ["x", "idx", "u"], axis=axis, reduction="add"),
+        {"x": rn(*shape), "idx": i64(idx), "u": rn(*ushape)},
+        lambda t, idx=i64(idx), dim=dim, axis=axis:
+            torch.scatter_add(t["x"], axis, wrapped(idx, dim), t["u"]))
+
+
+def scatter_nd(x, idx, u, add_):
+    """ONNX ScatterND: the slices x[tuple(idx[n])] replaced by (or added) u[n]."""
+    y = x.clone()
+    k = idx.shape[-1]
+    flat = idx.reshape(-1, k)
+    rows = u.reshape((flat.shape[0],) + tuple(x.shape[k:]))
+    for n in range(flat.shape[0]):
+        at = tuple(int(i) % x.shape[j] for j, i in enumerate(flat[n]))
+        y[at] = y[at] + rows[n] if add_ else rows[n]
+    return y
+
+
+for name, shape, idx, ushape, reduction in (
+        ("none_rows", (4, 3), [[1], [-1]], (2, 3), "none"),
+        ("none_elements", (2, 3, 4), [[0, 1, 2], [1, 2, -1]], (2,), "none"),
+        ("none_2d_indices", (3, 4, 2), [[[0, 1], [2, 3]], [[1, 0], [-1, -4]]], (2, 2, 2), "none"),
+        ("add_repeat", (4, 3), [[1], [1], [-2]], (3, 3), "add"),
+        ("add_elements_repeat", (3, 3), [[0, 1], [2, 2], [0, 1]], (3,), "add")):
+    attrs = {} if reduction == "none" else {"reduction": reduction}
+    add(f"scatternd_{name}", node("ScatterND", ["x", "idx", "u"], **attrs),
+        {"x": rn(*shape), "idx": i64(idx), "u": rn(*ushape)},
+        lambda t, idx=np.array(idx), r=reduction: scatter_nd(t["x"], idx, t["u"], r == "add"))
+
+# ---- CumSum --------------------------------------------------------------------------------
+
+
+def cumsum(x, axis, exclusive, reverse):
+    if reverse:
+        x = x.flip(axis)
+    y = torch.cumsum(x, axis)
+    if exclusive:
+        y = y - x
+    return y.flip(axis) if reverse else y
+
+
+for axis in (1, -2):
+    for exclusive in (0, 1):
+        for reverse in (0, 1):
+            add(f"cumsum_axis{axis}_exclusive{exclusive}_reverse{reverse}",
+                node("CumSum", ["x", "axis"], exclusive=exclusive, reverse=reverse),
+                {"x": rn(3, 4), "axis": np.array(axis, np.int64)},
+                lambda t, a=axis, e=exclusive, r=reverse: cumsum(t["x"], a, e, r))
+add("cumsum_rank3_axis_1d", node("CumSum", ["x", "axis"]),
+    {"x": rn(2, 3, 4), "axis": i64([1])}, lambda t: torch.cumsum(t["x"], 1))
+
+# ---- ReduceProd: the gradient is the product of the other elements, exact at zeros ---------
+
+for axes, keep in (([1], 1), ([0, 2], 0), ([-1], 0), (None, 1), (None, 0)):
+    attrs = {"keepdims": keep}
+    if axes is not None:
+        attrs["axes"] = axes
+    add(f"reduceprod_axes{'all' if axes is None else '_'.join(map(str, axes))}_keep{keep}",
+        node("ReduceProd", ["x"], **attrs), {"x": signed(2, 3, 4, lo=0.7, hi=1.3)},
+        lambda t, axes=axes, keep=keep: prod_over(t["x"], axes, keep))
+
+
+def prod_over(x, axes, keep):
+    """torch.prod over several dimensions: the reduced ones moved last and flattened."""
+    dims = [d % x.dim() for d in (axes if axes is not None else range(x.dim()))]
+    kept = [d for d in range(x.dim()) if d not in dims]
+    y = x.permute(kept + dims).reshape([x.shape[d] for d in kept] + [-1]).prod(-1)
+    if keep:
+        y = y.reshape([1 if d in dims else x.shape[d] for d in range(x.dim())])
+    return y
+
+
+# One zero in a row (its gradient is the product of the rest), two zeros (all zero).
+add("reduceprod_zeros_axis1", node("ReduceProd", ["x"], axes=[1]),
+    {"x": np.array([[1.5, 0, -2, 0.5], [0, 1.2, 0, 2], [0.8, -1.1, 1.3, 0.9]], np.float32)},
+    lambda t: torch.prod(t["x"], 1, keepdim=True))
+add("reduceprod_zero_axes0_2", node("ReduceProd", ["x"], axes=[0, 2], keepdims=0),
+    {"x": np.where(np.arange(24).reshape(2, 3, 4) == 5, 0,
+                   signed(2, 3, 4, lo=0.7, hi=1.3)).astype(np.float32)},
+    lambda t: prod_over(t["x"], [0, 2], 0))
+
 # ---- Convolution and pooling ---------------------------------------------------------------
 
 

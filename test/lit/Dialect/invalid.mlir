@@ -1655,3 +1655,57 @@ func.func @pad_overflow(%a: tensor<4xf32>) {
   %0 = loom.pad %a {low = array<i64: 9223372036854775807>, high = array<i64: 0>, mode = "constant", value = 0.0 : f32} : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @gather_elements_rank(%a: tensor<4x2xf32>, %i: tensor<3xi64>) {
+  // expected-error @+2 {{indices i64[3] must have rank 2, as the data f32[4, 2]}}
+  // expected-error @+1 {{'loom.gather_elements' op failed to infer returned types}}
+  %0 = loom.gather_elements %a, %i {axis = 0 : i64} : (tensor<4x2xf32>, tensor<3xi64>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @gather_elements_exceeds(%a: tensor<4x2xf32>, %i: tensor<3x3xi64>) {
+  // expected-error @+2 {{indices i64[3, 3] exceed the data f32[4, 2] in dimension 1, which is not the axis}}
+  // expected-error @+1 {{'loom.gather_elements' op failed to infer returned types}}
+  %0 = loom.gather_elements %a, %i {axis = 0 : i64} : (tensor<4x2xf32>, tensor<3x3xi64>) -> tensor<3x3xf32>
+  return
+}
+
+// -----
+
+func.func @scatter_elements_updates(%a: tensor<4x2xf32>, %i: tensor<3x2xi64>, %u: tensor<2x2xf32>) {
+  // expected-error @+2 {{updates are f32[2, 2] but must have the indices' shape and the data's element type: f32[3, 2]}}
+  // expected-error @+1 {{'loom.scatter_elements' op failed to infer returned types}}
+  %0 = loom.scatter_elements %a, %i, %u {axis = 0 : i64} : (tensor<4x2xf32>, tensor<3x2xi64>, tensor<2x2xf32>) -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @scatter_elements_axis(%a: tensor<4x2xf32>, %i: tensor<3x2xi64>, %u: tensor<3x2xf32>) {
+  // expected-error @+2 {{axis -1 is out of range for rank 2}}
+  // expected-error @+1 {{'loom.scatter_elements' op failed to infer returned types}}
+  %0 = loom.scatter_elements %a, %i, %u {axis = -1 : i64} : (tensor<4x2xf32>, tensor<3x2xi64>, tensor<3x2xf32>) -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @cumsum_axis(%a: tensor<4x2xf32>) {
+  // expected-error @+2 {{axis 2 is out of range for rank 2}}
+  // expected-error @+1 {{'loom.cumsum' op failed to infer returned types}}
+  %0 = loom.cumsum %a {axis = 2 : i64} : (tensor<4x2xf32>) -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @top_k_too_many(%a: tensor<4x5xf32>) {
+  // expected-error @+2 {{k = 6 is outside [0, 5], the size of dimension 1 of f32[4, 5]}}
+  // expected-error @+1 {{'loom.top_k' op failed to infer returned types}}
+  %0:2 = loom.top_k %a {axis = 1 : i64, k = 6 : i64} : (tensor<4x5xf32>) -> (tensor<4x6xf32>, tensor<4x6xi64>)
+  return
+}

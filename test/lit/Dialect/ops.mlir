@@ -370,3 +370,19 @@ func.func @dropout(%x: tensor<4x8xf32>, %step: tensor<f32>) {
   %1 = loom.dropout %x {ratio = 0.5 : f32, seed = 7 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   return
 }
+
+// The element-indexing, scan and top-k ops, and reduce_prod.
+// CHECK-LABEL: func.func @indexing
+// CHECK: loom.gather_elements %{{.*}}, %{{.*}} {axis = 1 : i64} : (tensor<3x4xf32>, tensor<3x2xi64>) -> tensor<3x2xf32>
+// CHECK: loom.scatter_elements %{{.*}}, %{{.*}}, %{{.*}} {accumulate, axis = 1 : i64} : (tensor<3x4xf32>, tensor<3x2xi64>, tensor<3x2xf32>) -> tensor<3x4xf32>
+// CHECK: loom.cumsum %{{.*}} {axis = 0 : i64, exclusive, reverse} : (tensor<3x4xf32>) -> tensor<3x4xf32>
+// CHECK: loom.top_k %{{.*}} {axis = 1 : i64, k = 2 : i64, smallest} : (tensor<3x4xf32>) -> (tensor<3x2xf32>, tensor<3x2xi64>)
+// CHECK: loom.reduce_prod %{{.*}} {axes = array<i64: 0>} : (tensor<3x4xf32>) -> tensor<4xf32>
+func.func @indexing(%x: tensor<3x4xf32>, %i: tensor<3x2xi64>, %u: tensor<3x2xf32>) {
+  %0 = loom.gather_elements %x, %i {axis = 1 : i64} : (tensor<3x4xf32>, tensor<3x2xi64>) -> tensor<3x2xf32>
+  %1 = loom.scatter_elements %x, %i, %u {accumulate, axis = 1 : i64} : (tensor<3x4xf32>, tensor<3x2xi64>, tensor<3x2xf32>) -> tensor<3x4xf32>
+  %2 = loom.cumsum %x {axis = 0 : i64, exclusive, reverse} : (tensor<3x4xf32>) -> tensor<3x4xf32>
+  %3:2 = loom.top_k %x {axis = 1 : i64, k = 2 : i64, smallest} : (tensor<3x4xf32>) -> (tensor<3x2xf32>, tensor<3x2xi64>)
+  %4 = loom.reduce_prod %x {axes = array<i64: 0>} : (tensor<3x4xf32>) -> tensor<4xf32>
+  return
+}

@@ -215,3 +215,12 @@ func.func @pad_grad_reflect_too_wide(%g: tensor<4x7xf32>) {
   %0 = loom.pad_grad %g {low = array<i64: 0, 3>, high = array<i64: 0, 1>, mode = "reflect"} : (tensor<4x7xf32>) -> tensor<4x3xf32>
   return
 }
+
+// -----
+
+func.func @reduce_prod_grad_shape(%x: tensor<4x5xf32>, %g: tensor<5xf32>) {
+  // expected-error @+2 {{grad is f32[5] but the product of the input gives f32[4]}}
+  // expected-error @+1 {{'loom.reduce_prod_grad' op failed to infer returned types}}
+  %0 = loom.reduce_prod_grad %x, %g {axes = array<i64: 1>} : (tensor<4x5xf32>, tensor<5xf32>) -> tensor<4x5xf32>
+  return
+}

@@ -48,3 +48,10 @@ func.func @train_ops(%x: tensor<2x8xf32>, %g: tensor<2x8xf32>, %s: tensor<8xf32>
   %15 = loom.unary_grad %x, %g {fn = "elu", alpha = 0.5 : f32, beta = 0.0 : f32} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
   return
 }
+
+// CHECK-LABEL: func.func @reduce_prod_grad
+// CHECK: loom.reduce_prod_grad %arg0, %arg1 {axes = array<i64: 1>, keep_dims} : (tensor<2x8xf32>, tensor<2x1xf32>) -> tensor<2x8xf32>
+func.func @reduce_prod_grad(%x: tensor<2x8xf32>, %g: tensor<2x1xf32>) {
+  %0 = loom.reduce_prod_grad %x, %g {axes = array<i64: 1>, keep_dims} : (tensor<2x8xf32>, tensor<2x1xf32>) -> tensor<2x8xf32>
+  return
+}

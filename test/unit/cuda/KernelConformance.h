@@ -132,6 +132,10 @@ void addCompareCases(std::vector<CaseSpec> &cases);
 void addDropoutCases(std::vector<CaseSpec> &cases);
 
 /// Every case, in a fixed order.
+/// gather_elements, scatter_elements, cumsum, top_k, reduce_prod,
+/// reduce_prod_grad (IndexingCases.cpp).
+void addIndexingCases(std::vector<CaseSpec> &cases);
+
 const std::vector<CaseSpec> &conformanceCases();
 
 /// The ops the CUDA backend registers (runtime/cuda: the register*Kernels

@@ -42,7 +42,10 @@ const std::vector<std::string> kCudaBackendOps = {
     "conv2d", "conv2d_grad_input", "conv2d_grad_weight", "max_pool2d",
     "avg_pool2d", "max_pool2d_grad", "avg_pool2d_grad",
     // Dropout.cu
-    "dropout"};
+    "dropout",
+    // Indexing.cu
+    "gather_elements", "scatter_elements", "cumsum", "top_k", "reduce_prod",
+    "reduce_prod_grad"};
 
 const std::vector<CaseSpec> &conformanceCases() {
   static const std::vector<CaseSpec> cases = [] {
@@ -54,6 +57,7 @@ const std::vector<CaseSpec> &conformanceCases() {
     addConvPoolCases(all);
     addCompareCases(all);
     addDropoutCases(all);
+    addIndexingCases(all);
     return all;
   }();
   return cases;

@@ -76,6 +76,18 @@ func.func @main(%x: tensor<4x8xf32> {loom.input = "x"},
 
 // -----
 
+// TopK is inference-only: a parameter reaching the loss through it is an
+// error that says so.
+func.func @main(%x: tensor<4x8xf32> {loom.input = "x"},
+                %w: tensor<4x8xf32> {loom.param = "w"}) -> tensor<4x2xf32> {
+  %y = loom.mul %x, %w : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  // expected-error @+1 {{'loom.top_k' op is inference-only (ONNX TopK): Loom gives its values no gradient}}
+  %v:2 = loom.top_k %y {axis = 1 : i64, k = 2 : i64} : (tensor<4x8xf32>) -> (tensor<4x2xf32>, tensor<4x2xi64>)
+  return %v#0 : tensor<4x2xf32>
+}
+
+// -----
+
 // A comparison's mask is a constant of the loss: the parameter's gradient
 // flows through the select and the float use of the mask, not through the
 // comparison (which has no gradient rule).
