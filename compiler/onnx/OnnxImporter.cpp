@@ -89,6 +89,7 @@ static const llvm::StringMap<Converter> &converterTable() {
     addIndexConverters(t);
     addNNConverters(t);
     addRNNConverters(t);
+    addEinsumConverters(t);
     return t;
   }();
   return table;
