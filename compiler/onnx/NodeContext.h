@@ -213,6 +213,7 @@ void addTensorConverters(llvm::StringMap<Converter> &table);
 void addNNConverters(llvm::StringMap<Converter> &table);
 void addRNNConverters(llvm::StringMap<Converter> &table);
 void addEinsumConverters(llvm::StringMap<Converter> &table);
+void addNormConverters(llvm::StringMap<Converter> &table);
 void addIndexConverters(llvm::StringMap<Converter> &table);
 
 } // namespace loom::onnx_import

@@ -90,6 +90,7 @@ static const llvm::StringMap<Converter> &converterTable() {
     addNNConverters(t);
     addRNNConverters(t);
     addEinsumConverters(t);
+    addNormConverters(t);
     return t;
   }();
   return table;
