@@ -122,6 +122,41 @@ def llama_megatron(dp, tp=2, kv_heads=2):
 
 
 MEGATRON["llama"] = llama_megatron
+
+
+def vocab_parallel(entries, dp):
+    """Megatron's vocabulary-parallel LM head: its output columns (the vocabulary) split
+    over tp, and the cross-entropy kept split (no gather of the logits)."""
+    return entries + [{"node": "/lm_head/MatMul", "strategy": [[dp, 1, 1], [1, "tp"]]}]
+
+
+# Configurations whose logits stay split over the vocabulary through the loss: the
+# compile's --emit-mlir must hold no all_gather (or all_to_all) that makes a tensor as
+# wide as the vocabulary with at least a row per vocabulary entry (the gathered logits;
+# the transposed LM head weight, [d_model, vocab], is narrower).
+VOCAB_PARALLEL = {"vocab-parallel megatron tp=2", "vocab-parallel megatron dp=2,tp=2",
+                  "vocab-parallel megatron tp=4", "vocab-parallel adamw dp=2,tp=2"}
+VOCAB = 256
+
+
+def gathered_logits(mlir_text):
+    """The all_gather / all_to_all lines of mlir_text that make a [.., VOCAB] tensor of at
+    least VOCAB rows."""
+    found = []
+    for line in mlir_text.splitlines():
+        if "loom.all_gather" not in line and "loom.all_to_all" not in line:
+            continue
+        result = line.rsplit("-> tensor<", 1)
+        if len(result) != 2:
+            continue
+        dims = result[1].split(">")[0].split("x")[:-1]
+        if len(dims) >= 2 and int(dims[-1]) == VOCAB:
+            rows = 1
+            for d in dims[:-1]:
+                rows *= int(d)
+            if rows >= VOCAB:
+                found.append(line.strip())
+    return found
 # The encoder classifier: its feed-forward pairs (torch's attention runs on [seq, batch, d]
 # with q, k and v from one fused projection; the search splits that).
 MEGATRON["encoder"] = lambda dp: [
@@ -254,6 +289,8 @@ def fixed_configs(model, reduced=False):
              ["--optimizer", "sgd"]),
             ("megatron dp=2,tp=2", "dp=2,tp=2", llama_megatron("dp"), ["--optimizer", "sgd"]),
             ("adamw dp=2,tp=2", "dp=2,tp=2", llama_megatron("dp"), adamw),
+            ("vocab-parallel megatron dp=2,tp=2", "dp=2,tp=2",
+             vocab_parallel(llama_megatron("dp"), "dp"), ["--optimizer", "sgd"]),
             ("auto dp=2,tp=2", "dp=2,tp=2", None, ["--optimizer", "sgd", "--mode", "auto"]),
             # With ample memory the search splits nothing; 3.5 MB (37% of that plan) makes
             # it split the heads and the batch and shard parameters (ZeRO-3).
@@ -312,6 +349,17 @@ def fixed_configs(model, reduced=False):
         configs.append((f"megatron tp={n}", f"tp={n}", MEGATRON[model](1), ["--optimizer", "sgd"]))
     configs.append(("megatron dp=2,tp=2", "dp=2,tp=2", MEGATRON[model]("dp"), ["--optimizer", "sgd"]))
     configs.append(("megatron dp=2,tp=4", "dp=2,tp=4", MEGATRON[model]("dp"), ["--optimizer", "sgd"]))
+    if model == "gpt":
+        # The LM head split over the vocabulary, the loss kept split.
+        configs.append(("vocab-parallel megatron tp=2", "tp=2",
+                        vocab_parallel(MEGATRON[model](1), 1), ["--optimizer", "sgd"]))
+        configs.append(("vocab-parallel megatron tp=4", "tp=4",
+                        vocab_parallel(MEGATRON[model](1), 1), ["--optimizer", "sgd"]))
+        configs.append(("vocab-parallel megatron dp=2,tp=2", "dp=2,tp=2",
+                        vocab_parallel(MEGATRON[model]("dp"), "dp"), ["--optimizer", "sgd"]))
+        configs.append(("vocab-parallel adamw dp=2,tp=2", "dp=2,tp=2",
+                        vocab_parallel(MEGATRON[model]("dp"), "dp"),
+                        ["--optimizer", "adamw", "--eps", "1e-3"]))
     configs.append(("momentum dp=2,tp=2", "dp=2,tp=2", MEGATRON[model]("dp"),
                     ["--optimizer", "momentum"]))
     # Adam turns a gradient that is rounding noise into an update of size lr; a large
@@ -539,6 +587,8 @@ def main():
                     json.dump({"strategies": strategy}, f)
                 extra += ["--strategy", path]
             plan = os.path.join(d, "model.plan")
+            if name in VOCAB_PARALLEL:
+                extra += ["--emit-mlir", os.path.join(d, "model.mlir")]
             code, output = runner.compile(model, plan, extra)
             if code != 0:
                 if not expect_valid and "loom: error:" in output and \
@@ -548,6 +598,15 @@ def main():
                 total += 1
                 print(f"FAIL {model} {name}: compile: {output.strip()}")
                 return True
+            if name in VOCAB_PARALLEL:
+                with open(os.path.join(d, "model.mlir")) as f:
+                    gathered = gathered_logits(f.read())
+                if gathered:
+                    failures += 1
+                    total += 1
+                    print(f"FAIL {model} {name}: the logits are gathered for the loss:\n"
+                          + "\n".join(gathered[:4]))
+                    return True
             expected = EXPECTED_OUTPUT.get(name)
             if expected and expected not in output:
                 failures += 1
