@@ -24,6 +24,12 @@ are counted: they must be clear errors, never crashes); and the plans of --mode 
 three meshes, with ample memory and with 60% and 35% of what that plan needs (a limit
 nothing fits is a clear error, counted).
 
+Vocabulary-parallel loss: the GPT on tp=2, tp=4 and dp=2 x tp=2 (SGD, AdamW) and the
+LLaMA on dp=2 x tp=2 with the LM head split over the vocabulary, and "gptv" (the GPT with
+a vocabulary of 8192, exported here) under --mode auto with a 20 MB limit; each such
+compile's --emit-mlir must keep the loss split (a softmax_cross_entropy taking the rows'
+log-sum-exp) and hold no all-gather or all-to-all that makes the logits.
+
 The LLaMA-style decoder ("llama") runs a short list of its own: Megatron from
 models/llama_megatron.json on tp=2 (KV heads split), tp=4 (KV heads replicated) and
 dp=2 x tp=2 (SGD and AdamW), --mode auto on dp=2 x tp=2 with ample and with limited
@@ -75,12 +81,16 @@ MODELS = {
     # Exported here (models/export.py): 6 blocks, so that its 9 layers fill the
     # 8 chunks of interleaved 1F1B on 4 stages.
     "gpt6": ("gpt6.onnx", ["input_ids"]),
+    # Exported here: a vocabulary of 8192, whose logits dominate memory, so that
+    # --mode auto under a limit keeps the loss split over the vocabulary.
+    "gptv": ("gptv.onnx", ["input_ids"]),
 }
 
 # Models exported into the work directory: export.py / train_reference.py flags.
 GENERATED = {
     "gpt6": ["--model", "gpt", "--layers", "6", "--d-model", "32", "--heads", "2",
              "--vocab", "64", "--seq", "16"],
+    "gptv": ["--model", "gpt", "--vocab", "8192"],
 }
 
 MEGATRON = {
@@ -135,13 +145,23 @@ def vocab_parallel(entries, dp):
 # wide as the vocabulary with at least a row per vocabulary entry (the gathered logits;
 # the transposed LM head weight, [d_model, vocab], is narrower).
 VOCAB_PARALLEL = {"vocab-parallel megatron tp=2", "vocab-parallel megatron dp=2,tp=2",
-                  "vocab-parallel megatron tp=4", "vocab-parallel adamw dp=2,tp=2"}
-VOCAB = 256
+                  "vocab-parallel megatron tp=4", "vocab-parallel adamw dp=2,tp=2",
+                  "auto vocab-parallel dp=2,tp=2 memory 20 MB"}
+VOCAB = {"gpt": 256, "llama": 256, "gptv": 8192}
 
 
-def gathered_logits(mlir_text):
-    """The all_gather / all_to_all lines of mlir_text that make a [.., VOCAB] tensor of at
-    least VOCAB rows."""
+def class_split_losses(mlir_text):
+    """The number of softmax_cross_entropy ops of mlir_text that take a log-sum-exp (a
+    class block of a vocabulary-parallel loss)."""
+    return sum(1 for line in mlir_text.splitlines()
+               if "loom.softmax_cross_entropy " in line and ", tensor<" in line
+               and line.rstrip().endswith("-> tensor<f32>")
+               and line.split(":")[-1].count("tensor<") == 4)
+
+
+def gathered_logits(mlir_text, vocab=256):
+    """The all_gather / all_to_all lines of mlir_text that make a [.., vocab] tensor of at
+    least vocab rows."""
     found = []
     for line in mlir_text.splitlines():
         if "loom.all_gather" not in line and "loom.all_to_all" not in line:
@@ -150,11 +170,11 @@ def gathered_logits(mlir_text):
         if len(result) != 2:
             continue
         dims = result[1].split(">")[0].split("x")[:-1]
-        if len(dims) >= 2 and int(dims[-1]) == VOCAB:
+        if len(dims) >= 2 and int(dims[-1]) == vocab:
             rows = 1
             for d in dims[:-1]:
                 rows *= int(d)
-            if rows >= VOCAB:
+            if rows >= vocab:
                 found.append(line.strip())
     return found
 # The encoder classifier: its feed-forward pairs (torch's attention runs on [seq, batch, d]
@@ -323,6 +343,11 @@ def fixed_configs(model, reduced=False):
         if reduced:
             return [c for c in configs if c[0] in LLAMA_REDUCED]
         return configs
+    if model == "gptv":
+        # Under 20 MB (the unconstrained plan needs 43 MiB) the search splits the LM
+        # head and the loss over the vocabulary.
+        return [("auto vocab-parallel dp=2,tp=2 memory 20 MB", "dp=2,tp=2", None,
+                 ["--optimizer", "sgd", "--mode", "auto", "--memory-limit", "20000000"])]
     if model == "gpt6":
         # Interleaved 1F1B on 4 stages (8 chunks of the 9 layers), with dp, with
         # Megatron tp, with ZeRO and recompute.
@@ -514,7 +539,7 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--loom", required=True)
     parser.add_argument("--source", required=True, help="the Loom source tree")
-    parser.add_argument("--models", default="mlp,gpt,cnn,gpt6,llama,encoder")
+    parser.add_argument("--models", default="mlp,gpt,cnn,gpt6,gptv,llama,encoder")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--rtol", type=float, default=1e-5)
@@ -600,11 +625,15 @@ def main():
                 return True
             if name in VOCAB_PARALLEL:
                 with open(os.path.join(d, "model.mlir")) as f:
-                    gathered = gathered_logits(f.read())
+                    text = f.read()
+                gathered = gathered_logits(text, VOCAB[model])
+                if not class_split_losses(text):
+                    gathered.append("(no softmax_cross_entropy takes a log-sum-exp)")
                 if gathered:
                     failures += 1
                     total += 1
-                    print(f"FAIL {model} {name}: the logits are gathered for the loss:\n"
+                    print(f"FAIL {model} {name}: the loss is not split over the "
+                          f"vocabulary:\n"
                           + "\n".join(gathered[:4]))
                     return True
             expected = EXPECTED_OUTPUT.get(name)
