@@ -24,7 +24,8 @@ are counted: they must be clear errors, never crashes); and the plans of --mode 
 three meshes, with ample memory and with 60% and 35% of what that plan needs (a limit
 nothing fits is a clear error, counted).
 
-Vocabulary-parallel loss: the GPT on tp=2, tp=4 and dp=2 x tp=2 (SGD, AdamW) and the
+Vocabulary-parallel loss: the GPT on tp=2, tp=4, dp=2 x tp=2 (SGD, AdamW) and 1F1B on
+pp=2 x tp=2 over 2 micro-batches, and the
 LLaMA on dp=2 x tp=2 with the LM head split over the vocabulary, and "gptv" (the GPT with
 a vocabulary of 8192, exported here) under --mode auto with a 20 MB limit; each such
 compile's --emit-mlir must keep the loss split (a softmax_cross_entropy taking the rows'
@@ -146,7 +147,8 @@ def vocab_parallel(entries, dp):
 # the transposed LM head weight, [d_model, vocab], is narrower).
 VOCAB_PARALLEL = {"vocab-parallel megatron tp=2", "vocab-parallel megatron dp=2,tp=2",
                   "vocab-parallel megatron tp=4", "vocab-parallel adamw dp=2,tp=2",
-                  "auto vocab-parallel dp=2,tp=2 memory 20 MB"}
+                  "auto vocab-parallel dp=2,tp=2 memory 20 MB",
+                  "vocab-parallel pipeline pp=2,tp=2 1f1b m=2"}
 VOCAB = {"gpt": 256, "llama": 256, "gptv": 8192}
 
 
@@ -385,6 +387,9 @@ def fixed_configs(model, reduced=False):
         configs.append(("vocab-parallel adamw dp=2,tp=2", "dp=2,tp=2",
                         vocab_parallel(MEGATRON[model]("dp"), "dp"),
                         ["--optimizer", "adamw", "--eps", "1e-3"]))
+        configs.append(("vocab-parallel pipeline pp=2,tp=2 1f1b m=2", "pp=2,tp=2",
+                        vocab_parallel(MEGATRON[model](1), 1),
+                        ["--optimizer", "sgd", "--schedule", "1f1b", "--micro-batches", "2"]))
     configs.append(("momentum dp=2,tp=2", "dp=2,tp=2", MEGATRON[model]("dp"),
                     ["--optimizer", "momentum"]))
     # Adam turns a gradient that is rounding noise into an update of size lr; a large
