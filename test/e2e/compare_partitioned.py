@@ -25,9 +25,9 @@ three meshes, with ample memory and with 60% and 35% of what that plan needs (a 
 nothing fits is a clear error, counted).
 
 Vocabulary-parallel loss: the GPT on tp=2, tp=4, dp=2 x tp=2 (SGD, AdamW) and 1F1B on
-pp=2 x tp=2 over 2 micro-batches, and the
-LLaMA on dp=2 x tp=2 with the LM head split over the vocabulary, and "gptv" (the GPT with
-a vocabulary of 8192, exported here) under --mode auto with a 20 MB limit; each such
+pp=2 x tp=2 over 2 micro-batches, and the LLaMA on dp=2 x tp=2, with the LM head split
+over the vocabulary, and "gptv" (the GPT with a vocabulary of 8192, exported here)
+under --mode auto with a 20 MB limit; each such
 compile's --emit-mlir must keep the loss split (a softmax_cross_entropy taking the rows'
 log-sum-exp) and hold no all-gather or all-to-all that makes the logits.
 
