@@ -551,7 +551,7 @@ ShardingRule SoftmaxCrossEntropyOp::getShardingRule() {
                                                         : FactorKind::Blocked);
   // The classes split too (vocabulary-parallel cross-entropy): each block's
   // share of the loss needs the rows' log-sum-exp over all classes, which
-  // loom-partition combines from the blocks' maxima and exp sums; the
+  // loom-partition combines from the blocks' log-sum-exps; the
   // shares then sum to the loss, a partial sum over the class axes.
   int c = rule.addFactor(logits.getDimSize(1), FactorKind::Reduction);
   rule.factors[c].combined = true;

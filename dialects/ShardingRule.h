@@ -46,8 +46,8 @@ struct ShardingFactor {
   bool meanScaled = false;
   /// Splitting this factor needs a cross-shard combine besides the local
   /// op, which loom-partition builds (a vocabulary-parallel cross-entropy's
-  /// class factor: the rows' global max and exp sum, by a small all_gather
-  /// and all_reduce); the cost model counts it. Otherwise the factor is
+  /// class factor: the rows' log-sum-exp over all classes, from the blocks'
+  /// by a small all_gather); the cost model counts it. Otherwise the factor is
   /// what its kind says.
   bool combined = false;
 };

@@ -53,7 +53,8 @@ private:
   LogicalResult partitionOp(Operation *op);
   /// For a cross-entropy whose classes are split over mesh axes (Megatron's
   /// vocabulary-parallel loss): each row's log-sum-exp over all classes,
-  /// from `x`, this rank's block of the logits `global` in layout `xl`.
+  /// from `x`, this rank's block of the logits `global` in layout `xl`: the
+  /// blocks' log-sum-exps, all-gathered over the class axes, combined.
   /// Made once per logits value and layout (the loss's gradient reuses the
   /// loss's).
   FailureOr<Value> classLogSumExp(OpBuilder &b, Location loc, Value global,
@@ -267,35 +268,36 @@ FailureOr<Value> Partitioner::classLogSumExp(OpBuilder &b, Location loc,
       return l.value;
   RankedTensorType local = typeOf(x), globalType = typeOf(global);
   Type element = local.getElementType();
-  int64_t rows = globalType.getDimSize(0);
+  int64_t rows = globalType.getDimSize(0), localRows = local.getDimSize(0);
   const std::vector<int> &rowAxes = xl.dimAxes(0), &classAxes = xl.dimAxes(1);
   int64_t blocks = xl.splitCount(mesh, 1);
   auto classDim = b.getDenseI64ArrayAttr({1});
-  // Each block's row maxima, gathered over the class axes ([rows, blocks],
-  // a few bytes per row), and their max: the same on every rank.
-  Value localMax = ReduceMaxOp::create(b, loc, x, classDim, b.getUnitAttr());
-  FailureOr<Value> maxima = redistribute(
-      b, loc, localMax, RankedTensorType::get({rows, blocks}, element),
+  // The block's own row log-sum-exps from one log-softmax over the block
+  // (x - log_softmax(x) is the block's log-sum-exp in every column; column
+  // 0 is taken): a single block-sized temporary.
+  Value logSoftmax = LogSoftmaxOp::create(b, loc, x, b.getI64IntegerAttr(1));
+  auto firstColumn = [&](Value v) {
+    return SliceOp::create(b, loc, v, b.getDenseI64ArrayAttr({0, 0}),
+                           b.getDenseI64ArrayAttr({localRows, 1}),
+                           b.getDenseI64ArrayAttr({1, 1}));
+  };
+  Value x0 = firstColumn(x);
+  Value blockLse = SubOp::create(b, loc, x0, firstColumn(logSoftmax));
+  // Gathered over the class axes ([rows, blocks], a few bytes per row),
+  // the same on every rank; their log-sum-exp is the row's over all
+  // classes.
+  FailureOr<Value> gathered = redistribute(
+      b, loc, blockLse, RankedTensorType::get({rows, blocks}, element),
       layout::TensorLayout::of({rowAxes, classAxes}),
       layout::TensorLayout::of({rowAxes, {}}));
-  if (failed(maxima))
+  if (failed(gathered))
     return failure();
-  Value m = ReduceMaxOp::create(b, loc, *maxima, classDim, b.getUnitAttr());
-  Value rowMax = ReduceMaxOp::create(b, loc, *maxima, classDim, UnitAttr());
-  // The exp sums of the blocks from the common max, summed over the class
-  // axes.
+  Value m = ReduceMaxOp::create(b, loc, *gathered, classDim, b.getUnitAttr());
+  Value rowMax = ReduceMaxOp::create(b, loc, *gathered, classDim, UnitAttr());
   Value sumExp = ReduceSumOp::create(
-      b, loc, ExpOp::create(b, loc, SubOp::create(b, loc, x, m)), classDim,
-      UnitAttr());
-  std::vector<int> partial(classAxes.begin(), classAxes.end());
-  llvm::sort(partial);
-  FailureOr<Value> total =
-      redistribute(b, loc, sumExp, RankedTensorType::get({rows}, element),
-                   layout::TensorLayout::of({rowAxes}, partial),
-                   layout::TensorLayout::of({rowAxes}));
-  if (failed(total))
-    return failure();
-  Value lse = AddOp::create(b, loc, rowMax, LogOp::create(b, loc, *total));
+      b, loc, ExpOp::create(b, loc, SubOp::create(b, loc, *gathered, m)),
+      classDim, UnitAttr());
+  Value lse = AddOp::create(b, loc, rowMax, LogOp::create(b, loc, sumExp));
   made.push_back({lse, xl});
   return lse;
 }
