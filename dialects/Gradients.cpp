@@ -742,7 +742,7 @@ LOOM_GRADIENT(SoftmaxCrossEntropyOp) {
   if (noGradient(resultGrads, 2, operandGrads) || !needed[0])
     return success();
   operandGrads[0] = SoftmaxCrossEntropyGradOp::create(
-      b, getLoc(), getLogits(), getLabels(), resultGrads[0],
+      b, getLoc(), getLogits(), getLabels(), resultGrads[0], getLse(),
       getIgnoreIndexAttr(), getSumAttr());
   return success();
 }

@@ -595,8 +595,18 @@ def Loom_SoftmaxCrossEntropyOp : Loom_InferredOp<"softmax_cross_entropy", [Decla
     `ignore_index` do not count; the others need labels in [0, C). The result
     is a scalar of the logits' element type: the mean over counted rows, or
     their sum with `sum`.
+
+    With `lse` (`[N]`, the logits' element type), the op is one class block
+    of a vocabulary-parallel loss (loom-partition makes it): `logits` are the
+    columns of the global `[N, C]` logits that start at this rank's class
+    offset (the logits' block, `KernelArgs::block`), `lse` is each row's
+    log-sum-exp over all C classes, and the result is this block's share of
+    the loss: `lse - x[label]` where the block holds the label, `-x[label]`
+    where the block of offset 0 does not, `lse` where it holds neither but
+    starts at class 0, else 0; the sum over the blocks is the loss.
   }];
   let arguments = (ins Loom_FloatTensor:$logits, Loom_IndexTensor:$labels,
+                       Optional<Loom_FloatTensor>:$lse,
                        I64Attr:$ignore_index, UnitAttr:$sum);
   let results = (outs Loom_FloatTensor:$result);
 }

@@ -146,10 +146,16 @@ def Loom_SoftmaxCrossEntropyGradOp
     `(softmax(logits) - onehot(labels)) * grad / count` per counted row (zero
     rows for ignored labels), with `count` the counted rows, or 1 with
     `sum`. `grad` is a scalar of the logits' element type.
+
+    With `lse` (`[N]`), `logits` and the result are one class block of the
+    global `[N, C]` logits (its offset is the result's block,
+    `KernelArgs::block`) and `lse` each row's log-sum-exp over all C
+    classes: softmax is `exp(x - lse)`, and the one-hot term is subtracted
+    only where the block holds the label (vocabulary-parallel loss).
   }];
   let arguments = (ins Loom_FloatTensor:$logits, Loom_IndexTensor:$labels,
-                       Loom_FloatTensor:$grad, I64Attr:$ignore_index,
-                       UnitAttr:$sum);
+                       Loom_FloatTensor:$grad, Optional<Loom_FloatTensor>:$lse,
+                       I64Attr:$ignore_index, UnitAttr:$sum);
   let results = (outs Loom_FloatTensor:$result);
 }
 

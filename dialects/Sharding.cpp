@@ -650,7 +650,12 @@ ShardingRule SoftmaxCrossEntropyOp::getShardingRule() {
   RankedTensorType logits = typeOf(getLogits());
   int n = rule.addFactor(logits.getDimSize(0), getSum() ? FactorKind::Reduction
                                                         : FactorKind::Blocked);
-  int c = rule.addFactor(logits.getDimSize(1), FactorKind::Blocked);
+  // The classes split too (vocabulary-parallel cross-entropy): each block's
+  // share of the loss needs the rows' log-sum-exp over all classes, which
+  // loom-partition combines from the blocks' log-sum-exps; the
+  // shares then sum to the loss, a partial sum over the class axes.
+  int c = rule.addFactor(logits.getDimSize(1), FactorKind::Reduction);
+  rule.factors[c].combined = true;
   rule.operands = {{{n}, {c}}, {{n}}};
   rule.results = {{}};
   return rule;
@@ -661,7 +666,10 @@ ShardingRule SoftmaxCrossEntropyGradOp::getShardingRule() {
   RankedTensorType logits = typeOf(getLogits());
   int n = rule.addFactor(logits.getDimSize(0),
                          getSum() ? FactorKind::Parallel : FactorKind::Blocked);
-  int c = rule.addFactor(logits.getDimSize(1), FactorKind::Blocked);
+  // Each class block's gradient from the rows' global log-sum-exp, which
+  // loom-partition combines as for the loss.
+  int c = rule.addFactor(logits.getDimSize(1));
+  rule.factors[c].combined = true;
   rule.operands = {{{n}, {c}}, {{n}}, {}};
   rule.results = {{{n}, {c}}};
   return rule;

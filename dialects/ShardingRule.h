@@ -44,6 +44,12 @@ struct ShardingFactor {
   /// Results are means over this factor: when it is split n ways, the local
   /// results are multiplied by 1/n.
   bool meanScaled = false;
+  /// Splitting this factor needs a cross-shard combine besides the local
+  /// op, which loom-partition builds (a vocabulary-parallel cross-entropy's
+  /// class factor: the rows' log-sum-exp over all classes, from the blocks'
+  /// by a small all_gather); the cost model counts it. Otherwise the factor is
+  /// what its kind says.
+  bool combined = false;
 };
 
 /// The factors of every dimension of one tensor, major to minor.
@@ -59,7 +65,7 @@ struct ShardingRule {
   bool linear = false;
 
   int addFactor(int64_t size, FactorKind kind = FactorKind::Parallel) {
-    factors.push_back({size, kind, false});
+    factors.push_back({size, kind, false, false});
     return static_cast<int>(factors.size()) - 1;
   }
   /// A rule whose every dimension is its own blocked factor: the op only

@@ -111,7 +111,12 @@ std::string Executor::Impl::validateInstruction(
   if (!e.empty())
     return at + ": " + e;
   if (kind == Step::Kernel && !step.results.empty()) {
-    Shard s = shard(step.results[0]);
+    // An op reducing to a scalar (a class block's loss) sees its first
+    // operand's block.
+    int32_t blockOf = step.results[0];
+    if (views[blockOf].shape.empty() && !step.operands.empty())
+      blockOf = step.operands[0];
+    Shard s = shard(blockOf);
     step.block = {std::move(s.globalShape), std::move(s.offsets)};
   }
   statOf.push_back(collective ? static_cast<int32_t>(collectiveStats.size())

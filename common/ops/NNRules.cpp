@@ -271,6 +271,11 @@ std::string crossEntropy(const Attrs &, const std::vector<TypeRef> &ops,
   if (!isIndex(ops[1].dtype))
     return std::string("labels must be i32 or i64, not ") +
            dtypeName(ops[1].dtype);
+  // A class block of a vocabulary-parallel loss: the rows' log-sum-exp.
+  if (ops.size() > 2 &&
+      (*ops[2].shape != Shape{l[0]} || ops[2].dtype != ops[0].dtype))
+    return "lse must be [N] of the logits' type, got " +
+           typeName(ops[2].dtype, *ops[2].shape);
   return one(out, ops[0].dtype, {});
 }
 
@@ -308,7 +313,7 @@ void addNNRules(RuleTable &table) {
       {"conv2d", inferred(conv2d, 2, 3)},
       {"max_pool2d", inferred(maxPool2d, 1, 1)},
       {"avg_pool2d", inferred(avgPool2d, 1, 1)},
-      {"softmax_cross_entropy", inferred(crossEntropy, 2, 2)},
+      {"softmax_cross_entropy", inferred(crossEntropy, 2, 3)},
       {"mse_loss", inferred(mse, 2, 2)},
       {"dropout", inferred(dropout, 1, 2)},
   });

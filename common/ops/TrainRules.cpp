@@ -40,6 +40,9 @@ std::string crossEntropyGrad(const Attrs &, const std::vector<TypeRef> &ops,
     return e;
   if (auto e = expectType("grad", ops[2], ops[0].dtype, {}); !e.empty())
     return e;
+  if (ops.size() > 3)
+    if (auto e = expectType("lse", ops[3], ops[0].dtype, {l[0]}); !e.empty())
+      return e;
   return one(out, ops[0].dtype, l);
 }
 
@@ -144,7 +147,7 @@ std::string adamUpdate(const Attrs &, const std::vector<TypeRef> &ops,
 void addTrainRules(RuleTable &table) {
   table.insert({
       {"layer_norm_grad", inferred(layerNormGrad, 3, 3, 3)},
-      {"softmax_cross_entropy_grad", inferred(crossEntropyGrad, 3, 3)},
+      {"softmax_cross_entropy_grad", inferred(crossEntropyGrad, 3, 4)},
       {"label_count", checked(labelCount, 1, 1)},
       {"conv2d_grad_input", checked(convGradInput, 2, 2)},
       {"conv2d_grad_weight", checked(convGradWeight, 2, 2)},

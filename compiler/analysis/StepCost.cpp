@@ -236,6 +236,31 @@ NodeTerms NodeCoster::terms(Operation *op, const ShardingRule &rule,
                   : step.recomputed.contains(op) ? 4.0
                                                  : 3.0;
   t.computeSeconds = workSeconds(op, operands, results, profile) * passes;
+  // A cross-entropy split over its classes (vocabulary-parallel): the rows'
+  // log-sum-exp is combined from the blocks' by an all_gather over the
+  // class axes, once (the gradient reuses it), after a log-softmax over the
+  // block. Charged conservatively as well with a row all_reduce's latency
+  // (which an earlier form of the combine made): the searched plans of the
+  // small models (tests pin them) stay as they were.
+  if (isa<SoftmaxCrossEntropyOp>(op) &&
+      !layouts.operands[0].dimAxes(1).empty()) {
+    std::vector<int> classAxes = layouts.operands[0].dimAxes(1);
+    llvm::sort(classAxes);
+    double rowBytes = static_cast<double>(operands[0].getDimSize(0)) *
+                      static_cast<double>(elementBytes(operands[0]));
+    double blocks =
+        static_cast<double>(layouts.operands[0].splitCount(mesh, 1));
+    const std::vector<int64_t> &group = groups.group(classAxes);
+    t.commSeconds +=
+        cost::collectiveSeconds(profile, cost::CollectiveKind::AllGather,
+                                rowBytes * blocks, group) +
+        cost::collectiveSeconds(profile, cost::CollectiveKind::AllReduce,
+                                rowBytes, group);
+    t.computeSeconds += cost::computeSeconds(
+        profile, {4.0 * static_cast<double>(operands[0].getNumElements()),
+                  3.0 * bytesOf(operands[0]),
+                  dtypeName(operands[0].getElementType()), "elementwise"});
+  }
   forEachHeld(
       op, layouts, mesh, step, *this,
       [&](Value, const layout::TensorLayout &, double bytes, bool parameter) {

@@ -51,11 +51,25 @@ private:
                                 const layout::TensorLayout &from,
                                 const layout::TensorLayout &to);
   LogicalResult partitionOp(Operation *op);
+  /// For a cross-entropy whose classes are split over mesh axes (Megatron's
+  /// vocabulary-parallel loss): each row's log-sum-exp over all classes,
+  /// from `x`, this rank's block of the logits `global` in layout `xl`: the
+  /// blocks' log-sum-exps, all-gathered over the class axes, combined.
+  /// Made once per logits value and layout (the loss's gradient reuses the
+  /// loss's).
+  FailureOr<Value> classLogSumExp(OpBuilder &b, Location loc, Value global,
+                                  Value x, const layout::TensorLayout &xl);
+  /// Records `local`'s layout on the op that makes it, for a kernel that
+  /// reads where its operand's block lies (a function argument's layout is
+  /// in the plan already).
+  LogicalResult recordOperandBlock(Operation *user, Value local,
+                                   const layout::TensorLayout &l);
   /// The ZeRO level `v` (an argument) was split by, 0 if none.
   int zeroLevelOf(Value v);
   /// With recordLayouts, or for an op whose values depend on an element's
   /// global index: `layouts` as `op`'s loom.layouts.
-  void record(Operation *op, ArrayRef<layout::TensorLayout> layouts);
+  void record(Operation *op, ArrayRef<layout::TensorLayout> layouts,
+              bool always = false);
 
   func::FuncOp func;
   MeshAttr meshAttr;
@@ -66,6 +80,8 @@ private:
   /// Global value -> its redistributions made so far, reused by later users
   /// (they come after, so they are dominated).
   llvm::DenseMap<Value, SmallVector<Local, 1>> copies;
+  /// Global logits -> the log-sum-exps made for them, per layout.
+  llvm::DenseMap<Value, SmallVector<Local, 1>> logSumExps;
   /// Global types of the arguments (they are retyped in place).
   llvm::DenseMap<Value, RankedTensorType> argGlobalTypes;
   /// Past the loss of a training step: ZeRO-3 parameters are gathered
@@ -180,6 +196,20 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
     made.push_back({*moved, want});
     operands.push_back(*moved);
   }
+  // A cross-entropy split over the classes: its local op takes the rows'
+  // log-sum-exp over all classes, combined from the blocks.
+  bool classSplit = isa<SoftmaxCrossEntropyOp, SoftmaxCrossEntropyGradOp>(op) &&
+                    !layouts->operands[0].dimAxes(1).empty();
+  if (classSplit) {
+    FailureOr<Value> lse = classLogSumExp(b, op->getLoc(), op->getOperand(0),
+                                          operands[0], layouts->operands[0]);
+    if (failed(lse))
+      return failure();
+    operands.push_back(*lse);
+    if (isa<SoftmaxCrossEntropyOp>(op) &&
+        failed(recordOperandBlock(op, operands[0], layouts->operands[0])))
+      return failure();
+  }
   SmallVector<Type> resultTypes;
   for (auto [j, r] : llvm::enumerate(op->getResults()))
     resultTypes.push_back(
@@ -189,7 +219,7 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
   local->removeAttr(LoomDialect::kStrategyAttrName);
   local->removeAttr(LoomDialect::kGradIdAttrName);
   local->removeAttr(LoomDialect::kGradOfAttrName);
-  record(local, layouts->results);
+  record(local, layouts->results, /*always=*/classSplit);
   for (auto [j, r] : llvm::enumerate(op->getResults())) {
     Value v = local->getResult(j);
     if (layouts->meanDivisor > 1) {
@@ -214,18 +244,82 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
   return success();
 }
 
-void Partitioner::record(Operation *op,
-                         ArrayRef<layout::TensorLayout> layouts) {
+void Partitioner::record(Operation *op, ArrayRef<layout::TensorLayout> layouts,
+                         bool always) {
   // Dropout draws its mask by the element's index in the global tensor:
   // the plan carries its result's layout, from which the runtime derives
-  // where each rank's block lies (runtime/Kernel.h, GlobalBlock).
-  if (!recordLayouts && !isa<DropoutOp>(op))
+  // where each rank's block lies (runtime/Kernel.h, GlobalBlock). So does a
+  // class block of a cross-entropy (`always`).
+  if (!recordLayouts && !always && !isa<DropoutOp>(op))
     return;
   SmallVector<Attribute> attrs;
   for (const layout::TensorLayout &l : layouts)
     attrs.push_back(sharding::toAttr(meshAttr, l));
   op->setAttr(LoomDialect::kResultLayoutsAttrName,
               ArrayAttr::get(op->getContext(), attrs));
+}
+
+FailureOr<Value> Partitioner::classLogSumExp(OpBuilder &b, Location loc,
+                                             Value global, Value x,
+                                             const layout::TensorLayout &xl) {
+  auto &made = logSumExps[global];
+  for (const Local &l : made)
+    if (l.layout == xl)
+      return l.value;
+  RankedTensorType local = typeOf(x), globalType = typeOf(global);
+  Type element = local.getElementType();
+  int64_t rows = globalType.getDimSize(0), localRows = local.getDimSize(0);
+  const std::vector<int> &rowAxes = xl.dimAxes(0), &classAxes = xl.dimAxes(1);
+  int64_t blocks = xl.splitCount(mesh, 1);
+  auto classDim = b.getDenseI64ArrayAttr({1});
+  // The block's own row log-sum-exps from one log-softmax over the block
+  // (x - log_softmax(x) is the block's log-sum-exp in every column; column
+  // 0 is taken): a single block-sized temporary.
+  Value logSoftmax = LogSoftmaxOp::create(b, loc, x, b.getI64IntegerAttr(1));
+  auto firstColumn = [&](Value v) {
+    return SliceOp::create(b, loc, v, b.getDenseI64ArrayAttr({0, 0}),
+                           b.getDenseI64ArrayAttr({localRows, 1}),
+                           b.getDenseI64ArrayAttr({1, 1}));
+  };
+  Value x0 = firstColumn(x);
+  Value blockLse = SubOp::create(b, loc, x0, firstColumn(logSoftmax));
+  // Gathered over the class axes ([rows, blocks], a few bytes per row),
+  // the same on every rank; their log-sum-exp is the row's over all
+  // classes.
+  FailureOr<Value> gathered = redistribute(
+      b, loc, blockLse, RankedTensorType::get({rows, blocks}, element),
+      layout::TensorLayout::of({rowAxes, classAxes}),
+      layout::TensorLayout::of({rowAxes, {}}));
+  if (failed(gathered))
+    return failure();
+  Value m = ReduceMaxOp::create(b, loc, *gathered, classDim, b.getUnitAttr());
+  Value rowMax = ReduceMaxOp::create(b, loc, *gathered, classDim, UnitAttr());
+  Value sumExp = ReduceSumOp::create(
+      b, loc, ExpOp::create(b, loc, SubOp::create(b, loc, *gathered, m)),
+      classDim, UnitAttr());
+  Value lse = AddOp::create(b, loc, rowMax, LogOp::create(b, loc, sumExp));
+  made.push_back({lse, xl});
+  return lse;
+}
+
+LogicalResult Partitioner::recordOperandBlock(Operation *user, Value local,
+                                              const layout::TensorLayout &l) {
+  auto result = dyn_cast<OpResult>(local);
+  if (!result)
+    return success();
+  Operation *producer = result.getOwner();
+  if (producer->getNumResults() == 1) {
+    record(producer, l, /*always=*/true);
+    return success();
+  }
+  auto recorded =
+      producer->getAttrOfType<ArrayAttr>(LoomDialect::kResultLayoutsAttrName);
+  if (recorded &&
+      recorded[result.getResultNumber()] == sharding::toAttr(meshAttr, l))
+    return success();
+  return user->emitOpError("splits its classes, but the op making its "
+                           "logits has several results and no recorded "
+                           "layouts");
 }
 
 int Partitioner::zeroLevelOf(Value v) {

@@ -93,7 +93,7 @@ struct BuildTrainingGraphPass
     IntegerAttr ignore = b.getI64IntegerAttr(ignoreIndex);
     auto scalar = RankedTensorType::get({}, element);
     Value sum = SoftmaxCrossEntropyOp::create(b, loc, logits, flatLabels,
-                                              ignore, b.getUnitAttr());
+                                              Value(), ignore, b.getUnitAttr());
     Value count = LabelCountOp::create(b, loc, scalar, flatLabels, ignore);
     const llvm::fltSemantics &semantics =
         cast<FloatType>(element).getFloatSemantics();

@@ -528,18 +528,28 @@ std::string padGradKernel(CpuContext &, const KernelArgs &args) {
 // softmax_cross_entropy_grad
 //===----------------------------------------------------------------------===//
 
+/// A class block of a vocabulary-parallel loss (see Loss.cpp): the block's
+/// first class, the global class count, and each row's log-sum-exp.
+struct ClassBlock {
+  int64_t offset = 0;
+  int64_t classes = 0;
+  const float *lse = nullptr;
+};
+
 template <typename Label>
 std::string crossEntropyGrad(const float *logits, const Label *labels,
                              float grad, int64_t rows, int64_t classes,
-                             int64_t ignoreIndex, bool sum, float *out) {
+                             int64_t ignoreIndex, bool sum,
+                             const ClassBlock *block, float *out) {
+  int64_t allClasses = block ? block->classes : classes;
   int64_t counted = 0;
   for (int64_t r = 0; r < rows; ++r) {
     if (labels[r] == ignoreIndex)
       continue;
-    if (labels[r] < 0 || labels[r] >= classes)
+    if (labels[r] < 0 || labels[r] >= allClasses)
       return "softmax_cross_entropy_grad label " + std::to_string(labels[r]) +
              " of row " + std::to_string(r) + " is out of range for " +
-             std::to_string(classes) + " classes (ignore_index " +
+             std::to_string(allClasses) + " classes (ignore_index " +
              std::to_string(ignoreIndex) + ")";
     ++counted;
   }
@@ -553,6 +563,18 @@ std::string crossEntropyGrad(const float *logits, const Label *labels,
     if (labels[r] == ignoreIndex || factor == 0.0) {
       for (int64_t c = 0; c < classes; ++c)
         y[c] = 0.0f;
+      continue;
+    }
+    if (block) {
+      // softmax = exp(x - lse) over the global row; the one-hot term where
+      // this block holds the label.
+      double lse = block->lse[r];
+      for (int64_t c = 0; c < classes; ++c)
+        y[c] = static_cast<float>(std::exp(x[c] - lse) * factor);
+      int64_t local = static_cast<int64_t>(labels[r]) - block->offset;
+      if (local >= 0 && local < classes)
+        y[local] =
+            static_cast<float>((std::exp(x[local] - lse) - 1.0) * factor);
       continue;
     }
     double maxValue = -INFINITY;
@@ -594,6 +616,12 @@ std::string crossEntropyGradKernel(CpuContext &, const KernelArgs &args) {
                       expectShape(args.op, "result", out, logits.shape)});
       !e.empty())
     return e;
+  if (args.inputs.size() > 3)
+    if (std::string e = firstError(
+            {expectType(args.op, "lse", args.inputs[3], logits.dtype),
+             expectShape(args.op, "lse", args.inputs[3], {logits.shape[0]})});
+        !e.empty())
+      return e;
   return runInF32(args, [&](const KernelArgs &a) -> std::string {
     int64_t rows = logits.shape[0], classes = logits.shape[1];
     int64_t ignore = a.attrs.getInt("ignore_index", -100);
@@ -601,11 +629,21 @@ std::string crossEntropyGradKernel(CpuContext &, const KernelArgs &args) {
     const float *x = a.inputs[0].as<float>();
     float g = *a.inputs[2].as<float>();
     float *y = a.outputs[0].as<float>();
+    ClassBlock block;
+    if (a.inputs.size() > 3) {
+      block.lse = a.inputs[3].as<float>();
+      block.classes = classes;
+      if (a.block && a.block->globalShape.size() == 2) {
+        block.offset = a.block->offsets[1];
+        block.classes = a.block->globalShape[1];
+      }
+    }
+    const ClassBlock *b = block.lse ? &block : nullptr;
     if (labels.dtype == DType::I32)
       return crossEntropyGrad(x, labels.as<int32_t>(), g, rows, classes, ignore,
-                              sum, y);
+                              sum, b, y);
     return crossEntropyGrad(x, labels.as<int64_t>(), g, rows, classes, ignore,
-                            sum, y);
+                            sum, b, y);
   });
 }
 
@@ -625,7 +663,7 @@ void registerGradKernels(KernelTable &table, ResultCounts &results) {
   table["gather_grad"] = {gatherGradKernel, 2, 2};
   table["slice_grad"] = {sliceGradKernel, 1, 1};
   table["pad_grad"] = {padGradKernel, 1, 1};
-  table["softmax_cross_entropy_grad"] = {crossEntropyGradKernel, 3, 3};
+  table["softmax_cross_entropy_grad"] = {crossEntropyGradKernel, 3, 4};
 }
 
 } // namespace loom::rt::cpu

@@ -15,15 +15,25 @@
 namespace loom::rt::cpu {
 namespace {
 
+/// Where the logits are one class block of a vocabulary-parallel loss:
+/// the block's first class and the global class count, and each row's
+/// log-sum-exp over all classes.
+struct ClassBlock {
+  int64_t offset = 0;
+  int64_t classes = 0;
+  const float *lse = nullptr;
+};
+
 template <typename Label>
 std::string crossEntropy(const float *logits, const Label *labels, int64_t rows,
                          int64_t classes, int64_t ignoreIndex, bool sum,
-                         float *result) {
+                         const ClassBlock *block, float *result) {
+  int64_t allClasses = block ? block->classes : classes;
   for (int64_t r = 0; r < rows; ++r)
-    if (labels[r] != ignoreIndex && (labels[r] < 0 || labels[r] >= classes))
+    if (labels[r] != ignoreIndex && (labels[r] < 0 || labels[r] >= allClasses))
       return "softmax_cross_entropy label " + std::to_string(labels[r]) +
              " of row " + std::to_string(r) + " is out of range for " +
-             std::to_string(classes) + " classes (ignore_index " +
+             std::to_string(allClasses) + " classes (ignore_index " +
              std::to_string(ignoreIndex) + ")";
   double total = 0;
   int64_t counted = 0;
@@ -33,6 +43,17 @@ std::string crossEntropy(const float *logits, const Label *labels, int64_t rows,
     if (labels[r] == ignoreIndex)
       continue;
     const float *x = logits + r * classes;
+    ++counted;
+    if (block) {
+      // This block's share: the log-sum-exp once (in the block of class
+      // 0), minus the label's logit where the block holds it.
+      int64_t local = static_cast<int64_t>(labels[r]) - block->offset;
+      if (block->offset == 0)
+        total += block->lse[r];
+      if (local >= 0 && local < classes)
+        total -= x[local];
+      continue;
+    }
     double maxValue = -INFINITY;
     for (int64_t c = 0; c < classes; ++c)
       maxValue = std::max<double>(maxValue, x[c]);
@@ -40,7 +61,6 @@ std::string crossEntropy(const float *logits, const Label *labels, int64_t rows,
     for (int64_t c = 0; c < classes; ++c)
       sumExp += std::exp(x[c] - maxValue);
     total += maxValue + std::log(sumExp) - x[labels[r]];
-    ++counted;
   }
   *result = static_cast<float>(sum ? total : counted ? total / counted : 0.0);
   return {};
@@ -59,12 +79,25 @@ std::string crossEntropyKernel(CpuContext &, const KernelArgs &args) {
     int64_t ignore = a.attrs.getInt("ignore_index", -100);
     bool sum = a.attrs.getBool("sum");
     float *result = a.outputs[0].as<float>();
+    ClassBlock block;
+    if (a.inputs.size() > 2) {
+      if (a.inputs[2].shape != Shape{rows})
+        return "softmax_cross_entropy lse must be [" + std::to_string(rows) +
+               "], got " + formatShape(a.inputs[2].shape);
+      block.lse = a.inputs[2].as<float>();
+      block.classes = classes;
+      if (a.block && a.block->globalShape.size() == 2) {
+        block.offset = a.block->offsets[1];
+        block.classes = a.block->globalShape[1];
+      }
+    }
+    const ClassBlock *b = block.lse ? &block : nullptr;
     if (labels.dtype == DType::I32)
       return crossEntropy(logits.as<float>(), labels.as<int32_t>(), rows,
-                          classes, ignore, sum, result);
+                          classes, ignore, sum, b, result);
     if (labels.dtype == DType::I64)
       return crossEntropy(logits.as<float>(), labels.as<int64_t>(), rows,
-                          classes, ignore, sum, result);
+                          classes, ignore, sum, b, result);
     return "softmax_cross_entropy labels must be i32 or i64, got " +
            std::string(dtypeName(labels.dtype));
   });
@@ -137,7 +170,7 @@ std::string labelCountKernel(CpuContext &, const KernelArgs &a) {
 } // namespace
 
 void registerLossKernels(KernelTable &table) {
-  table["softmax_cross_entropy"] = {crossEntropyKernel, 2, 2};
+  table["softmax_cross_entropy"] = {crossEntropyKernel, 2, 3};
   table["mse_loss"] = {mseKernel, 2, 2};
   table["label_count"] = {labelCountKernel, 1, 1};
 }

@@ -5,7 +5,11 @@
 // mean over nothing is 0, as on the CPU). softmax_cross_entropy_grad: one
 // block counts the labels, then one block per row writes
 // (softmax - onehot) * grad / count. A label out of range is a device
-// error. mse_loss sums squared differences in double.
+// error. With `lse` (a class block of a vocabulary-parallel loss; its
+// offset is KernelArgs::block), a row's loss is the block's share (the
+// log-sum-exp in the block of class 0, minus the label's logit in the
+// block that holds it) and its gradient exp(x - lse) minus the block's part
+// of the one-hot. mse_loss sums squared differences in double.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,15 +44,34 @@ __device__ bool counted(I label, int64_t ignore, int64_t classes,
   return true;
 }
 
+/// A class block of a vocabulary-parallel loss: its first class, the
+/// global class count, each row's log-sum-exp (null: the whole row).
+template <typename T> struct ClassBlock {
+  const T *lse = nullptr;
+  int64_t offset = 0;
+  int64_t classes = 0;
+};
+
 /// Per row: logsumexp - x[label] (0 for ignored rows).
 template <typename T, typename I>
 __global__ void crossEntropyRowsKernel(const T *logits, const I *labels,
                                        float *rowLoss, int64_t rows,
                                        int64_t classes, int64_t ignore,
-                                       int *errorWord) {
+                                       ClassBlock<T> block, int *errorWord) {
   __shared__ float shared[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T *x = logits + r * classes;
+    if (block.lse) {
+      if (threadIdx.x == 0) {
+        bool use = counted(labels[r], ignore, block.classes, errorWord);
+        int64_t local = static_cast<int64_t>(labels[r]) - block.offset;
+        float share = block.offset == 0 ? toFloat(block.lse[r]) : 0.0f;
+        if (local >= 0 && local < classes)
+          share -= toFloat(x[local]);
+        rowLoss[r] = use ? share : 0.0f;
+      }
+      continue;
+    }
     bool use = counted(labels[r], ignore, classes, errorWord);
     float m = -INFINITY;
     for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
@@ -99,17 +122,28 @@ __global__ void crossEntropyGradKernel(const T *logits, const I *labels,
                                        const T *grad, const float *count,
                                        T *out, int64_t rows, int64_t classes,
                                        int64_t ignore, bool sum,
-                                       int *errorWord) {
+                                       ClassBlock<T> block, int *errorWord) {
   __shared__ float shared[32];
   double g = toFloat(*grad);
   double factor = *count == 0 ? 0.0 : sum ? g : g / *count;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T *x = logits + r * classes;
     T *y = out + r * classes;
-    bool use = counted(labels[r], ignore, classes, errorWord);
+    bool use = counted(labels[r], ignore, block.lse ? block.classes : classes,
+                       errorWord);
     if (!use || factor == 0.0) {
       for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
         y[c] = fromFloat<T>(0.0f);
+      continue;
+    }
+    if (block.lse) {
+      float lse = toFloat(block.lse[r]);
+      int64_t local = static_cast<int64_t>(labels[r]) - block.offset;
+      for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
+        float p = expf(toFloat(x[c]) - lse);
+        y[c] = fromFloat<T>(c == local ? static_cast<float>((p - 1.0) * factor)
+                                       : static_cast<float>(p * factor));
+      }
       continue;
     }
     float m = -INFINITY;
@@ -141,6 +175,22 @@ template <typename F> bool dispatchLabels(DType dtype, F &&f) {
   return true;
 }
 
+/// The class block of a vocabulary-parallel loss's kernel (no lse: none).
+template <typename T>
+ClassBlock<T> classBlock(const KernelArgs &args, const TensorView *lse,
+                         int64_t classes) {
+  ClassBlock<T> block;
+  if (!lse)
+    return block;
+  block.lse = lse->as<T>();
+  block.classes = classes;
+  if (args.block && args.block->globalShape.size() == 2) {
+    block.offset = args.block->offsets[1];
+    block.classes = args.block->globalShape[1];
+  }
+  return block;
+}
+
 std::string runCrossEntropy(CudaContext &ctx, const KernelArgs &args) {
   const TensorView &logits = args.inputs[0], &labels = args.inputs[1],
                    &out = args.outputs[0];
@@ -152,6 +202,10 @@ std::string runCrossEntropy(CudaContext &ctx, const KernelArgs &args) {
   int64_t rows = logits.shape[0], classes = logits.shape[1];
   int64_t ignore = args.attrs.getInt("ignore_index", -100);
   bool sum = args.attrs.getBool("sum");
+  const TensorView *lse = args.inputs.size() > 2 ? &args.inputs[2] : nullptr;
+  if (lse && (lse->dtype != logits.dtype || lse->shape != Shape{rows}))
+    return "cuda kernel 'softmax_cross_entropy' needs lse [N] of the logits' "
+           "type";
   Scratch rowLoss(ctx, sizeof(float) * std::max<int64_t>(rows, 1));
   if (!rowLoss)
     return "cuda kernel 'softmax_cross_entropy': out of device memory";
@@ -165,7 +219,8 @@ std::string runCrossEntropy(CudaContext &ctx, const KernelArgs &args) {
             <<<static_cast<unsigned>(std::min<int64_t>(rows, 1 << 20)),
                rowThreadsFor(classes), 0, ctx.stream>>>(
                 logits.as<T>(), labels.as<I>(), rowLoss.as<float>(), rows,
-                classes, ignore, ctx.errorWord);
+                classes, ignore, classBlock<T>(args, lse, classes),
+                ctx.errorWord);
       crossEntropyTotalKernel<T, I><<<1, kThreads, 0, ctx.stream>>>(
           rowLoss.as<float>(), labels.as<I>(), rows, ignore, sum, out.as<T>());
     });
@@ -188,6 +243,10 @@ std::string runCrossEntropyGrad(CudaContext &ctx, const KernelArgs &args) {
   int64_t rows = logits.shape[0], classes = logits.shape[1];
   int64_t ignore = args.attrs.getInt("ignore_index", -100);
   bool sum = args.attrs.getBool("sum");
+  const TensorView *lse = args.inputs.size() > 3 ? &args.inputs[3] : nullptr;
+  if (lse && (lse->dtype != logits.dtype || lse->shape != Shape{rows}))
+    return "cuda kernel 'softmax_cross_entropy_grad' needs lse [N] of the "
+           "logits' type";
   if (rows == 0)
     return "";
   Scratch count(ctx, sizeof(float));
@@ -204,7 +263,8 @@ std::string runCrossEntropyGrad(CudaContext &ctx, const KernelArgs &args) {
           <<<static_cast<unsigned>(std::min<int64_t>(rows, 1 << 20)),
              rowThreadsFor(classes), 0, ctx.stream>>>(
               logits.as<T>(), labels.as<I>(), grad.as<T>(), count.as<float>(),
-              out.as<T>(), rows, classes, ignore, sum, ctx.errorWord);
+              out.as<T>(), rows, classes, ignore, sum,
+              classBlock<T>(args, lse, classes), ctx.errorWord);
     });
   });
   if (!floatOk || !labelsOk)
@@ -290,8 +350,8 @@ std::string runMse(CudaContext &ctx, const KernelArgs &args) {
 } // namespace
 
 void registerLossKernels(KernelTable &table) {
-  table["softmax_cross_entropy"] = {runCrossEntropy, 2, 2};
-  table["softmax_cross_entropy_grad"] = {runCrossEntropyGrad, 3, 3};
+  table["softmax_cross_entropy"] = {runCrossEntropy, 2, 3};
+  table["softmax_cross_entropy_grad"] = {runCrossEntropyGrad, 3, 4};
   table["label_count"] = {runLabelCount, 1, 1};
   table["mse_loss"] = {runMse, 2, 2};
 }

@@ -24,6 +24,13 @@ are counted: they must be clear errors, never crashes); and the plans of --mode 
 three meshes, with ample memory and with 60% and 35% of what that plan needs (a limit
 nothing fits is a clear error, counted).
 
+Vocabulary-parallel loss: the GPT on tp=2, tp=4, dp=2 x tp=2 (SGD, AdamW) and 1F1B on
+pp=2 x tp=2 over 2 micro-batches, and the LLaMA on dp=2 x tp=2, with the LM head split
+over the vocabulary, and "gptv" (the GPT with a vocabulary of 8192, exported here)
+under --mode auto with a 20 MB limit; each such
+compile's --emit-mlir must keep the loss split (a softmax_cross_entropy taking the rows'
+log-sum-exp) and hold no all-gather or all-to-all that makes the logits.
+
 The LLaMA-style decoder ("llama") runs a short list of its own: Megatron from
 models/llama_megatron.json on tp=2 (KV heads split), tp=4 (KV heads replicated) and
 dp=2 x tp=2 (SGD and AdamW), --mode auto on dp=2 x tp=2 with ample and with limited
@@ -75,12 +82,16 @@ MODELS = {
     # Exported here (models/export.py): 6 blocks, so that its 9 layers fill the
     # 8 chunks of interleaved 1F1B on 4 stages.
     "gpt6": ("gpt6.onnx", ["input_ids"]),
+    # Exported here: a vocabulary of 8192, whose logits dominate memory, so that
+    # --mode auto under a limit keeps the loss split over the vocabulary.
+    "gptv": ("gptv.onnx", ["input_ids"]),
 }
 
 # Models exported into the work directory: export.py / train_reference.py flags.
 GENERATED = {
     "gpt6": ["--model", "gpt", "--layers", "6", "--d-model", "32", "--heads", "2",
              "--vocab", "64", "--seq", "16"],
+    "gptv": ["--model", "gpt", "--vocab", "8192"],
 }
 
 MEGATRON = {
@@ -122,6 +133,52 @@ def llama_megatron(dp, tp=2, kv_heads=2):
 
 
 MEGATRON["llama"] = llama_megatron
+
+
+def vocab_parallel(entries, dp):
+    """Megatron's vocabulary-parallel LM head: its output columns (the vocabulary) split
+    over tp, and the cross-entropy kept split (no gather of the logits)."""
+    return entries + [{"node": "/lm_head/MatMul", "strategy": [[dp, 1, 1], [1, "tp"]]}]
+
+
+# Configurations whose logits stay split over the vocabulary through the loss: the
+# compile's --emit-mlir must hold no all_gather (or all_to_all) that makes a tensor as
+# wide as the vocabulary with at least a row per vocabulary entry (the gathered logits;
+# the transposed LM head weight, [d_model, vocab], is narrower).
+VOCAB_PARALLEL = {"vocab-parallel megatron tp=2", "vocab-parallel megatron dp=2,tp=2",
+                  "vocab-parallel megatron tp=4", "vocab-parallel adamw dp=2,tp=2",
+                  "auto vocab-parallel dp=2,tp=2 memory 20 MB",
+                  "vocab-parallel pipeline pp=2,tp=2 1f1b m=2"}
+VOCAB = {"gpt": 256, "llama": 256, "gptv": 8192}
+
+
+def class_split_losses(mlir_text):
+    """The number of softmax_cross_entropy ops of mlir_text that take a log-sum-exp (a
+    class block of a vocabulary-parallel loss)."""
+    return sum(1 for line in mlir_text.splitlines()
+               if "loom.softmax_cross_entropy " in line and ", tensor<" in line
+               and line.rstrip().endswith("-> tensor<f32>")
+               and line.split(":")[-1].count("tensor<") == 4)
+
+
+def gathered_logits(mlir_text, vocab=256):
+    """The all_gather / all_to_all lines of mlir_text that make a [.., vocab] tensor of at
+    least vocab rows."""
+    found = []
+    for line in mlir_text.splitlines():
+        if "loom.all_gather" not in line and "loom.all_to_all" not in line:
+            continue
+        result = line.rsplit("-> tensor<", 1)
+        if len(result) != 2:
+            continue
+        dims = result[1].split(">")[0].split("x")[:-1]
+        if len(dims) >= 2 and int(dims[-1]) == vocab:
+            rows = 1
+            for d in dims[:-1]:
+                rows *= int(d)
+            if rows >= vocab:
+                found.append(line.strip())
+    return found
 # The encoder classifier: its feed-forward pairs (torch's attention runs on [seq, batch, d]
 # with q, k and v from one fused projection; the search splits that).
 MEGATRON["encoder"] = lambda dp: [
@@ -254,6 +311,8 @@ def fixed_configs(model, reduced=False):
              ["--optimizer", "sgd"]),
             ("megatron dp=2,tp=2", "dp=2,tp=2", llama_megatron("dp"), ["--optimizer", "sgd"]),
             ("adamw dp=2,tp=2", "dp=2,tp=2", llama_megatron("dp"), adamw),
+            ("vocab-parallel megatron dp=2,tp=2", "dp=2,tp=2",
+             vocab_parallel(llama_megatron("dp"), "dp"), ["--optimizer", "sgd"]),
             ("auto dp=2,tp=2", "dp=2,tp=2", None, ["--optimizer", "sgd", "--mode", "auto"]),
             # With ample memory the search splits nothing; 3.5 MB (37% of that plan) makes
             # it split the heads and the batch and shard parameters (ZeRO-3).
@@ -286,6 +345,11 @@ def fixed_configs(model, reduced=False):
         if reduced:
             return [c for c in configs if c[0] in LLAMA_REDUCED]
         return configs
+    if model == "gptv":
+        # Under 20 MB (the unconstrained plan needs 43 MiB) the search splits the LM
+        # head and the loss over the vocabulary.
+        return [("auto vocab-parallel dp=2,tp=2 memory 20 MB", "dp=2,tp=2", None,
+                 ["--optimizer", "sgd", "--mode", "auto", "--memory-limit", "20000000"])]
     if model == "gpt6":
         # Interleaved 1F1B on 4 stages (8 chunks of the 9 layers), with dp, with
         # Megatron tp, with ZeRO and recompute.
@@ -312,6 +376,20 @@ def fixed_configs(model, reduced=False):
         configs.append((f"megatron tp={n}", f"tp={n}", MEGATRON[model](1), ["--optimizer", "sgd"]))
     configs.append(("megatron dp=2,tp=2", "dp=2,tp=2", MEGATRON[model]("dp"), ["--optimizer", "sgd"]))
     configs.append(("megatron dp=2,tp=4", "dp=2,tp=4", MEGATRON[model]("dp"), ["--optimizer", "sgd"]))
+    if model == "gpt":
+        # The LM head split over the vocabulary, the loss kept split.
+        configs.append(("vocab-parallel megatron tp=2", "tp=2",
+                        vocab_parallel(MEGATRON[model](1), 1), ["--optimizer", "sgd"]))
+        configs.append(("vocab-parallel megatron tp=4", "tp=4",
+                        vocab_parallel(MEGATRON[model](1), 1), ["--optimizer", "sgd"]))
+        configs.append(("vocab-parallel megatron dp=2,tp=2", "dp=2,tp=2",
+                        vocab_parallel(MEGATRON[model]("dp"), "dp"), ["--optimizer", "sgd"]))
+        configs.append(("vocab-parallel adamw dp=2,tp=2", "dp=2,tp=2",
+                        vocab_parallel(MEGATRON[model]("dp"), "dp"),
+                        ["--optimizer", "adamw", "--eps", "1e-3"]))
+        configs.append(("vocab-parallel pipeline pp=2,tp=2 1f1b m=2", "pp=2,tp=2",
+                        vocab_parallel(MEGATRON[model](1), 1),
+                        ["--optimizer", "sgd", "--schedule", "1f1b", "--micro-batches", "2"]))
     configs.append(("momentum dp=2,tp=2", "dp=2,tp=2", MEGATRON[model]("dp"),
                     ["--optimizer", "momentum"]))
     # Adam turns a gradient that is rounding noise into an update of size lr; a large
@@ -466,7 +544,7 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--loom", required=True)
     parser.add_argument("--source", required=True, help="the Loom source tree")
-    parser.add_argument("--models", default="mlp,gpt,cnn,gpt6,llama,encoder")
+    parser.add_argument("--models", default="mlp,gpt,cnn,gpt6,gptv,llama,encoder")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--rtol", type=float, default=1e-5)
@@ -539,6 +617,8 @@ def main():
                     json.dump({"strategies": strategy}, f)
                 extra += ["--strategy", path]
             plan = os.path.join(d, "model.plan")
+            if name in VOCAB_PARALLEL:
+                extra += ["--emit-mlir", os.path.join(d, "model.mlir")]
             code, output = runner.compile(model, plan, extra)
             if code != 0:
                 if not expect_valid and "loom: error:" in output and \
@@ -548,6 +628,19 @@ def main():
                 total += 1
                 print(f"FAIL {model} {name}: compile: {output.strip()}")
                 return True
+            if name in VOCAB_PARALLEL:
+                with open(os.path.join(d, "model.mlir")) as f:
+                    text = f.read()
+                gathered = gathered_logits(text, VOCAB[model])
+                if not class_split_losses(text):
+                    gathered.append("(no softmax_cross_entropy takes a log-sum-exp)")
+                if gathered:
+                    failures += 1
+                    total += 1
+                    print(f"FAIL {model} {name}: the loss is not split over the "
+                          f"vocabulary:\n"
+                          + "\n".join(gathered[:4]))
+                    return True
             expected = EXPECTED_OUTPUT.get(name)
             if expected and expected not in output:
                 failures += 1

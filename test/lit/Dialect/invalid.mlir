@@ -1014,6 +1014,15 @@ func.func @cross_entropy_batch(%l: tensor<4x10xf32>, %t: tensor<3xi64>) {
 
 // -----
 
+func.func @cross_entropy_lse(%l: tensor<4x10xf32>, %t: tensor<4xi64>, %lse: tensor<10xf32>) {
+  // expected-error @+2 {{lse must be [N] of the logits' type, got f32[10]}}
+  // expected-error @+1 {{'loom.softmax_cross_entropy' op failed to infer returned types}}
+  %0 = loom.softmax_cross_entropy %l, %t, %lse {ignore_index = -100 : i64} : (tensor<4x10xf32>, tensor<4xi64>, tensor<10xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
 func.func @cross_entropy_rank(%l: tensor<4x10x2xf32>, %t: tensor<4xi32>) {
   // expected-error @+2 {{logits must be [N, C] and labels [N], got [4, 10, 2] and [4]}}
   // expected-error @+1 {{'loom.softmax_cross_entropy' op failed to infer returned types}}

@@ -246,6 +246,10 @@ func.func @losses(%logits: tensor<4x10xf32>, %labels: tensor<4xi64>, %l32: tenso
   %0 = loom.softmax_cross_entropy %logits, %labels {ignore_index = -100 : i64} : (tensor<4x10xf32>, tensor<4xi64>) -> tensor<f32>
   // CHECK: loom.softmax_cross_entropy %[[LOGITS]], %[[L32]] {ignore_index = 0 : i64, sum} : (tensor<4x10xf32>, tensor<4xi32>) -> tensor<f32>
   %1 = loom.softmax_cross_entropy %logits, %l32 {ignore_index = 0 : i64, sum} : (tensor<4x10xf32>, tensor<4xi32>) -> tensor<f32>
+  // A class block of a vocabulary-parallel loss: the rows' log-sum-exp.
+  // CHECK: loom.softmax_cross_entropy %[[LOGITS]], %[[LABELS]], %[[LSE:[a-z0-9]+]] {ignore_index = -100 : i64, sum} : (tensor<4x10xf32>, tensor<4xi64>, tensor<4xf32>) -> tensor<f32>
+  %lse = loom.reduce_max %logits {axes = array<i64: 1>} : (tensor<4x10xf32>) -> tensor<4xf32>
+  %4 = loom.softmax_cross_entropy %logits, %labels, %lse {ignore_index = -100 : i64, sum} : (tensor<4x10xf32>, tensor<4xi64>, tensor<4xf32>) -> tensor<f32>
   // CHECK: loom.mse_loss %[[P]], %[[T]] : (tensor<4x3xbf16>, tensor<4x3xbf16>) -> tensor<bf16>
   %2 = loom.mse_loss %p, %t : (tensor<4x3xbf16>, tensor<4x3xbf16>) -> tensor<bf16>
   // CHECK: loom.mse_loss %[[P]], %[[T]] {sum} : (tensor<4x3xbf16>, tensor<4x3xbf16>) -> tensor<bf16>

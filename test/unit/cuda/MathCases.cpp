@@ -298,6 +298,52 @@ void addLossCases(std::vector<CaseSpec> &cases) {
               });
     }
 
+  // A class block of a vocabulary-parallel loss (loom-partition's lse
+  // operand): 8 of 24 classes, at offset 0 (the block that adds the
+  // log-sum-exp) and 8; labels over all 24 classes, so some rows' labels
+  // fall outside the block; two rows ignored. The forward's block is its
+  // logits' (its result is a scalar), the gradient's its result's.
+  for (int64_t offset : {0, 8})
+    for (bool sum : {true, false}) {
+      std::string name =
+          "class_block_at" + std::to_string(offset) + (sum ? "_sum" : "_mean");
+      Shape logits{6, 8};
+      auto blockOf = [=] { return GlobalBlock{{6, 24}, {0, offset}}; };
+      auto inputs = [=](std::mt19937 &rng) {
+        HostBuffer y = integers(DType::I64, {6}, rng, 0, 23);
+        setElement(y, 0, -100.0);
+        setElement(y, 3, -100.0);
+        return std::vector<HostBuffer>{uniform(DType::F32, logits, rng, -3, 3),
+                                       y};
+      };
+      Attrs attrs;
+      if (sum)
+        attrs.set("sum", true);
+      addCase(cases, "softmax_cross_entropy", name, DType::F32,
+              [=](std::mt19937 &rng) {
+                Case c;
+                c.attrs = attrs;
+                c.inputs = inputs(rng);
+                c.inputs.push_back(uniform(DType::F32, {6}, rng, 2, 4));
+                c.outputs = {{DType::F32, {}}};
+                c.reduction = 6;
+                c.block = blockOf();
+                return c;
+              });
+      addCase(cases, "softmax_cross_entropy_grad", name, DType::F32,
+              [=](std::mt19937 &rng) {
+                Case c;
+                c.attrs = attrs;
+                c.inputs = inputs(rng);
+                c.inputs.push_back(scalar(DType::F32, 0.75));
+                c.inputs.push_back(uniform(DType::F32, {6}, rng, 2, 4));
+                c.outputs = {{DType::F32, logits}};
+                c.reduction = 8;
+                c.block = blockOf();
+                return c;
+              });
+    }
+
   struct LabelCount {
     const char *name;
     DType labelType, resultType;
