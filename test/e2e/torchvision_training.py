@@ -100,7 +100,10 @@ def export_problems(proto, model):
     missing = sorted(params - inits)
     if missing:
         problems.append(f"{len(missing)} parameters are not initializers: {missing[:5]}")
-    foreign = sorted(inits - params - buffers)
+    # Integer initializers (Swin's relative position index, a buffer) are constants.
+    floats = {i.name for i in proto.graph.initializer
+              if i.data_type == onnx.TensorProto.FLOAT}
+    foreign = sorted((inits & floats) - params - buffers)
     if foreign:
         problems.append(f"{len(foreign)} initializers are not PyTorch's (Loom would train "
                         f"them): {foreign[:5]}")
