@@ -13,13 +13,6 @@ using namespace mlir;
 namespace loom::onnx_import {
 namespace {
 
-LogicalResult setResult(NodeContext &nc, FailureOr<Value> v) {
-  if (failed(v))
-    return failure();
-  nc.setOutput(0, *v);
-  return success();
-}
-
 /// ScatterElements' and ScatterND's `reduction` (from version 16): whether
 /// updates add; mul, max and min are refused.
 FailureOr<bool> scatterAccumulates(NodeContext &nc) {
@@ -41,9 +34,8 @@ LogicalResult convertGatherElements(NodeContext &nc) {
   auto a = nc.normalizeAxis(*axis, nc.rank(0));
   if (failed(a))
     return failure();
-  return setResult(
-      nc, nc.create<GatherElementsOp>(nc.value(0), nc.value(1),
-                                      nc.builder.getI64IntegerAttr(*a)));
+  return nc.setResult(nc.create<GatherElementsOp>(
+      nc.value(0), nc.value(1), nc.builder.getI64IntegerAttr(*a)));
 }
 
 LogicalResult convertScatterElements(NodeContext &nc) {
@@ -54,11 +46,9 @@ LogicalResult convertScatterElements(NodeContext &nc) {
   auto a = nc.normalizeAxis(*axis, nc.rank(0));
   if (failed(a))
     return failure();
-  return setResult(nc,
-                   nc.create<ScatterElementsOp>(
-                       nc.value(0), nc.value(1), nc.value(2),
-                       nc.builder.getI64IntegerAttr(*a),
-                       *accumulate ? nc.builder.getUnitAttr() : UnitAttr()));
+  return nc.setResult(nc.create<ScatterElementsOp>(
+      nc.value(0), nc.value(1), nc.value(2), nc.builder.getI64IntegerAttr(*a),
+      *accumulate ? nc.builder.getUnitAttr() : UnitAttr()));
 }
 
 /// ScatterND: indices [..., k] address slices data[i0, ..., ik-1] of shape
@@ -112,7 +102,7 @@ LogicalResult convertScatterND(NodeContext &nc) {
       *accumulate ? nc.builder.getUnitAttr() : UnitAttr());
   if (failed(scattered))
     return failure();
-  return setResult(nc, nc.reshape(*scattered, data));
+  return nc.setResult(nc.reshape(*scattered, data));
 }
 
 LogicalResult convertCumSum(NodeContext &nc) {
@@ -128,10 +118,9 @@ LogicalResult convertCumSum(NodeContext &nc) {
   if (failed(a))
     return failure();
   UnitAttr unit = nc.builder.getUnitAttr();
-  return setResult(nc, nc.create<CumSumOp>(nc.value(0),
-                                           nc.builder.getI64IntegerAttr(*a),
-                                           *exclusive ? unit : UnitAttr(),
-                                           *reverse ? unit : UnitAttr()));
+  return nc.setResult(nc.create<CumSumOp>(
+      nc.value(0), nc.builder.getI64IntegerAttr(*a),
+      *exclusive ? unit : UnitAttr(), *reverse ? unit : UnitAttr()));
 }
 
 /// TopK-10: k an input; 11 adds `largest` and `sorted` (the results are

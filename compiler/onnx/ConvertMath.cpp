@@ -123,14 +123,6 @@ template <typename OpTy> LogicalResult convertUnary(NodeContext &nc) {
   return success();
 }
 
-/// Sets the node's output to `result`, or fails with it.
-LogicalResult setResult(NodeContext &nc, FailureOr<Value> result) {
-  if (failed(result))
-    return failure();
-  nc.setOutput(0, *result);
-  return success();
-}
-
 /// The remainder of l / r, truncated (C's fmod) or floored (the divisor's
 /// sign).
 template <typename T> T remainderOf(T l, T r, bool floored) {
@@ -186,8 +178,8 @@ LogicalResult convertMod(NodeContext &nc) {
     return success();
   }
   if (floored)
-    return setResult(nc, nc.create<ModOp>(nc.value(0), nc.value(1)));
-  return setResult(nc, nc.create<FModOp>(nc.value(0), nc.value(1)));
+    return nc.setResult(nc.create<ModOp>(nc.value(0), nc.value(1)));
+  return nc.setResult(nc.create<FModOp>(nc.value(0), nc.value(1)));
 }
 
 /// An activation with float attributes: each ONNX attribute in `attrs`
@@ -206,7 +198,7 @@ convertActivation(NodeContext &nc,
   }
   return std::apply(
       [&](auto... a) {
-        return setResult(nc, nc.create<OpTy>(nc.value(0), a...));
+        return nc.setResult(nc.create<OpTy>(nc.value(0), a...));
       },
       values);
 }
@@ -264,9 +256,9 @@ LogicalResult convertClip(NodeContext &nc) {
                         "' must be a scalar, not " + formatShape(bound->shape));
     bounds[i] = static_cast<float>(bound->asDouble(0));
   }
-  return setResult(
-      nc, nc.create<ClipOp>(nc.value(0), nc.builder.getF32FloatAttr(bounds[0]),
-                            nc.builder.getF32FloatAttr(bounds[1])));
+  return nc.setResult(nc.create<ClipOp>(nc.value(0),
+                                        nc.builder.getF32FloatAttr(bounds[0]),
+                                        nc.builder.getF32FloatAttr(bounds[1])));
 }
 
 /// MatMul with numpy semantics: 1-D operands are promoted and the added

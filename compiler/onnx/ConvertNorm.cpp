@@ -7,6 +7,23 @@ using namespace mlir;
 namespace loom::onnx_import {
 namespace {
 
+/// `x` * scale + bias with the node's inputs 1 and 2, vectors of the
+/// `channels` of dimension `channelDim` of `x`, broadcast as [C, 1, ...].
+FailureOr<Value> perChannelAffine(NodeContext &nc, Value x, int64_t channelDim,
+                                  int64_t channels) {
+  int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+  SmallVector<int64_t> perChannel(rank - channelDim, 1);
+  perChannel[0] = channels;
+  auto scale = nc.reshape(nc.value(1), perChannel);
+  auto bias = nc.reshape(nc.value(2), perChannel);
+  if (failed(scale) || failed(bias))
+    return failure();
+  auto scaled = nc.create<MulOp>(x, *scale);
+  if (failed(scaled))
+    return failure();
+  return nc.create<AddOp>(*scaled, *bias);
+}
+
 /// Training-mode BatchNormalization (version 14 on, `training_mode` 1), as
 /// PyTorch's train() exports it: normalization with the batch's statistics
 /// (the biased variance), built from reductions and elementwise ops so that
@@ -87,17 +104,7 @@ LogicalResult convertTrainingBatchNorm(NodeContext &nc, float epsilon) {
   auto normalized = nc.create<DivOp>(*centered, *stddev);
   if (failed(normalized))
     return failure();
-  // Scale and bias as [C, 1, ...], broadcast from the right.
-  SmallVector<int64_t> perChannel(shape.size() - channelDim, 1);
-  perChannel[0] = channels;
-  auto scale = nc.reshape(nc.value(1), perChannel);
-  auto bias = nc.reshape(nc.value(2), perChannel);
-  if (failed(scale) || failed(bias))
-    return failure();
-  auto scaled = nc.create<MulOp>(*normalized, *scale);
-  if (failed(scaled))
-    return failure();
-  auto y = nc.create<AddOp>(*scaled, *bias);
+  auto y = perChannelAffine(nc, *normalized, channelDim, channels);
   if (failed(y))
     return failure();
   auto result = nc.reshape(*y, xType.getShape());
@@ -266,20 +273,7 @@ LogicalResult convertInstanceNorm(NodeContext &nc) {
       nc.builder.getF32FloatAttr(*epsilon));
   if (failed(normalized))
     return failure();
-  SmallVector<int64_t> perChannel(rank - 1, 1);
-  perChannel[0] = channels;
-  auto scale = nc.reshape(nc.value(1), perChannel);
-  auto bias = nc.reshape(nc.value(2), perChannel);
-  if (failed(scale) || failed(bias))
-    return failure();
-  auto scaled = nc.create<MulOp>(*normalized, *scale);
-  if (failed(scaled))
-    return failure();
-  auto shifted = nc.create<AddOp>(*scaled, *bias);
-  if (failed(shifted))
-    return failure();
-  nc.setOutput(0, *shifted);
-  return success();
+  return nc.setResult(perChannelAffine(nc, *normalized, 1, channels));
 }
 
 } // namespace

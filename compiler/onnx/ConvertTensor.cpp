@@ -13,21 +13,13 @@ using namespace mlir;
 namespace loom::onnx_import {
 namespace {
 
-/// Sets output 0 to `t` folded, or to `op` built from the run-time value.
-LogicalResult setResult(NodeContext &nc, FailureOr<Value> v) {
-  if (failed(v))
-    return failure();
-  nc.setOutput(0, *v);
-  return success();
-}
-
 /// Output 0 gets input 0 with a new shape (folded when it is a constant).
 LogicalResult setReshaped(NodeContext &nc, ArrayRef<int64_t> shape) {
   if (const HostTensor *c = nc.constant(0)) {
     nc.setOutput(0, c->reshaped(shape));
     return success();
   }
-  return setResult(nc, nc.reshape(nc.value(0), shape));
+  return nc.setResult(nc.reshape(nc.value(0), shape));
 }
 
 LogicalResult convertIdentity(NodeContext &nc) {
@@ -281,8 +273,8 @@ LogicalResult convertTranspose(NodeContext &nc) {
     nc.setOutput(0, hostTranspose(*c, perm));
     return success();
   }
-  return setResult(nc, nc.create<TransposeOp>(
-                           nc.value(0), nc.builder.getDenseI64ArrayAttr(perm)));
+  return nc.setResult(nc.create<TransposeOp>(
+      nc.value(0), nc.builder.getDenseI64ArrayAttr(perm)));
 }
 
 LogicalResult convertGather(NodeContext &nc) {
@@ -306,8 +298,8 @@ LogicalResult convertGather(NodeContext &nc) {
     nc.setOutput(0, hostGather(*data, *indices, *a));
     return success();
   }
-  return setResult(nc, nc.create<GatherOp>(nc.value(0), nc.value(1),
-                                           nc.builder.getI64IntegerAttr(*a)));
+  return nc.setResult(nc.create<GatherOp>(nc.value(0), nc.value(1),
+                                          nc.builder.getI64IntegerAttr(*a)));
 }
 
 LogicalResult convertConcat(NodeContext &nc) {
@@ -340,8 +332,8 @@ LogicalResult convertConcat(NodeContext &nc) {
   SmallVector<Value> inputs;
   for (int i = 0; i < nc.node.input_size(); ++i)
     inputs.push_back(nc.value(i));
-  return setResult(
-      nc, nc.create<ConcatOp>(inputs, nc.builder.getI64IntegerAttr(*a)));
+  return nc.setResult(
+      nc.create<ConcatOp>(inputs, nc.builder.getI64IntegerAttr(*a)));
 }
 
 /// Creates a slice of input 0 (folded when it is a constant).
@@ -496,10 +488,8 @@ LogicalResult convertExpand(NodeContext &nc) {
     nc.setOutput(0, nc.value(0));
     return success();
   }
-  return setResult(
-      nc, nc.createTyped<BroadcastOp>(
-              RankedTensorType::get(*shape, nc.type(0).getElementType()),
-              nc.value(0)));
+  return nc.setResult(nc.createTyped<BroadcastOp>(
+      RankedTensorType::get(*shape, nc.type(0).getElementType()), nc.value(0)));
 }
 
 /// Tile as a broadcast: [d0, d1] repeated [r0, r1] is [1, d0, 1, d1]
@@ -541,7 +531,7 @@ LogicalResult convertTile(NodeContext &nc) {
       RankedTensorType::get(expanded, nc.type(0).getElementType()), *reshaped);
   if (failed(broadcast))
     return failure();
-  return setResult(nc, nc.reshape(*broadcast, tiled));
+  return nc.setResult(nc.reshape(*broadcast, tiled));
 }
 
 LogicalResult convertCast(NodeContext &nc) {
@@ -562,9 +552,8 @@ LogicalResult convertCast(NodeContext &nc) {
     nc.setOutput(0, nc.value(0));
     return success();
   }
-  return setResult(
-      nc, nc.createTyped<CastOp>(
-              RankedTensorType::get(nc.shape(0), elementType), nc.value(0)));
+  return nc.setResult(nc.createTyped<CastOp>(
+      RankedTensorType::get(nc.shape(0), elementType), nc.value(0)));
 }
 
 /// Range's length depends on its operands' values, so with static shapes
@@ -621,9 +610,9 @@ LogicalResult convertTrilu(NodeContext &nc) {
   auto upper = nc.attrInt("upper", 1);
   if (failed(upper))
     return failure();
-  return setResult(nc, nc.create<TriluOp>(nc.value(0),
-                                          nc.builder.getBoolAttr(*upper != 0),
-                                          nc.builder.getI64IntegerAttr(k)));
+  return nc.setResult(nc.create<TriluOp>(nc.value(0),
+                                         nc.builder.getBoolAttr(*upper != 0),
+                                         nc.builder.getI64IntegerAttr(k)));
 }
 
 } // namespace

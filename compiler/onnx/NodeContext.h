@@ -115,6 +115,13 @@ public:
     return i < node.output_size() && !node.output(i).empty();
   }
   void setOutput(int i, OnnxValue v);
+  /// Sets output 0 to `v`, or fails with it: a converter's last line.
+  mlir::LogicalResult setResult(mlir::FailureOr<mlir::Value> v) {
+    if (mlir::failed(v))
+      return mlir::failure();
+    setOutput(0, *v);
+    return mlir::success();
+  }
   /// Records that `v` is the new value of input `i`, a buffer argument
   /// (batch normalization's running statistics in training mode): the
   /// function returns it with `loom.updates`, so the step stores it in
