@@ -37,6 +37,7 @@ PyTorch reference outputs.
 
 import argparse
 import collections
+import functools
 import math
 import os
 import sys
@@ -360,8 +361,8 @@ class CNN(nn.Module):
 
 
 class RNNClassifier(nn.Module):
-    """x [batch, seq, features] -> 2-layer nn.LSTM or nn.GRU (batch_first) -> Linear to the
-    classes. A bidirectional network classifies its last layer's final states (the forward
+    """x [batch, seq, features] -> 2-layer nn.LSTM, nn.GRU or nn.RNN (ReLU; batch_first) ->
+    Linear to the classes. A bidirectional network classifies its last layer's final states (the forward
     direction's after the last step, the reverse direction's after the first: ONNX's Y_h);
     a one-directional one its output at the last step (ONNX's Y). The last step of the
     reverse direction's output would leave its recurrent weight without a gradient: that
@@ -370,7 +371,8 @@ class RNNClassifier(nn.Module):
     def __init__(self, cell, bidirectional, features=8, hidden=16, classes=5, seq=6):
         super().__init__()
         self.seq, self.features = seq, features
-        recurrent = {"lstm": nn.LSTM, "gru": nn.GRU}[cell]
+        recurrent = {"lstm": nn.LSTM, "gru": nn.GRU,
+                     "rnn": functools.partial(nn.RNN, nonlinearity="relu")}[cell]
         self.rnn = recurrent(features, hidden, num_layers=2, batch_first=True,
                              bidirectional=bidirectional)
         self.head = nn.Linear(hidden * (2 if bidirectional else 1), classes)
@@ -425,15 +427,15 @@ GPT_DEFAULTS = dict(layers=2, d_model=64, heads=4, vocab=256, seq=64, tied=False
 # ffn 176: LLaMA's 8/3 * d_model rounded up to a multiple of 16.
 LLAMA_DEFAULTS = dict(layers=2, d_model=64, heads=4, kv_heads=2, ffn=176, vocab=256, seq=64)
 DEFAULT_OPSET = {"mlp": 13, "gpt": 17, "llama": 17, "cnn": 13, "encoder": 17, "lstm": 14,
-                 "gru": 14}
-# The recurrent classifiers: the LSTM bidirectional, the GRU one-directional.
-RNN_MODELS = {"lstm": True, "gru": False}
+                 "gru": 14, "rnn": 14}
+# The recurrent classifiers: the LSTM and the ReLU RNN bidirectional, the GRU one-directional.
+RNN_MODELS = {"lstm": True, "gru": False, "rnn": True}
 
 
 def add_model_args(parser):
     """Adds the model-selection and size options shared by export.py and reference.py."""
     parser.add_argument("--model",
-                        choices=["mlp", "gpt", "llama", "cnn", "encoder", "lstm", "gru"],
+                        choices=["mlp", "gpt", "llama", "cnn", "encoder", "lstm", "gru", "rnn"],
                         help="which model to build")
     gpt = parser.add_argument_group("GPT and LLaMA size (ignored for the other models)")
     gpt.add_argument("--layers", type=int, default=GPT_DEFAULTS["layers"],
@@ -677,17 +679,17 @@ def _dims(value_info):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description="Export Loom's test models (mlp, gpt, llama, cnn, encoder, lstm, gru) "
+        description="Export Loom's test models (mlp, gpt, llama, cnn, encoder, lstm, gru, rnn) "
                     "from PyTorch to ONNX.")
     parser.add_argument("--all", action="store_true",
                         help="write mlp.onnx, gpt.onnx, gpt_opset14.onnx, llama.onnx, cnn.onnx, "
-                             "encoder.onnx, lstm.onnx and gru.onnx into "
+                             "encoder.onnx, lstm.onnx, gru.onnx and rnn.onnx into "
                              "models/ with the default configurations (the default when "
                              "--model is not given)")
     add_model_args(parser)
     parser.add_argument("--opset", type=int, default=None,
                         help="ONNX opset (default: 13 for mlp and cnn, 17 for gpt and llama, "
-                             "14 for lstm and gru)")
+                             "14 for lstm, gru and rnn)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
                         help="torch.manual_seed used before building the model (default: %(default)s)")
     parser.add_argument("--fuse-bn", action="store_true",
@@ -705,7 +707,8 @@ def main(argv=None):
         jobs = [("mlp", "mlp.onnx", None), ("gpt", "gpt.onnx", 17),
                 ("gpt", "gpt_opset14.onnx", 14), ("llama", "llama.onnx", 17),
                 ("cnn", "cnn.onnx", None), ("encoder", "encoder.onnx", 17),
-                ("lstm", "lstm.onnx", None), ("gru", "gru.onnx", None)]
+                ("lstm", "lstm.onnx", None), ("gru", "gru.onnx", None),
+                ("rnn", "rnn.onnx", None)]
         for name, filename, opset in jobs:
             export(name, os.path.join(MODELS_DIR, filename), opset=opset, seed=args.seed)
         too_big = [f for _, f, _ in jobs

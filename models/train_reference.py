@@ -16,7 +16,7 @@ so losses[K-1] is the loss of step K, computed by the forward pass *before* step
 
 writes into --out:
 
-* `<input>.npy` (`x` for mlp, cnn, lstm and gru, `input_ids` for gpt) and `labels.npy`: the batch,
+* `<input>.npy` (`x` for mlp, cnn, lstm, gru and rnn, `input_ids` for gpt) and `labels.npy`: the batch,
   named after the ONNX inputs plus `labels` (what `loom run --data` takes);
 * `losses.npy`: float32 [N], the loss of each step;
 * `params/<NAME>.npy`: every parameter after the last step, under its PyTorch (= ONNX

@@ -160,15 +160,21 @@ LogicalResult convertAveragePool(NodeContext &nc) {
   return success();
 }
 
-LogicalResult convertGlobalAveragePool(NodeContext &nc) {
+/// GlobalAveragePool and GlobalMaxPool: the mean or the maximum over every
+/// spatial axis (2 onward), kept as size 1.
+template <typename ReduceOpTy>
+LogicalResult convertGlobalPool(NodeContext &nc) {
   if (nc.rank(0) < 3)
-    return nc.invalid("GlobalAveragePool needs an input of rank at least 3");
+    return nc.invalid(nc.node.op_type() +
+                      " needs an input of rank at least 3 (N, C, spatial...), "
+                      "not " +
+                      formatShape(nc.shape(0)));
   SmallVector<int64_t> axes;
   for (int64_t d = 2; d < nc.rank(0); ++d)
     axes.push_back(d);
-  auto result = nc.create<ReduceMeanOp>(nc.value(0),
-                                        nc.builder.getDenseI64ArrayAttr(axes),
-                                        nc.builder.getUnitAttr());
+  auto result =
+      nc.create<ReduceOpTy>(nc.value(0), nc.builder.getDenseI64ArrayAttr(axes),
+                            nc.builder.getUnitAttr());
   if (failed(result))
     return failure();
   nc.setOutput(0, *result);
@@ -221,14 +227,23 @@ LogicalResult convertDropout(NodeContext &nc) {
     if (nc.hasInput(2)) {
       const HostTensor *mode = nc.constant(2);
       if (!mode)
-        return nc.unsupported("Dropout's training_mode must be a constant");
+        return nc.unsupported(
+            "the training_mode (input '" + nc.node.input(2) +
+            "') is computed at run time; Loom decides when it compiles "
+            "whether a Dropout drops, so it must be a constant (an "
+            "initializer or a Constant node)");
       training = mode->numElements() == 1 && mode->asInt(0) != 0;
     }
     // At inference the ratio is not read (it may be a run-time value).
     if (training && nc.hasInput(1)) {
       const HostTensor *r = nc.constant(1);
-      if (!r || r->numElements() != 1)
-        return nc.unsupported("Dropout's ratio must be a constant scalar");
+      if (!r)
+        return nc.unsupported("the ratio (input '" + nc.node.input(1) +
+                              "') is computed at run time; Loom needs "
+                              "Dropout's ratio a constant");
+      if (r->numElements() != 1)
+        return nc.invalid("Dropout's ratio (input '" + nc.node.input(1) +
+                          "') must be a scalar");
       ratio = r->asDouble(0);
     }
   }
@@ -544,7 +559,8 @@ void addNNConverters(llvm::StringMap<Converter> &t) {
   t["Conv"] = {1, convertConv};
   t["MaxPool"] = {1, convertMaxPool};
   t["AveragePool"] = {1, convertAveragePool};
-  t["GlobalAveragePool"] = {1, convertGlobalAveragePool};
+  t["GlobalAveragePool"] = {1, convertGlobalPool<ReduceMeanOp>};
+  t["GlobalMaxPool"] = {1, convertGlobalPool<ReduceMaxOp>};
   t["Pad"] = {2, convertPad};     // 1: `paddings`; 11: pads and value inputs
   t["PRelu"] = {7, convertPRelu}; // 6: `consumed_inputs`, no broadcasting
   // 7: the mask has the input's type; from 10 it is bool. 10 has no

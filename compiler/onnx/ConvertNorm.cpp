@@ -33,8 +33,11 @@ FailureOr<Value> perChannelAffine(NodeContext &nc, Value x, int64_t channelDim,
 /// own (data-parallel replicas without --sync-batchnorm). The running
 /// statistics are the buffers' new values (NodeContext::updateInput):
 /// ONNX's `running * momentum + batch * (1 - momentum)` (PyTorch exports its
-/// momentum m as 1 - m), with PyTorch's unbiased batch variance for the
-/// running variance, from group 0's statistics.
+/// momentum m as 1 - m), from group 0's statistics. The batch variance in
+/// the running variance is the biased one, as ONNX's reference computes it,
+/// except in models PyTorch exported (producer "pytorch"), whose train()
+/// takes the unbiased one (n / (n - 1) times it): Loom trains such a model
+/// as PyTorch does.
 LogicalResult convertTrainingBatchNorm(NodeContext &nc, float epsilon) {
   auto momentumAttr = nc.attrFloat("momentum", 0.9f);
   if (failed(momentumAttr))
@@ -145,8 +148,9 @@ LogicalResult convertTrainingBatchNorm(NodeContext &nc, float epsilon) {
   if (failed(batchMean) || failed(batchVar))
     return failure();
   auto newMean = running(3, *batchMean, 1.0);
+  const bool unbiased = nc.producer == "pytorch" && count > 1;
   auto newVar = running(
-      4, *batchVar, count > 1 ? static_cast<double>(count) / (count - 1) : 1.0);
+      4, *batchVar, unbiased ? static_cast<double>(count) / (count - 1) : 1.0);
   if (failed(newMean) || failed(newVar))
     return failure();
   // Buffers get their new values; constants (a frozen, folded statistic)

@@ -1,6 +1,6 @@
-//===- ConvertRNN.cpp - ONNX LSTM and GRU, unrolled over the sequence -----===//
+//===- ConvertRNN.cpp - ONNX RNN, LSTM and GRU, unrolled over the sequence ===//
 //
-// LSTM and GRU import as their recurrence unrolled over the (static)
+// RNN, LSTM and GRU import as their recurrence unrolled over the (static)
 // sequence length into existing loom ops, so that their gradients, sharding
 // rules and kernels are those ops': one matmul projects the input of every
 // time step and direction at once (with the biases that do not depend on
@@ -8,7 +8,9 @@
 // and elementwise gate arithmetic on slices. The outputs Y, Y_h and Y_c are
 // concatenations of the steps' states.
 //
-// Gate orders (ONNX): LSTM's W, R and B hold [i, o, f, c]; GRU's [z, r, h].
+// Gate orders (ONNX): LSTM's W, R and B hold [i, o, f, c]; GRU's [z, r, h];
+// RNN's one gate.
+//   RNN:  H = f(x W' + h R' + Wb + Rb), f Tanh (default) or Relu
 //   LSTM: i, o, f = sigmoid(x W' + h R' + Wb + Rb), c~ = tanh(...),
 //         C = f * C_prev + i * c~, H = o * tanh(C)
 //   GRU:  z, r = sigmoid(x W' + h R' + Wb + Rb),
@@ -27,7 +29,7 @@ using namespace mlir;
 namespace loom::onnx_import {
 namespace {
 
-enum class Cell { LSTM, GRU };
+enum class Cell { RNN, LSTM, GRU };
 
 /// Creates ops through a NodeContext and remembers the first failure: after
 /// it every call creates nothing and returns a null Value, so that a
@@ -43,6 +45,7 @@ public:
   Value mul(Value a, Value b) { return make<MulOp>(a, b); }
   Value sigmoid(Value a) { return make<SigmoidOp>(a); }
   Value tanh(Value a) { return make<TanhOp>(a); }
+  Value relu(Value a) { return make<ReluOp>(a); }
   /// a b^T.
   Value matmulT(Value a, Value b) {
     return make<MatmulOp>(a, b, UnitAttr(), nc.builder.getUnitAttr());
@@ -91,13 +94,15 @@ private:
 /// inputs are given.
 struct Recurrence {
   Cell cell;
-  int64_t gates;      // 4 (LSTM) or 3 (GRU)
+  int64_t gates;      // 4 (LSTM), 3 (GRU) or 1 (RNN)
   int64_t hidden;     // H
   int64_t directions; // 1 or 2
   bool reverseOnly;   // direction "reverse"
   int64_t seq, batch, inputSize;
   bool batchFirst; // layout 1: X [B, S, I], Y [B, S, D, H], Y_h [B, D, H]
   bool linearBeforeReset = false;
+  /// RNN: whether direction d's activation is Relu (else Tanh).
+  SmallVector<bool, 2> relu;
 };
 
 std::string joined(ArrayRef<std::string> words) {
@@ -110,10 +115,12 @@ std::string joined(ArrayRef<std::string> words) {
 /// Reads and checks the attributes and input shapes; refuses what Loom does
 /// not implement, naming the attribute or input and what is supported.
 FailureOr<Recurrence> readRecurrence(NodeContext &nc, Cell cell) {
-  StringRef op = cell == Cell::LSTM ? "LSTM" : "GRU";
+  StringRef op = cell == Cell::LSTM  ? "LSTM"
+                 : cell == Cell::GRU ? "GRU"
+                                     : "RNN";
   Recurrence r;
   r.cell = cell;
-  r.gates = cell == Cell::LSTM ? 4 : 3;
+  r.gates = cell == Cell::LSTM ? 4 : cell == Cell::GRU ? 3 : 1;
 
   auto direction = nc.attrString("direction", "forward");
   auto hiddenAttr = nc.attrInt("hidden_size", -1);
@@ -134,23 +141,33 @@ FailureOr<Recurrence> readRecurrence(NodeContext &nc, Cell cell) {
                       "; ONNX allows 0 and 1");
   r.batchFirst = *layout == 1;
 
-  // Activations other than the defaults, and cell clipping.
+  // Activations other than the defaults, and cell clipping. RNN also takes
+  // Relu (PyTorch's nn.RNN(nonlinearity='relu')), direction by direction.
   std::vector<std::string> defaults =
-      cell == Cell::LSTM ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
-                         : std::vector<std::string>{"Sigmoid", "Tanh"};
+      cell == Cell::LSTM  ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
+      : cell == Cell::GRU ? std::vector<std::string>{"Sigmoid", "Tanh"}
+                          : std::vector<std::string>{"Tanh"};
+  r.relu.assign(r.directions, false);
   if (const onnx::AttributeProto *a = nc.attr("activations")) {
     std::vector<std::string> given(a->strings().begin(), a->strings().end());
     bool isDefault = static_cast<int64_t>(given.size()) ==
                      r.directions * static_cast<int64_t>(defaults.size());
-    for (size_t i = 0; isDefault && i < given.size(); ++i)
-      isDefault =
-          StringRef(given[i]).equals_insensitive(defaults[i % defaults.size()]);
+    for (size_t i = 0; isDefault && i < given.size(); ++i) {
+      bool relu =
+          cell == Cell::RNN && StringRef(given[i]).equals_insensitive("Relu");
+      if (relu)
+        r.relu[i] = true;
+      isDefault = relu || StringRef(given[i]).equals_insensitive(
+                              defaults[i % defaults.size()]);
+    }
     if (!isDefault)
       return nc.unsupported(
           "attribute 'activations' [" + joined(given) +
           "] is not supported; Loom imports " + op +
-          " with its default activations (" + joined(defaults) +
-          (r.directions == 2 ? ", for each direction" : "") + ")");
+          (cell == Cell::RNN
+               ? " with Tanh or Relu"
+               : " with its default activations (" + joined(defaults) + ")") +
+          (r.directions == 2 ? ", for each direction" : ""));
   }
   // activation_alpha and activation_beta parameterise activations that take
   // them; Sigmoid and Tanh take none, so they are ignored, as in ONNX.
@@ -299,7 +316,7 @@ Pass runDirection(NodeContext &nc, OpChain &ops, const Recurrence &r,
   // Recurrent weights of this direction, [G*H, H] (GRU with
   // linear_before_reset 0: [2H, H] for z and r, [H, H] for h).
   Value recurrent, recurrentZR, recurrentH, biasRH;
-  if (r.cell == Cell::LSTM || r.linearBeforeReset) {
+  if (r.cell != Cell::GRU || r.linearBeforeReset) {
     recurrent =
         ops.reshape(ops.slice(nc.value(2), {d, 0, 0}, {1, gh, h}), {gh, h});
   } else {
@@ -321,7 +338,10 @@ Pass runDirection(NodeContext &nc, OpChain &ops, const Recurrence &r,
                             : ops.slice(projected, {t, 0, d * gh}, {1, b, gh});
     xt = ops.reshape(xt, {b, gh});
     Value hNext;
-    if (r.cell == Cell::LSTM) {
+    if (r.cell == Cell::RNN) {
+      Value pre = hPrev ? ops.add(xt, ops.matmulT(hPrev, recurrent)) : xt;
+      hNext = r.relu[d] ? ops.relu(pre) : ops.tanh(pre);
+    } else if (r.cell == Cell::LSTM) {
       Value pre = hPrev ? ops.add(xt, ops.matmulT(hPrev, recurrent)) : xt;
       Value iof = ops.sigmoid(ops.columns(pre, 0, 3 * h));
       Value in = ops.columns(iof, 0, h), out = ops.columns(iof, h, h),
@@ -410,6 +430,10 @@ LogicalResult convertRecurrence(NodeContext &nc, Cell cell) {
   return success(ops.ok());
 }
 
+LogicalResult convertRNN(NodeContext &nc) {
+  return convertRecurrence(nc, Cell::RNN);
+}
+
 LogicalResult convertLSTM(NodeContext &nc) {
   return convertRecurrence(nc, Cell::LSTM);
 }
@@ -423,6 +447,7 @@ LogicalResult convertGRU(NodeContext &nc) {
 void addRNNConverters(llvm::StringMap<Converter> &t) {
   // 1 has `output_sequence` and fixed output arity; 7 is the form read
   // here; 14 adds `layout`.
+  t["RNN"] = {7, convertRNN};
   t["LSTM"] = {7, convertLSTM};
   t["GRU"] = {7, convertGRU};
 }

@@ -132,6 +132,10 @@ public:
 
   /// The import's options (--batch, --sync-batchnorm, ...).
   const ImportOptions *options = nullptr;
+  /// The model's producer_name ("pytorch" for torch.onnx.export), for the
+  /// few places where the exporting framework's semantics differ from
+  /// ONNX's reference (training BatchNormalization's running variance).
+  llvm::StringRef producer;
   /// Buffer arguments and their latest new values, in the order first
   /// updated; null when the import records no updates.
   llvm::SmallVectorImpl<std::pair<mlir::BlockArgument, mlir::Value>>

@@ -584,6 +584,7 @@ std::optional<ImportResult> Importer::convertNode(const onnx::NodeProto &node,
   NodeContext nc(node, opset, version, builder, loc, values, *constants,
                  [this] { return takeDiagnostics(); });
   nc.options = &options;
+  nc.producer = model.producer_name();
   nc.stateUpdates = &stateUpdates;
   if (failed(converter->second.convert(nc))) {
     NodeError err = nc.error.value_or(NodeError{

@@ -67,6 +67,7 @@ MODELS = {
     "encoder": ("encoder.onnx", ["input_ids", "padding_mask"]),
     "lstm": ("lstm.onnx", ["x"]),
     "gru": ("gru.onnx", ["x"]),
+    "rnn": ("rnn.onnx", ["x"]),
 }
 
 
@@ -110,9 +111,10 @@ def _cases():
         if model == "gpt":
             # 40 of the 3 x 64 labels are -100: they must not count, nor divide the mean.
             cases.append(_case(model, "sgd_ignore", "sgd", sgd_lr, extra=True, ignored=40))
-    # The recurrent classifiers (ONNX LSTM and GRU, which Loom unrolls over the sequence;
-    # the LSTM bidirectional): plain SGD and AdamW with decoupled decay.
-    for model in ("lstm", "gru"):
+    # The recurrent classifiers (ONNX LSTM, GRU and RNN, which Loom unrolls over the
+    # sequence; the LSTM and the ReLU RNN bidirectional): plain SGD and AdamW with decoupled
+    # decay.
+    for model in ("lstm", "gru", "rnn"):
         cases += [
             _case(model, "sgd", "sgd", 0.5, defaults=True),
             _case(model, "adamw", "adamw", 1e-2, weight_decay=0.01),

@@ -5,7 +5,9 @@
 
 train.onnx    BatchNormalization-15 'bn', training_mode 1, x [4, 2, 3], its
               running_mean / running_var outputs named but not graph outputs (as
-              PyTorch's train() export), momentum 0.9, scale/bias/mean/var initializers
+              PyTorch's train() export), momentum 0.9, scale/bias/mean/var initializers,
+              producer_name "pytorch"
+onnx.onnx     the same written by another producer (ONNX's own running variance)
 train6.onnx   the same with x [6, 2, 3]
 trainN.onnx   the same with x [N, 2, 3]
 old.onnx      BatchNormalization-9 (opset 9) with its training outputs
@@ -19,7 +21,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
-def save(out, name, batch, opset=15, training=True):
+def save(out, name, batch, opset=15, training=True, producer="pytorch"):
     shape = [batch, 2, 3]
     inits = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in
              [("bn.weight", [1.5, 0.5]), ("bn.bias", [0.1, -0.2]),
@@ -38,6 +40,7 @@ def save(out, name, batch, opset=15, training=True):
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 7
+    model.producer_name = producer
     onnx.checker.check_model(model)
     onnx.save(model, os.path.join(out, name + ".onnx"))
 
@@ -46,6 +49,7 @@ def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     save(out, "train", 4)
+    save(out, "onnx", 4, producer="onnx-example")
     save(out, "train6", 6)
     save(out, "trainN", "N")
     save(out, "old", 4, opset=9, training=False)
