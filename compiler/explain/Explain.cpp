@@ -127,6 +127,11 @@ void ExplanationBuilder::recordPipeline(
     const sharding::PipelineReport &pipeline) {
   int64_t p = static_cast<int64_t>(pipeline.stages.size());
   int64_t m = pipeline.microBatches;
+  // The plan's mesh is one stage's; the cluster holds every stage's devices.
+  int64_t perNode = std::max<int64_t>(profile.devicesPerNode, 1);
+  int64_t nodes = (p * mesh.numDevices() + perNode - 1) / perNode;
+  if (nodes > explanation.cluster_nodes())
+    explanation.set_cluster_nodes(nodes);
   for (const auto &[i, stage] : llvm::enumerate(pipeline.stages)) {
     plan::Explanation::Stage *out = explanation.add_stages();
     out->set_index(static_cast<int32_t>(i));
