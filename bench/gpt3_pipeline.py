@@ -28,66 +28,28 @@ bench/gpt3_pipeline.py [--loom PATH] [--precision f32|bf16]
 
 import argparse
 import os
-import re
-import subprocess
 import sys
 import tempfile
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import loom_simulate  # noqa: E402
+
+ROOT = loom_simulate.ROOT
 LIMIT_GIB = 80e9 / 2**30
 
 
 def generate(out):
-    subprocess.run([sys.executable, os.path.join(ROOT, "models", "gpt_shapes.py"),
-                    "--layers", "96", "--d-model", "12288", "--heads", "96",
-                    "--vocab", "50257", "--seq", "2048", "-o", out],
-                   check=True, stdout=subprocess.DEVNULL)
-
-
-def gib(text):
-    value, unit = text.split()
-    return float(value) * {"KiB": 2**-20, "MiB": 2**-10, "GiB": 1, "TiB": 1024}[unit]
-
-
-def seconds(text):
-    value, unit = text.split()
-    return float(value) * {"us": 1e-6, "ms": 1e-3, "s": 1}[unit]
+    loom_simulate.generate(out, layers=96, d=12288, heads=96, vocab=50257, seq=2048)
 
 
 def simulate(loom, model, args, precision):
-    cmd = [loom, "simulate", model, "--batch", "1536", "--train", "--optimizer", "adamw",
-           "--top", "1", "--precision", precision] + args
-    start = time.monotonic()
-    run = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.monotonic() - start
-    text = run.stdout + run.stderr
-    result = {"wall": wall, "ok": run.returncode == 0, "text": text}
-    if run.returncode != 0:
-        return result
-    step = re.search(r"^predicted step ([0-9.]+ [mu]?s) per device", text, re.M)
-    memory = re.search(r"^memory per device ([0-9.]+ [KMGT]iB)", text, re.M)
-    mesh = re.search(r"on mesh \[(.*?)\]", text)
-    pipeline = re.search(r"^pipeline: (\d+) stages, (\S+) schedule(?: \((\d+) chunks per stage\))? "
-                         r"over (\d+) micro-batches", text, re.M)
-    chose = re.findall(r"^loom: (the plan of .*|--stages auto chose .*|"
-                       r"--stages auto: submeshes of different sizes.*)$", text, re.M)
-    result["chose"] = chose
-    result.update(step=seconds(step.group(1)), memory=gib(memory.group(1)),
-                  mesh=mesh.group(1).replace(" ", ""),
-                  stages=int(pipeline.group(1)) if pipeline else 1,
-                  schedule=(pipeline.group(2) + ("x%s" % pipeline.group(3)
-                                                 if pipeline.group(3) else ""))
-                  if pipeline else "-",
-                  micro=int(pipeline.group(4)) if pipeline else 1)
-    zero = re.search(r"^optimizer sharding: ZeRO-(\d)", text, re.M)
-    result["zero"] = int(zero.group(1)) if zero else 0
-    return result
+    return loom_simulate.simulate(loom, model, ["--batch", "1536", "--optimizer", "adamw",
+                                                "--precision", precision] + args)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--loom", default=os.path.join(ROOT, "build", "tools", "loom", "loom"))
+    parser.add_argument("--loom", default=loom_simulate.DEFAULT_LOOM)
     parser.add_argument("--precision", default="f32", choices=("f32", "bf16"),
                         help="compute precision (bf16: over f32 master weights)")
     args = parser.parse_args()
