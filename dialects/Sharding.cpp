@@ -609,6 +609,22 @@ ShardingRule Conv2DGradInputOp::getShardingRule() {
   return rule;
 }
 
+ShardingRule ConvTranspose2DOp::getShardingRule() {
+  // (input [N, C, ...], weight [C, O/g, ...], bias [O]) -> [N, O, ...]:
+  // conv2d_grad_input's factors, C contracted.
+  ShardingRule rule;
+  RankedTensorType in = typeOf(getInput()), out = typeOf(getResult());
+  ConvFactors f = convFactors(
+      rule, in.getDimSize(0), out.getDimSize(1), in.getDimSize(1), getGroups(),
+      FactorKind::Parallel, FactorKind::Parallel, FactorKind::Reduction);
+  // Here f.c is the output channels and f.o the input channels.
+  rule.operands = {nchw(f.n, f.o), {{f.o}, {f.c}, {}, {}}};
+  if (getBias())
+    rule.operands.push_back({{f.c}});
+  rule.results = {nchw(f.n, f.c)};
+  return rule;
+}
+
 ShardingRule Conv2DGradWeightOp::getShardingRule() {
   // (input [N, C, ...], grad [N, O, ...]) -> [O, C, ...]
   ShardingRule rule;
