@@ -891,6 +891,24 @@ for suffix, xs, ws, has_bias, attrs in CONV_TRANSPOSES:
     add(f"conv_transpose_{suffix}", node("ConvTranspose", list(tensors), **attrs), tensors,
         conv_transpose_ref(attrs, has_bias, xs[2:], ws[2:]))
 
+# A small upsampler: a strided Conv, then ConvTranspose (stride 2, output_padding) and a
+# grouped ConvTranspose without bias, as nn.ConvTranspose2d exports them; the gradients flow
+# through both transposed convolutions into the Conv.
+add("conv_transpose_upsampler",
+    [node("Conv", ["x", "w0", "b0"], ["h0"], strides=[2, 2], pads=[1, 1, 1, 1]),
+     node("Relu", ["h0"], ["r0"]),
+     node("ConvTranspose", ["r0", "w1", "b1"], ["h1"], strides=[2, 2], pads=[1, 1, 1, 1],
+          output_padding=[1, 1]),
+     node("Tanh", ["h1"], ["t1"]),
+     node("ConvTranspose", ["t1", "w2"], ["y"], strides=[2, 2], pads=[1, 1, 1, 1], group=2)],
+    {"x": rn(2, 3, 6, 6), "w0": rn(4, 3, 3, 3, scale=0.5), "b0": rn(4),
+     "w1": rn(4, 4, 3, 3, scale=0.5), "b1": rn(4), "w2": rn(4, 1, 4, 4, scale=0.5)},
+    lambda t: F.conv_transpose2d(
+        torch.tanh(F.conv_transpose2d(
+            torch.relu(F.conv2d(t["x"], t["w0"], t["b0"], stride=2, padding=1)),
+            t["w1"], t["b1"], stride=2, padding=1, output_padding=1)),
+        t["w2"], None, stride=2, padding=1, groups=2))
+
 MAXPOOLS = [
     # (suffix, x shape, attrs)
     ("k3_s2_pad1", (1, 2, 5, 5), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
