@@ -167,11 +167,9 @@ FailureOr<TransposedWindow> resolveTransposedWindow(NodeContext &nc,
     w.pads.assign(2 * dims, 0);
   else if (!same && *autoPad != "NOTSET")
     return nc.invalid("unknown auto_pad '" + *autoPad + "'");
-  if (!*outputShape && !same)
-    return w;
   // The total padding that gives the requested output, split as ONNX
   // does; a negative end is more output_padding.
-  for (size_t i = 0; i < dims; ++i) {
+  for (size_t i = 0; i < dims && (*outputShape || same); ++i) {
     int64_t want = *outputShape ? target[i] : in[i] * w.strides[i];
     int64_t total = w.strides[i] * (in[i] - 1) + w.extra[i] +
                     (kernel[i] - 1) * w.dilations[i] + 1 - want;
@@ -187,6 +185,14 @@ FailureOr<TransposedWindow> resolveTransposedWindow(NodeContext &nc,
     w.pads[i + dims] = std::max<int64_t>(end, 0);
     w.extra[i] -= std::min<int64_t>(end, 0);
   }
+  // The rows past the last window are the convolution's unread tail.
+  for (size_t i = 0; i < dims; ++i)
+    if (w.extra[i] >= w.strides[i])
+      return nc.unsupported(
+          "output_padding " + formatShape(w.extra) + " (attribute " +
+          (*outputShape ? "'output_shape'" : "'output_padding'") +
+          ") is not smaller than the strides " + formatShape(w.strides) +
+          "; Loom supports output padding less than the stride");
   return w;
 }
 
