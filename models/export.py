@@ -1,5 +1,6 @@
 """Exports the small PyTorch models (MLP, GPT decoder, LLaMA-style decoder, ResNet-style CNN,
-nn.TransformerEncoder classifier, LSTM and GRU classifiers) that Loom imports as ONNX.
+nn.TransformerEncoder classifier, LSTM and GRU classifiers, ConvTranspose2d upsampler) that
+Loom imports as ONNX.
 
 Run with the system interpreter, which has torch 1.13 and onnx 1.12:
 
@@ -359,6 +360,23 @@ class CNN(nn.Module):
         return self.fc(x)
 
 
+class Upsampler(nn.Module):
+    """A strided conv, then transposed convolutions that upsample back (stride 2 with
+    output_padding, and grouped), GAP, FC: the decoder side of an autoencoder as a classifier."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.down = nn.Conv2d(3, 8, 3, stride=2, padding=1)  # 16x16 -> 8x8
+        self.up1 = nn.ConvTranspose2d(8, 8, 3, stride=2, padding=1, output_padding=1)  # 16x16
+        self.up2 = nn.ConvTranspose2d(8, 4, 4, stride=2, padding=1, groups=2, bias=False)  # 32
+        self.fc = nn.Linear(4, classes)
+
+    def forward(self, x):
+        x = torch.relu(self.down(x))
+        x = torch.tanh(self.up2(torch.tanh(self.up1(x))))
+        return self.fc(x.mean((2, 3)))
+
+
 class RNNClassifier(nn.Module):
     """x [batch, seq, features] -> 2-layer nn.LSTM or nn.GRU (batch_first) -> Linear to the
     classes. A bidirectional network classifies its last layer's final states (the forward
@@ -425,7 +443,7 @@ GPT_DEFAULTS = dict(layers=2, d_model=64, heads=4, vocab=256, seq=64, tied=False
 # ffn 176: LLaMA's 8/3 * d_model rounded up to a multiple of 16.
 LLAMA_DEFAULTS = dict(layers=2, d_model=64, heads=4, kv_heads=2, ffn=176, vocab=256, seq=64)
 DEFAULT_OPSET = {"mlp": 13, "gpt": 17, "llama": 17, "cnn": 13, "encoder": 17, "lstm": 14,
-                 "gru": 14}
+                 "gru": 14, "upsampler": 17}
 # The recurrent classifiers: the LSTM bidirectional, the GRU one-directional.
 RNN_MODELS = {"lstm": True, "gru": False}
 
@@ -433,7 +451,8 @@ RNN_MODELS = {"lstm": True, "gru": False}
 def add_model_args(parser):
     """Adds the model-selection and size options shared by export.py and reference.py."""
     parser.add_argument("--model",
-                        choices=["mlp", "gpt", "llama", "cnn", "encoder", "lstm", "gru"],
+                        choices=["mlp", "gpt", "llama", "cnn", "encoder", "lstm", "gru",
+                                 "upsampler"],
                         help="which model to build")
     gpt = parser.add_argument_group("GPT and LLaMA size (ignored for the other models)")
     gpt.add_argument("--layers", type=int, default=GPT_DEFAULTS["layers"],
@@ -496,6 +515,8 @@ def build_model(name, seed=DEFAULT_SEED, **gpt_kwargs):
         model = EncoderClassifier()
     elif name in RNN_MODELS:
         model = RNNClassifier(name, bidirectional=RNN_MODELS[name])
+    elif name == "upsampler":
+        model = Upsampler()
     else:
         raise ValueError(f"unknown model {name!r}")
     return model.eval()
@@ -509,6 +530,8 @@ def input_spec(name, model):
         return [("input_ids", (model.seq,), torch.int64)]
     if name == "cnn":
         return [("x", (3, 32, 32), torch.float32)]
+    if name == "upsampler":
+        return [("x", (3, 16, 16), torch.float32)]
     if name == "encoder":
         return [("input_ids", (model.seq,), torch.int64),
                 ("padding_mask", (model.seq,), torch.bool)]
@@ -705,7 +728,8 @@ def main(argv=None):
         jobs = [("mlp", "mlp.onnx", None), ("gpt", "gpt.onnx", 17),
                 ("gpt", "gpt_opset14.onnx", 14), ("llama", "llama.onnx", 17),
                 ("cnn", "cnn.onnx", None), ("encoder", "encoder.onnx", 17),
-                ("lstm", "lstm.onnx", None), ("gru", "gru.onnx", None)]
+                ("lstm", "lstm.onnx", None), ("gru", "gru.onnx", None),
+                ("upsampler", "upsampler.onnx", None)]
         for name, filename, opset in jobs:
             export(name, os.path.join(MODELS_DIR, filename), opset=opset, seed=args.seed)
         too_big = [f for _, f, _ in jobs

@@ -67,6 +67,7 @@ MODELS = {
     "encoder": ("encoder.onnx", ["input_ids", "padding_mask"]),
     "lstm": ("lstm.onnx", ["x"]),
     "gru": ("gru.onnx", ["x"]),
+    "upsampler": ("upsampler.onnx", ["x"]),
 }
 
 
@@ -117,6 +118,11 @@ def _cases():
             _case(model, "sgd", "sgd", 0.5, defaults=True),
             _case(model, "adamw", "adamw", 1e-2, weight_decay=0.01),
         ]
+    # The ConvTranspose2d upsampler (stride 2 with output_padding, grouped, without bias).
+    cases += [
+        _case("upsampler", "sgd", "sgd", 0.5, defaults=True),
+        _case("upsampler", "adamw", "adamw", 1e-2, weight_decay=0.01),
+    ]
     return cases
 
 
