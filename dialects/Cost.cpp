@@ -46,19 +46,22 @@ OpWork estimateWork(Operation *op, ArrayRef<RankedTensorType> operands,
         work.flops = 2.0 * out * static_cast<double>(k);
         work.kernelClass = "matmul";
       })
-      .Case<Conv2DOp, Conv2DGradInputOp, Conv2DGradWeightOp>([&](Operation *) {
-        // 2 x (multiply-adds of the convolution): output elements times
-        // the window (C/g x KH x KW), counted on the forward's shapes.
-        RankedTensorType weight = isa<Conv2DGradWeightOp>(op)
-                                      ? results[0]
-                                      : operands[1];
-        RankedTensorType conv = isa<Conv2DOp>(op) ? results[0] : operands[isa<Conv2DGradInputOp>(op) ? 0 : 1];
-        double window = static_cast<double>(weight.getDimSize(1) *
-                                            weight.getDimSize(2) *
-                                            weight.getDimSize(3));
-        work.flops = 2.0 * elements(conv) * window;
-        work.kernelClass = "conv";
-      })
+      .Case<Conv2DOp, Conv2DGradInputOp, Conv2DGradWeightOp, ConvTranspose2DOp>(
+          [&](Operation *) {
+            // 2 x (multiply-adds of the convolution): output elements times
+            // the window (C/g x KH x KW), counted on the forward's shapes
+            // (conv_transpose2d: the convolution whose input gradient it is).
+            RankedTensorType weight =
+                isa<Conv2DGradWeightOp>(op) ? results[0] : operands[1];
+            RankedTensorType conv = isa<Conv2DOp>(op)             ? results[0]
+                                    : isa<Conv2DGradWeightOp>(op) ? operands[1]
+                                                                  : operands[0];
+            double window = static_cast<double>(weight.getDimSize(1) *
+                                                weight.getDimSize(2) *
+                                                weight.getDimSize(3));
+            work.flops = 2.0 * elements(conv) * window;
+            work.kernelClass = "conv";
+          })
       .Case<SoftmaxOp, LogSoftmaxOp, SoftmaxCrossEntropyOp,
             SoftmaxCrossEntropyGradOp>([&](Operation *) {
         work.flops = 5.0 * in; // max, subtract, exp, sum, divide

@@ -160,6 +160,27 @@ LOOM_GRADIENT(Conv2DOp) {
   return success();
 }
 
+// conv_transpose2d is conv2d's input gradient: its input gradient is the
+// convolution of dy, and its weight gradient the convolution's weight
+// gradient with dy as the convolution's input and x as its output gradient.
+LOOM_GRADIENT(ConvTranspose2DOp) {
+  if (noGradient(resultGrads, getNumOperands(), operandGrads))
+    return success();
+  Value dy = resultGrads[0];
+  if (needed[0])
+    operandGrads[0] = Conv2DOp::create(b, getLoc(), dy, getWeight(), Value(),
+                                       getStridesAttr(), getPaddingAttr(),
+                                       getDilationsAttr(), getGroupsAttr());
+  if (needed[1])
+    operandGrads[1] = Conv2DGradWeightOp::create(
+        b, getLoc(), getWeight().getType(), dy, getInput(), getStridesAttr(),
+        getPaddingAttr(), getDilationsAttr(), getGroupsAttr());
+  if (getBias() && needed[2])
+    operandGrads[2] =
+        Emitter{b, getLoc()}.reduceSum(dy, {0, 2, 3}, /*keep=*/false);
+  return success();
+}
+
 LOOM_GRADIENT(MaxPool2DOp) {
   if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
     return success();

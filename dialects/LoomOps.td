@@ -549,6 +549,28 @@ def Loom_Conv2DOp : Loom_InferredOp<"conv2d", [DeclareOpInterfaceMethods<Loom_Gr
   let results = (outs Loom_FloatTensor:$result);
 }
 
+def Loom_ConvTranspose2DOp : Loom_InferredOp<"conv_transpose2d", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
+  let summary = "2-D transposed convolution, NCHW input and IOHW weight";
+  let description = [{
+    The adjoint of `loom.conv2d`: the input gradient of a convolution whose
+    output is `input`. `input` is `[N, C, H, W]`, `weight` is
+    `[C, O / groups, KH, KW]`, and `bias`, if given, is `[O]`; all share one
+    element type. `groups` is at least 1 and divides C. `strides` and
+    `dilations` have two entries, each at least 1; `padding` is
+    `[top, left, bottom, right]`, not negative; `output_padding` has two
+    entries, each not negative and smaller than its stride. Output size per
+    spatial dimension: `(in - 1) * stride - pad_begin - pad_end +
+    dilation * (kernel - 1) + 1 + output_padding`, which must be at least
+    1. The `output_padding` rows and columns at the end receive only bias.
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$weight,
+                       Optional<Loom_FloatTensor>:$bias,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$dilations, I64Attr:$groups,
+                       DenseI64ArrayAttr:$output_padding);
+  let results = (outs Loom_FloatTensor:$result);
+}
+
 class Loom_Pool2DOp<string mnemonic, string what>
     : Loom_InferredOp<mnemonic, [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
   let summary = "2-D " # what # " pooling, NCHW";

@@ -587,9 +587,12 @@ ConvFactors convFactors(ShardingRule &rule, int64_t n, int64_t c, int64_t o,
 ShardingRule Conv2DOp::getShardingRule() {
   ShardingRule rule;
   RankedTensorType in = typeOf(getInput()), w = typeOf(getWeight());
-  ConvFactors f = convFactors(
-      rule, in.getDimSize(0), in.getDimSize(1), w.getDimSize(0), getGroups(),
-      FactorKind::Parallel, FactorKind::Reduction, FactorKind::Parallel);
+  // With a bias the sum over C must be complete before the bias applies.
+  ConvFactors f =
+      convFactors(rule, in.getDimSize(0), in.getDimSize(1), w.getDimSize(0),
+                  getGroups(), FactorKind::Parallel,
+                  getBias() ? FactorKind::Blocked : FactorKind::Reduction,
+                  FactorKind::Parallel);
   rule.operands = {nchw(f.n, f.c), {{f.o}, {f.c}, {}, {}}};
   if (getBias())
     rule.operands.push_back({{f.o}});
@@ -605,6 +608,24 @@ ShardingRule Conv2DGradInputOp::getShardingRule() {
       rule, g.getDimSize(0), out.getDimSize(1), g.getDimSize(1), getGroups(),
       FactorKind::Parallel, FactorKind::Parallel, FactorKind::Reduction);
   rule.operands = {nchw(f.n, f.o), {{f.o}, {f.c}, {}, {}}};
+  rule.results = {nchw(f.n, f.c)};
+  return rule;
+}
+
+ShardingRule ConvTranspose2DOp::getShardingRule() {
+  // (input [N, C, ...], weight [C, O/g, ...], bias [O]) -> [N, O, ...]:
+  // conv2d_grad_input's factors, C contracted (whole with a bias, whose
+  // add must follow the complete sum).
+  ShardingRule rule;
+  RankedTensorType in = typeOf(getInput()), out = typeOf(getResult());
+  ConvFactors f =
+      convFactors(rule, in.getDimSize(0), out.getDimSize(1), in.getDimSize(1),
+                  getGroups(), FactorKind::Parallel, FactorKind::Parallel,
+                  getBias() ? FactorKind::Blocked : FactorKind::Reduction);
+  // Here f.c is the output channels and f.o the input channels.
+  rule.operands = {nchw(f.n, f.o), {{f.o}, {f.c}, {}, {}}};
+  if (getBias())
+    rule.operands.push_back({{f.c}});
   rule.results = {nchw(f.n, f.c)};
   return rule;
 }

@@ -1,5 +1,6 @@
 """Exports the small PyTorch models (MLP, GPT decoder, LLaMA-style decoder, ResNet-style CNN,
-nn.TransformerEncoder classifier, LSTM and GRU classifiers) that Loom imports as ONNX.
+nn.TransformerEncoder classifier, LSTM, GRU and RNN classifiers, ConvTranspose2d upsampler)
+that Loom imports as ONNX.
 
 Run with the system interpreter, which has torch 1.13 and onnx 1.12:
 
@@ -360,13 +361,30 @@ class CNN(nn.Module):
         return self.fc(x)
 
 
+class Upsampler(nn.Module):
+    """A strided conv, then transposed convolutions that upsample back (stride 2 with
+    output_padding, and grouped), GAP, FC: the decoder side of an autoencoder as a classifier."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.down = nn.Conv2d(3, 8, 3, stride=2, padding=1)  # 16x16 -> 8x8
+        self.up1 = nn.ConvTranspose2d(8, 8, 3, stride=2, padding=1, output_padding=1)  # 16x16
+        self.up2 = nn.ConvTranspose2d(8, 4, 4, stride=2, padding=1, groups=2, bias=False)  # 32
+        self.fc = nn.Linear(4, classes)
+
+    def forward(self, x):
+        x = torch.relu(self.down(x))
+        x = torch.tanh(self.up2(torch.tanh(self.up1(x))))
+        return self.fc(x.mean((2, 3)))
+
+
 class RNNClassifier(nn.Module):
     """x [batch, seq, features] -> 2-layer nn.LSTM, nn.GRU or nn.RNN (ReLU; batch_first) ->
-    Linear to the classes. A bidirectional network classifies its last layer's final states (the forward
-    direction's after the last step, the reverse direction's after the first: ONNX's Y_h);
-    a one-directional one its output at the last step (ONNX's Y). The last step of the
-    reverse direction's output would leave its recurrent weight without a gradient: that
-    step starts from the zero state."""
+    Linear to the classes. A bidirectional network classifies its last layer's final states
+    (the forward direction's after the last step, the reverse direction's after the first:
+    ONNX's Y_h); a one-directional one its output at the last step (ONNX's Y). The last step
+    of the reverse direction's output would leave its recurrent weight without a gradient:
+    that step starts from the zero state."""
 
     def __init__(self, cell, bidirectional, features=8, hidden=16, classes=5, seq=6):
         super().__init__()
@@ -427,7 +445,7 @@ GPT_DEFAULTS = dict(layers=2, d_model=64, heads=4, vocab=256, seq=64, tied=False
 # ffn 176: LLaMA's 8/3 * d_model rounded up to a multiple of 16.
 LLAMA_DEFAULTS = dict(layers=2, d_model=64, heads=4, kv_heads=2, ffn=176, vocab=256, seq=64)
 DEFAULT_OPSET = {"mlp": 13, "gpt": 17, "llama": 17, "cnn": 13, "encoder": 17, "lstm": 14,
-                 "gru": 14, "rnn": 14}
+                 "gru": 14, "rnn": 14, "upsampler": 17}
 # The recurrent classifiers: the LSTM and the ReLU RNN bidirectional, the GRU one-directional.
 RNN_MODELS = {"lstm": True, "gru": False, "rnn": True}
 
@@ -435,7 +453,8 @@ RNN_MODELS = {"lstm": True, "gru": False, "rnn": True}
 def add_model_args(parser):
     """Adds the model-selection and size options shared by export.py and reference.py."""
     parser.add_argument("--model",
-                        choices=["mlp", "gpt", "llama", "cnn", "encoder", "lstm", "gru", "rnn"],
+                        choices=["mlp", "gpt", "llama", "cnn", "encoder", "lstm", "gru", "rnn",
+                                 "upsampler"],
                         help="which model to build")
     gpt = parser.add_argument_group("GPT and LLaMA size (ignored for the other models)")
     gpt.add_argument("--layers", type=int, default=GPT_DEFAULTS["layers"],
@@ -498,6 +517,8 @@ def build_model(name, seed=DEFAULT_SEED, **gpt_kwargs):
         model = EncoderClassifier()
     elif name in RNN_MODELS:
         model = RNNClassifier(name, bidirectional=RNN_MODELS[name])
+    elif name == "upsampler":
+        model = Upsampler()
     else:
         raise ValueError(f"unknown model {name!r}")
     return model.eval()
@@ -511,6 +532,8 @@ def input_spec(name, model):
         return [("input_ids", (model.seq,), torch.int64)]
     if name == "cnn":
         return [("x", (3, 32, 32), torch.float32)]
+    if name == "upsampler":
+        return [("x", (3, 16, 16), torch.float32)]
     if name == "encoder":
         return [("input_ids", (model.seq,), torch.int64),
                 ("padding_mask", (model.seq,), torch.bool)]
@@ -679,11 +702,12 @@ def _dims(value_info):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description="Export Loom's test models (mlp, gpt, llama, cnn, encoder, lstm, gru, rnn) "
+        description="Export Loom's test models (mlp, gpt, llama, cnn, encoder, lstm, gru, rnn, "
+                    "upsampler) "
                     "from PyTorch to ONNX.")
     parser.add_argument("--all", action="store_true",
                         help="write mlp.onnx, gpt.onnx, gpt_opset14.onnx, llama.onnx, cnn.onnx, "
-                             "encoder.onnx, lstm.onnx, gru.onnx and rnn.onnx into "
+                             "encoder.onnx, lstm.onnx, gru.onnx, rnn.onnx and upsampler.onnx into "
                              "models/ with the default configurations (the default when "
                              "--model is not given)")
     add_model_args(parser)
@@ -708,7 +732,7 @@ def main(argv=None):
                 ("gpt", "gpt_opset14.onnx", 14), ("llama", "llama.onnx", 17),
                 ("cnn", "cnn.onnx", None), ("encoder", "encoder.onnx", 17),
                 ("lstm", "lstm.onnx", None), ("gru", "gru.onnx", None),
-                ("rnn", "rnn.onnx", None)]
+                ("rnn", "rnn.onnx", None), ("upsampler", "upsampler.onnx", None)]
         for name, filename, opset in jobs:
             export(name, os.path.join(MODELS_DIR, filename), opset=opset, seed=args.seed)
         too_big = [f for _, f, _ in jobs

@@ -1,9 +1,9 @@
 //===- NNRules.cpp - Rules of linear algebra and network layers -----------===//
 //
 // The shape rules of the ops that carry a network's arithmetic: matmul and
-// fused_matmul, layer_norm and batch_norm, conv2d and the 2-D pools (over
-// one window-size computation), the losses, the gradients of all of those,
-// label_count, and the optimizer updates (sgd, momentum, adam).
+// fused_matmul, layer_norm and batch_norm, conv2d, conv_transpose2d and the
+// 2-D pools (over one window-size computation), the losses, the gradients of
+// all of those, label_count, and the optimizer updates (sgd, momentum, adam).
 //
 //===----------------------------------------------------------------------===//
 
@@ -212,6 +212,60 @@ std::string conv2d(const Attrs &a, const std::vector<TypeRef> &ops,
   return one(out, ops[0].dtype, shape);
 }
 
+/// conv_transpose2d: the input shape of a convolution whose output is
+/// `input`, with `output_padding` more rows and columns at the end.
+std::string convTranspose2d(const Attrs &a, const std::vector<TypeRef> &ops,
+                            std::vector<TensorType> &out) {
+  const Shape &x = *ops[0].shape, &k = *ops[1].shape;
+  if (x.size() != 4 || k.size() != 4)
+    return "input and weight must have rank 4, got " +
+           std::to_string(x.size()) + " and " + std::to_string(k.size());
+  if (ops[1].dtype != ops[0].dtype)
+    return std::string("weight element type ") + dtypeName(ops[1].dtype) +
+           " differs from the input's " + dtypeName(ops[0].dtype);
+  int64_t groups = a.getInt("groups", 1);
+  if (groups < 1 || x[1] % groups != 0)
+    return "groups (" + std::to_string(groups) +
+           ") must be at least 1 and divide the input channels (" +
+           std::to_string(x[1]) + ")";
+  if (k[0] != x[1])
+    return "weight has " + std::to_string(k[0]) + " input channels, expected " +
+           std::to_string(x[1]);
+  std::vector<int64_t> strides = a.getInts("strides"),
+                       padding = a.getInts("padding"),
+                       dilations = a.getInts("dilations"),
+                       extra = a.getInts("output_padding");
+  for (auto e : {windowAttr(strides, "strides", 2, 1),
+                 windowAttr(padding, "padding", 4, 0),
+                 windowAttr(dilations, "dilations", 2, 1),
+                 windowAttr(extra, "output_padding", 2, 0)})
+    if (!e.empty())
+      return e;
+  Shape shape = {x[0], k[1] * groups};
+  for (int i = 0; i < 2; ++i) {
+    if (extra[i] >= strides[i])
+      return "output_padding (" + std::to_string(extra[i]) +
+             ") must be smaller than its stride (" +
+             std::to_string(strides[i]) + ")";
+    // (in - 1) * stride - pads + dilation * (kernel - 1) + 1 + extra
+    int64_t span, reach, o;
+    if (k[2 + i] < 1 ||
+        __builtin_mul_overflow(x[2 + i] - 1, strides[i], &span) ||
+        __builtin_mul_overflow(dilations[i], k[2 + i] - 1, &reach) ||
+        __builtin_add_overflow(span, reach, &o) ||
+        __builtin_add_overflow(o, 1 + extra[i], &o) ||
+        (o -= padding[i] + padding[i + 2]) < 1)
+      return "padding leaves no output in spatial dimension " +
+             std::to_string(i) + " of size " + std::to_string(x[2 + i]);
+    shape.push_back(o);
+  }
+  if (ops.size() == 3)
+    if (auto e = checkParam("bias", ops[2], {shape[1]}, ops[0].dtype);
+        !e.empty())
+      return e;
+  return one(out, ops[0].dtype, shape);
+}
+
 /// The max_pool2d / avg_pool2d result shape for input `in`, or what is
 /// wrong.
 std::string poolShape(const Attrs &a, const Shape &in, Shape &out) {
@@ -311,6 +365,7 @@ void addNNRules(RuleTable &table) {
       {"layer_norm", inferred(layerNorm, 2, 3)},
       {"batch_norm", inferred(batchNorm, 5, 5)},
       {"conv2d", inferred(conv2d, 2, 3)},
+      {"conv_transpose2d", inferred(convTranspose2d, 2, 3)},
       {"max_pool2d", inferred(maxPool2d, 1, 1)},
       {"avg_pool2d", inferred(avgPool2d, 1, 1)},
       {"softmax_cross_entropy", inferred(crossEntropy, 2, 3)},

@@ -113,6 +113,135 @@ LogicalResult convertConv(NodeContext &nc) {
   return success();
 }
 
+/// ConvTranspose's window over `dims` spatial dimensions, resolved from its
+/// attributes (output_shape and auto_pad included) into explicit values.
+struct TransposedWindow {
+  SmallVector<int64_t> strides, dilations, pads, extra; // pads: begins, ends
+};
+
+FailureOr<TransposedWindow> resolveTransposedWindow(NodeContext &nc,
+                                                    ArrayRef<int64_t> in,
+                                                    ArrayRef<int64_t> kernel) {
+  size_t dims = in.size();
+  auto kernelShape = nc.attrInts("kernel_shape");
+  auto strides = nc.attrInts("strides");
+  auto dilations = nc.attrInts("dilations");
+  auto pads = nc.attrInts("pads");
+  auto extra = nc.attrInts("output_padding");
+  auto outputShape = nc.attrInts("output_shape");
+  auto autoPad = nc.attrString("auto_pad", "NOTSET");
+  if (failed(kernelShape) || failed(strides) || failed(dilations) ||
+      failed(pads) || failed(extra) || failed(outputShape) || failed(autoPad))
+    return failure();
+  auto take = [&](const std::optional<std::vector<int64_t>> &given,
+                  size_t count, int64_t dflt, int64_t least, StringRef name,
+                  SmallVector<int64_t> &out) -> LogicalResult {
+    out.assign(count, dflt);
+    if (!given)
+      return success();
+    if (given->size() != count)
+      return nc.invalid("'" + name + "' needs " + Twine(count) + " values");
+    for (int64_t v : *given)
+      if (v < least || v > (int64_t(1) << 31))
+        return nc.invalid("'" + name + "' has out-of-range value " + Twine(v));
+    out.assign(given->begin(), given->end());
+    return success();
+  };
+  // output_shape may also name the batch and channels (as onnxruntime reads
+  // it): the spatial sizes are its last entries.
+  if (*outputShape && (*outputShape)->size() == dims + 2)
+    (*outputShape)->erase((*outputShape)->begin(), (*outputShape)->begin() + 2);
+  TransposedWindow w;
+  SmallVector<int64_t> target;
+  if (*kernelShape && ArrayRef<int64_t>(**kernelShape) != kernel)
+    return nc.invalid("kernel_shape " + formatShape(**kernelShape) +
+                      " differs from the weight's " + formatShape(kernel));
+  if (failed(take(*strides, dims, 1, 1, "strides", w.strides)) ||
+      failed(take(*dilations, dims, 1, 1, "dilations", w.dilations)) ||
+      failed(take(*pads, 2 * dims, 0, 0, "pads", w.pads)) ||
+      failed(take(*extra, dims, 0, 0, "output_padding", w.extra)) ||
+      failed(take(*outputShape, dims, 0, 1, "output_shape", target)))
+    return failure();
+  bool same = *autoPad == "SAME_UPPER" || *autoPad == "SAME_LOWER";
+  if (*autoPad == "VALID")
+    w.pads.assign(2 * dims, 0);
+  else if (!same && *autoPad != "NOTSET")
+    return nc.invalid("unknown auto_pad '" + *autoPad + "'");
+  // The total padding that gives the requested output, split as ONNX
+  // does; a negative end is more output_padding.
+  for (size_t i = 0; i < dims && (*outputShape || same); ++i) {
+    int64_t want = *outputShape ? target[i] : in[i] * w.strides[i];
+    int64_t total = w.strides[i] * (in[i] - 1) + w.extra[i] +
+                    (kernel[i] - 1) * w.dilations[i] + 1 - want;
+    int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2); // floor
+    bool upper = *autoPad == "SAME_UPPER";
+    int64_t begin = upper ? half : total - half, end = total - begin;
+    if (begin < 0)
+      return nc.unsupported(
+          "output_shape " + formatShape(target) +
+          " needs padding before the output; Loom supports output_shape "
+          "only up to the output_padding it implies (less than a stride)");
+    w.pads[i] = begin;
+    w.pads[i + dims] = std::max<int64_t>(end, 0);
+    w.extra[i] -= std::min<int64_t>(end, 0);
+  }
+  // The rows past the last window are the convolution's unread tail.
+  for (size_t i = 0; i < dims; ++i)
+    if (w.extra[i] >= w.strides[i])
+      return nc.unsupported(
+          "output_padding " + formatShape(w.extra) + " (attribute " +
+          (*outputShape ? "'output_shape'" : "'output_padding'") +
+          ") is not smaller than the strides " + formatShape(w.strides) +
+          "; Loom supports output padding less than the stride");
+  return w;
+}
+
+/// ConvTranspose (1-D and 2-D) as loom.conv_transpose2d: a 1-D one reads
+/// its input and weight with a unit height.
+LogicalResult convertConvTranspose(NodeContext &nc) {
+  int64_t rank = nc.rank(0);
+  if (rank != 3 && rank != 4)
+    return nc.unsupported("ConvTranspose over " + Twine(rank - 2) +
+                          " spatial dimensions is not supported; Loom "
+                          "supports 1-D and 2-D (NCW, NCHW) inputs");
+  if (nc.rank(1) != rank)
+    return nc.invalid("the weight must be [C, O/group, kernel...] of the "
+                      "input's rank");
+  auto group = nc.attrInt("group", 1);
+  if (failed(group))
+    return failure();
+  auto w = resolveTransposedWindow(nc, nc.shape(0).drop_front(2),
+                                   nc.shape(1).drop_front(2));
+  if (failed(w))
+    return failure();
+  Value x = nc.value(0), weight = nc.value(1);
+  if (rank == 3) { // as 2-D: height 1, no stride, padding or dilation there
+    auto unitHeight = [&](Value v) {
+      ArrayRef<int64_t> s = cast<RankedTensorType>(v.getType()).getShape();
+      return nc.reshape(v, {s[0], s[1], 1, s[2]});
+    };
+    auto x2 = unitHeight(x), weight2 = unitHeight(weight);
+    if (failed(x2) || failed(weight2))
+      return failure();
+    x = *x2, weight = *weight2;
+    w->strides.insert(w->strides.begin(), 1);
+    w->dilations.insert(w->dilations.begin(), 1);
+    w->extra.insert(w->extra.begin(), 0);
+    w->pads = {0, w->pads[0], 0, w->pads[1]};
+  }
+  Value bias = nc.hasInput(2) ? nc.value(2) : Value();
+  auto result = nc.create<ConvTranspose2DOp>(
+      x, weight, bias, nc.builder.getDenseI64ArrayAttr(w->strides),
+      nc.builder.getDenseI64ArrayAttr(w->pads),
+      nc.builder.getDenseI64ArrayAttr(w->dilations),
+      nc.builder.getI64IntegerAttr(*group),
+      nc.builder.getDenseI64ArrayAttr(w->extra));
+  if (failed(result) || rank == 4)
+    return nc.setResult(result);
+  ArrayRef<int64_t> y = cast<RankedTensorType>(result->getType()).getShape();
+  return nc.setResult(nc.reshape(*result, {y[0], y[1], y[3]}));
+}
+
 LogicalResult convertMaxPool(NodeContext &nc) {
   if (failed(require2D(nc)))
     return failure();
@@ -557,6 +686,7 @@ LogicalResult convertPad(NodeContext &nc) {
 
 void addNNConverters(llvm::StringMap<Converter> &t) {
   t["Conv"] = {1, convertConv};
+  t["ConvTranspose"] = {1, convertConvTranspose};
   t["MaxPool"] = {1, convertMaxPool};
   t["AveragePool"] = {1, convertAveragePool};
   t["GlobalAveragePool"] = {1, convertGlobalPool<ReduceMeanOp>};

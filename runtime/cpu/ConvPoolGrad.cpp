@@ -3,6 +3,7 @@
 // conv2d_grad_input / conv2d_grad_weight: oneDNN convolution backward data /
 // backward weights (f32, NCHW and (G)OIHW, groups and dilations); plain
 // loops with double accumulation where oneDNN is off or rejects the shapes.
+// conv_transpose2d is the backward data of its input, plus its bias.
 // The plain loops give each thread whole output planes (an input-gradient
 // plane, or one (out, in) channel pair of the weight gradient), so their
 // sums have a fixed order.
@@ -261,6 +262,20 @@ void convGradWeightPlain(const ConvGeometry &g, const float *x, const float *dy,
   }
 }
 
+/// outputs[0] = the input gradient of the convolution `g` from inputs[0]
+/// (its output gradient) and inputs[1] (its weight), all f32.
+void convGradInput(CpuContext &ctx, const ConvGeometry &g,
+                   const KernelArgs &a) {
+  const TensorView &dy = a.inputs[0], &w = a.inputs[1], &dx = a.outputs[0];
+  float *out = dx.as<float>();
+  if (dx.numElements() == 0)
+    return;
+  if (dy.numElements() == 0 || w.numElements() == 0)
+    std::fill(out, out + dx.numElements(), 0.0f);
+  else if (!convGradInputOneDnn(ctx, g, dy.as<float>(), w.as<float>(), out))
+    convGradInputPlain(g, dy.as<float>(), w.as<float>(), out);
+}
+
 std::string convGradInputKernel(CpuContext &ctx, const KernelArgs &args) {
   const TensorView &dy = args.inputs[0], &w = args.inputs[1],
                    &dx = args.outputs[0];
@@ -271,17 +286,37 @@ std::string convGradInputKernel(CpuContext &ctx, const KernelArgs &args) {
       !e.empty())
     return e;
   return runInF32(args, [&](const KernelArgs &a) -> std::string {
+    convGradInput(ctx, g, a);
+    return {};
+  });
+}
+
+/// conv_transpose2d(x, w, bias): conv2d_grad_input with x as the output
+/// gradient, then the bias per output channel.
+std::string convTransposeKernel(CpuContext &ctx, const KernelArgs &args) {
+  const TensorView &x = args.inputs[0], &w = args.inputs[1],
+                   &y = args.outputs[0];
+  const TensorView *bias = args.inputs.size() > 2 ? &args.inputs[2] : nullptr;
+  ConvGeometry g;
+  if (std::string e =
+          firstErrorOf(bias ? expectFloats(args.op, {&y, &x, &w, bias})
+                            : expectFloats(args.op, {&y, &x, &w}),
+                       convGeometry(args, y.shape, w.shape, x.shape, g));
+      !e.empty())
+    return e;
+  if (bias && bias->shape != Shape{g.channels})
+    return std::string(args.op) + ": bias " + formatShape(bias->shape) +
+           " does not match result " + formatShape(y.shape);
+  return runInF32(args, [&](const KernelArgs &a) -> std::string {
+    convGradInput(ctx, g, a);
+    if (!bias)
+      return {};
     float *out = a.outputs[0].as<float>();
-    if (dx.numElements() == 0)
-      return {};
-    if (dy.numElements() == 0 || w.numElements() == 0) {
-      std::fill(out, out + dx.numElements(), 0.0f);
-      return {};
-    }
-    if (!convGradInputOneDnn(ctx, g, a.inputs[0].as<float>(),
-                             a.inputs[1].as<float>(), out))
-      convGradInputPlain(g, a.inputs[0].as<float>(), a.inputs[1].as<float>(),
-                         out);
+    const float *b = a.inputs[2].as<float>();
+    int64_t planes = g.batch * g.channels, area = g.height * g.width;
+    for (int64_t p = 0; p < planes; ++p)
+      for (int64_t i = 0; i < area; ++i)
+        out[p * area + i] += b[p % g.channels];
     return {};
   });
 }
@@ -511,6 +546,7 @@ std::string avgPoolGradKernel(CpuContext &ctx, const KernelArgs &args) {
 void registerConvPoolGradKernels(KernelTable &table, ResultCounts &) {
   table["conv2d_grad_input"] = {convGradInputKernel, 2, 2};
   table["conv2d_grad_weight"] = {convGradWeightKernel, 2, 2};
+  table["conv_transpose2d"] = {convTransposeKernel, 2, 3};
   table["max_pool2d_grad"] = {maxPoolGradKernel, 2, 2};
   table["avg_pool2d_grad"] = {avgPoolGradKernel, 1, 1};
 }

@@ -1,4 +1,4 @@
-//===- Conv.cu - conv2d and its gradients on cuDNN ------------------------===//
+//===- Conv.cu - conv2d, its gradients and conv_transpose2d on cuDNN ------===//
 //
 // NCHW convolution with the CPU backend's semantics (runtime/cpu/Linalg.cpp,
 // ConvPoolGrad.cpp): the same attributes and checks, computed by cuDNN
@@ -10,7 +10,8 @@
 // pads) that the begin padding on both sides does not reproduce is made
 // explicit, the input copied into a zero-padded scratch that the
 // convolution reads with no padding of its own (and the input gradient
-// computed there and cut out).
+// computed there and cut out). conv_transpose2d is the backward data
+// convolution of its input, then its bias.
 //
 //===----------------------------------------------------------------------===//
 
@@ -398,12 +399,39 @@ std::string runConvGradWeight(CudaContext &ctx, const KernelArgs &args) {
   return launchStatus(args.op);
 }
 
+/// conv_transpose2d(x, w, bias): conv2d_grad_input with x as the output
+/// gradient, then the bias per output channel.
+std::string runConvTranspose2d(CudaContext &ctx, const KernelArgs &args) {
+  const TensorView &y = args.outputs[0];
+  const TensorView *bias = args.inputs.size() > 2 ? &args.inputs[2] : nullptr;
+  if (bias) {
+    if (std::string e = expectOneFloatType(args.op, {&y, bias}); !e.empty())
+      return e;
+    if (y.shape.size() != 4 || bias->shape != Shape{y.shape[1]})
+      return opError(args.op, "bias " + formatShape(bias->shape) +
+                                  " does not match result " +
+                                  formatShape(y.shape));
+  }
+  if (std::string e = runConvGradInput(ctx, args); !e.empty() || !bias)
+    return e;
+  int64_t n = y.numElements();
+  if (n == 0)
+    return "";
+  dispatchFloat(y.dtype, [&](auto t) {
+    using T = decltype(t);
+    addChannelBiasKernel<T><<<blocksFor(n), kThreads, 0, ctx.stream>>>(
+        y.as<T>(), bias->as<T>(), y.shape[1], y.shape[2] * y.shape[3], n);
+  });
+  return launchStatus(args.op);
+}
+
 } // namespace
 
 void registerConvKernels(KernelTable &table) {
   table["conv2d"] = {runConv2d, 2, 3};
   table["conv2d_grad_input"] = {runConvGradInput, 2, 2};
   table["conv2d_grad_weight"] = {runConvGradWeight, 2, 2};
+  table["conv_transpose2d"] = {runConvTranspose2d, 2, 3};
 }
 
 } // namespace loom::rt::cuda

@@ -115,7 +115,8 @@ void registerLossKernels(KernelTable &table);
 void registerOptimizerKernels(KernelTable &table);
 /// matmul and fused_matmul on cuBLASLt (Matmul.cpp).
 void registerMatmulKernels(KernelTable &table);
-/// conv2d, conv2d_grad_input, conv2d_grad_weight on cuDNN (Conv.cu).
+/// conv2d, conv2d_grad_input, conv2d_grad_weight, conv_transpose2d on cuDNN
+/// (Conv.cu).
 void registerConvKernels(KernelTable &table);
 /// max_pool2d, avg_pool2d and their gradients on cuDNN (Pool.cu).
 void registerPoolKernels(KernelTable &table);

@@ -68,6 +68,7 @@ MODELS = {
     "lstm": ("lstm.onnx", ["x"]),
     "gru": ("gru.onnx", ["x"]),
     "rnn": ("rnn.onnx", ["x"]),
+    "upsampler": ("upsampler.onnx", ["x"]),
 }
 
 
@@ -119,6 +120,11 @@ def _cases():
             _case(model, "sgd", "sgd", 0.5, defaults=True),
             _case(model, "adamw", "adamw", 1e-2, weight_decay=0.01),
         ]
+    # The ConvTranspose2d upsampler (stride 2 with output_padding, grouped, without bias).
+    cases += [
+        _case("upsampler", "sgd", "sgd", 0.5, defaults=True),
+        _case("upsampler", "adamw", "adamw", 1e-2, weight_decay=0.01),
+    ]
     return cases
 
 

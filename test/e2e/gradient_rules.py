@@ -828,6 +828,87 @@ for suffix, xs, ws, has_bias, attrs in CONVS:
     add(f"conv_{suffix}", node("Conv", list(tensors), **attrs), tensors,
         conv_ref(attrs, has_bias, xs[2:], ws[2:]))
 
+CONV_TRANSPOSES = [
+    # (suffix, x shape, w shape [C, O/group, k...], bias, attrs)
+    ("basic_bias", (1, 2, 3, 3), (2, 3, 3, 3), True, {}),
+    ("stride2_pads_output_padding", (1, 2, 4, 4), (2, 3, 3, 3), True,
+     {"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]}),
+    ("asymmetric_pads_nobias", (2, 2, 3, 4), (2, 2, 3, 3), False,
+     {"strides": [2, 1], "pads": [0, 1, 2, 0]}),
+    ("dilation2", (1, 2, 3, 3), (2, 2, 3, 3), True, {"dilations": [2, 2]}),
+    ("group2_stride2", (1, 4, 3, 3), (4, 3, 2, 2), True, {"group": 2, "strides": [2, 2]}),
+    ("all_attrs", (2, 4, 3, 4), (4, 1, 3, 2), True,
+     {"strides": [2, 3], "pads": [1, 0, 0, 1], "dilations": [1, 2], "group": 2,
+      "output_padding": [1, 2]}),
+    ("output_shape", (1, 1, 3, 3), (1, 2, 3, 3), False,
+     {"strides": [3, 2], "output_shape": [10, 8]}),
+    ("1d_bias", (2, 2, 5), (2, 3, 3), True,
+     {"strides": [2], "pads": [1, 0], "output_padding": [1]}),
+    ("1d_nobias", (1, 2, 4), (2, 2, 2), False, {"dilations": [2]}),
+]
+
+
+def conv_transpose_ref(attrs, has_bias, in_sp, k_sp):
+    """ONNX ConvTranspose: the full transposed convolution, output_padding zero rows at the
+    end, the pads cropped, then the bias."""
+    dims = len(in_sp)
+    strides = attrs.get("strides", [1] * dims)
+    dil = attrs.get("dilations", [1] * dims)
+    pads = list(attrs.get("pads", [0] * (2 * dims)))
+    extra = list(attrs.get("output_padding", [0] * dims))
+    full = [(in_sp[i] - 1) * strides[i] + (k_sp[i] - 1) * dil[i] + 1 for i in range(dims)]
+    if "output_shape" in attrs:  # a negative end pad is more output_padding
+        for i in range(dims):
+            total = full[i] + extra[i] - attrs["output_shape"][i]
+            pads[i], pads[i + dims] = total - total // 2, total // 2
+            if pads[i + dims] < 0:
+                extra[i] -= pads[i + dims]
+                pads[i + dims] = 0
+
+    def ref(t):
+        x, w = t["x"], t["w"]
+        if dims == 1:
+            x, w = x.unsqueeze(2), w.unsqueeze(2)
+        st, dl = ([1] + strides, [1] + dil) if dims == 1 else (strides, dil)
+        y = F.conv_transpose2d(x, w, None, stride=st, dilation=dl, groups=attrs.get("group", 1))
+        if dims == 1:
+            y = y.squeeze(2)
+        # zero rows at the end (output_padding), then crop the pads
+        y = F.pad(y, [p for e in reversed(extra) for p in (0, e)])
+        for i in range(dims):
+            size = full[i] + extra[i] - pads[i] - pads[i + dims]
+            y = y.narrow(2 + i, pads[i], size)
+        if has_bias:
+            y = y + t["b"].reshape([1, -1] + [1] * dims)
+        return y
+    return ref
+
+
+for suffix, xs, ws, has_bias, attrs in CONV_TRANSPOSES:
+    tensors = {"x": rn(*xs), "w": rn(*ws, scale=0.5)}
+    if has_bias:
+        tensors["b"] = rn(ws[1] * attrs.get("group", 1))
+    add(f"conv_transpose_{suffix}", node("ConvTranspose", list(tensors), **attrs), tensors,
+        conv_transpose_ref(attrs, has_bias, xs[2:], ws[2:]))
+
+# A small upsampler: a strided Conv, then ConvTranspose (stride 2, output_padding) and a
+# grouped ConvTranspose without bias, as nn.ConvTranspose2d exports them; the gradients flow
+# through both transposed convolutions into the Conv.
+add("conv_transpose_upsampler",
+    [node("Conv", ["x", "w0", "b0"], ["h0"], strides=[2, 2], pads=[1, 1, 1, 1]),
+     node("Relu", ["h0"], ["r0"]),
+     node("ConvTranspose", ["r0", "w1", "b1"], ["h1"], strides=[2, 2], pads=[1, 1, 1, 1],
+          output_padding=[1, 1]),
+     node("Tanh", ["h1"], ["t1"]),
+     node("ConvTranspose", ["t1", "w2"], ["y"], strides=[2, 2], pads=[1, 1, 1, 1], group=2)],
+    {"x": rn(2, 3, 6, 6), "w0": rn(4, 3, 3, 3, scale=0.5), "b0": rn(4),
+     "w1": rn(4, 4, 3, 3, scale=0.5), "b1": rn(4), "w2": rn(4, 1, 4, 4, scale=0.5)},
+    lambda t: F.conv_transpose2d(
+        torch.tanh(F.conv_transpose2d(
+            torch.relu(F.conv2d(t["x"], t["w0"], t["b0"], stride=2, padding=1)),
+            t["w1"], t["b1"], stride=2, padding=1, output_padding=1)),
+        t["w2"], None, stride=2, padding=1, groups=2))
+
 MAXPOOLS = [
     # (suffix, x shape, attrs)
     ("k3_s2_pad1", (1, 2, 5, 5), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),

@@ -1718,3 +1718,66 @@ func.func @top_k_too_many(%a: tensor<4x5xf32>) {
   %0:2 = loom.top_k %a {axis = 1 : i64, k = 6 : i64} : (tensor<4x5xf32>) -> (tensor<4x6xf32>, tensor<4x6xi64>)
   return
 }
+
+// -----
+
+func.func @conv_transpose_rank(%x: tensor<4x5x5xf32>, %w: tensor<4x3x3x3xf32>) {
+  // expected-error @+2 {{input and weight must have rank 4, got 3 and 4}}
+  // expected-error @+1 {{'loom.conv_transpose2d' op failed to infer returned types}}
+  %0 = loom.conv_transpose2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64, output_padding = array<i64: 0, 0>} : (tensor<4x5x5xf32>, tensor<4x3x3x3xf32>) -> tensor<3x7x7xf32>
+  return
+}
+
+// -----
+
+func.func @conv_transpose_weight_channels(%x: tensor<1x4x5x5xf32>, %w: tensor<3x2x3x3xf32>) {
+  // expected-error @+2 {{weight has 3 input channels, expected 4}}
+  // expected-error @+1 {{'loom.conv_transpose2d' op failed to infer returned types}}
+  %0 = loom.conv_transpose2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64, output_padding = array<i64: 0, 0>} : (tensor<1x4x5x5xf32>, tensor<3x2x3x3xf32>) -> tensor<1x2x7x7xf32>
+  return
+}
+
+// -----
+
+func.func @conv_transpose_groups(%x: tensor<1x4x5x5xf32>, %w: tensor<4x2x3x3xf32>) {
+  // expected-error @+2 {{groups (3) must be at least 1 and divide the input channels (4)}}
+  // expected-error @+1 {{'loom.conv_transpose2d' op failed to infer returned types}}
+  %0 = loom.conv_transpose2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 3 : i64, output_padding = array<i64: 0, 0>} : (tensor<1x4x5x5xf32>, tensor<4x2x3x3xf32>) -> tensor<1x6x7x7xf32>
+  return
+}
+
+// -----
+
+func.func @conv_transpose_output_padding_count(%x: tensor<1x4x5x5xf32>, %w: tensor<4x2x3x3xf32>) {
+  // expected-error @+2 {{'output_padding' must have 2 entries, got 1}}
+  // expected-error @+1 {{'loom.conv_transpose2d' op failed to infer returned types}}
+  %0 = loom.conv_transpose2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64, output_padding = array<i64: 0>} : (tensor<1x4x5x5xf32>, tensor<4x2x3x3xf32>) -> tensor<1x2x7x7xf32>
+  return
+}
+
+// -----
+
+func.func @conv_transpose_output_padding_stride(%x: tensor<1x4x5x5xf32>, %w: tensor<4x2x3x3xf32>) {
+  // expected-error @+2 {{output_padding (1) must be smaller than its stride (1)}}
+  // expected-error @+1 {{'loom.conv_transpose2d' op failed to infer returned types}}
+  %0 = loom.conv_transpose2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64, output_padding = array<i64: 1, 0>} : (tensor<1x4x5x5xf32>, tensor<4x2x3x3xf32>) -> tensor<1x2x8x7xf32>
+  return
+}
+
+// -----
+
+func.func @conv_transpose_no_output(%x: tensor<1x4x1x1xf32>, %w: tensor<4x2x1x1xf32>) {
+  // expected-error @+2 {{padding leaves no output in spatial dimension 0 of size 1}}
+  // expected-error @+1 {{'loom.conv_transpose2d' op failed to infer returned types}}
+  %0 = loom.conv_transpose2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 1, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64, output_padding = array<i64: 0, 0>} : (tensor<1x4x1x1xf32>, tensor<4x2x1x1xf32>) -> tensor<1x2x1x1xf32>
+  return
+}
+
+// -----
+
+func.func @conv_transpose_bias_shape(%x: tensor<1x4x5x5xf32>, %w: tensor<4x2x3x3xf32>, %b: tensor<4xf32>) {
+  // expected-error @+2 {{'bias' must have shape [2], got [4]}}
+  // expected-error @+1 {{'loom.conv_transpose2d' op failed to infer returned types}}
+  %0 = loom.conv_transpose2d %x, %w, %b {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64, output_padding = array<i64: 0, 0>} : (tensor<1x4x5x5xf32>, tensor<4x2x3x3xf32>, tensor<4xf32>) -> tensor<1x2x7x7xf32>
+  return
+}

@@ -238,6 +238,19 @@ func.func @conv_pool(%x: tensor<2x4x8x8xf32>, %w: tensor<6x4x3x3xf32>, %b: tenso
   return
 }
 
+// CHECK-LABEL: func.func @conv_transpose
+// CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<2x4x5x5xf32>, %[[W:[a-z0-9]+]]: tensor<4x3x3x3xf32>, %[[B:[a-z0-9]+]]: tensor<6xf32>)
+func.func @conv_transpose(%x: tensor<2x4x5x5xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<6xf32>) {
+  // (5 - 1) * 1 + 1 * (3 - 1) + 1 = 7.
+  // CHECK: loom.conv_transpose2d %[[X]], %[[W]] {dilations = array<i64: 1, 1>, groups = 1 : i64, output_padding = array<i64: 0, 0>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<2x4x5x5xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x7x7xf32>
+  %0 = loom.conv_transpose2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64, output_padding = array<i64: 0, 0>} : (tensor<2x4x5x5xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x7x7xf32>
+  // Two groups of 3 output channels. Height: (5 - 1) * 2 - 1 - 0 + 1 * 2 + 1 + 1 = 11;
+  // width: (5 - 1) * 1 - 0 - 2 + 2 * 2 + 1 + 0 = 7.
+  // CHECK: loom.conv_transpose2d %[[X]], %[[W]], %[[B]] {dilations = array<i64: 1, 2>, groups = 2 : i64, output_padding = array<i64: 1, 0>, padding = array<i64: 1, 0, 0, 2>, strides = array<i64: 2, 1>} : (tensor<2x4x5x5xf32>, tensor<4x3x3x3xf32>, tensor<6xf32>) -> tensor<2x6x11x7xf32>
+  %1 = loom.conv_transpose2d %x, %w, %b {strides = array<i64: 2, 1>, padding = array<i64: 1, 0, 0, 2>, dilations = array<i64: 1, 2>, groups = 2 : i64, output_padding = array<i64: 1, 0>} : (tensor<2x4x5x5xf32>, tensor<4x3x3x3xf32>, tensor<6xf32>) -> tensor<2x6x11x7xf32>
+  return
+}
+
 // CHECK-LABEL: func.func @losses
 // CHECK-SAME: (%[[LOGITS:[a-z0-9]+]]: tensor<4x10xf32>, %[[LABELS:[a-z0-9]+]]: tensor<4xi64>, %[[L32:[a-z0-9]+]]: tensor<4xi32>, %[[P:[a-z0-9]+]]: tensor<4x3xbf16>, %[[T:[a-z0-9]+]]: tensor<4x3xbf16>)
 func.func @losses(%logits: tensor<4x10xf32>, %labels: tensor<4xi64>, %l32: tensor<4xi32>,

@@ -1,9 +1,10 @@
 //===- ConvPoolCases.cpp - Conformance cases: convolution and pooling -----===//
 //
-// conv2d, max_pool2d and avg_pool2d with their gradients over the window
-// geometries a model brings: strides, dilations, symmetric and asymmetric
-// padding, groups (depthwise too), 1x1 and rectangular kernels, and for
-// pooling the ceil-mode output the ONNX importer gives for ceil_mode=1 (one
+// conv2d (and conv_transpose2d, its input gradient with a bias and
+// output_padding), max_pool2d and avg_pool2d with their gradients over the
+// window geometries a model brings: strides, dilations, symmetric and
+// asymmetric padding, groups (depthwise too), 1x1 and rectangular kernels, and
+// for pooling the ceil-mode output the ONNX importer gives for ceil_mode=1 (one
 // window more than the floor formula, reaching past the end padding).
 // Each geometry runs the forward op and both gradients, and is named so
 // that a failure says which geometry broke.
@@ -116,6 +117,19 @@ Attrs convAttrs(const ConvGeometry &g) {
   return attrs;
 }
 
+/// conv_transpose2d's output_padding that gives back the conv's input: the
+/// rows and columns past the last window.
+std::vector<int64_t> transposeOutputPadding(const ConvGeometry &g) {
+  std::vector<int64_t> extra;
+  for (int i = 0; i < 2; ++i) {
+    int64_t kernel = i == 0 ? g.kernelH : g.kernelW;
+    extra.push_back((g.input[2 + i] + g.padding[i] + g.padding[i + 2] -
+                     g.dilations[i] * (kernel - 1) - 1) %
+                    g.strides[i]);
+  }
+  return extra;
+}
+
 void addConvCases(std::vector<CaseSpec> &cases) {
   for (const ConvGeometry &g : convGeometries()) {
     Shape w = weightShape(g), y = convOutputShape(g);
@@ -154,6 +168,19 @@ void addConvCases(std::vector<CaseSpec> &cases) {
             c.reduction = y[0] * y[2] * y[3];
             return c;
           });
+      // The transposed convolution of the conv's output gives its input:
+      // output_padding holds the rows and columns no window reads.
+      addCase(cases, "conv_transpose2d", std::string(g.name) + "_bias", dtype,
+              [=](std::mt19937 &rng) {
+                Case c;
+                c.attrs = convAttrs(g);
+                c.attrs.set("output_padding", transposeOutputPadding(g));
+                c.inputs = {uniform(dtype, y, rng), uniform(dtype, w, rng),
+                            uniform(dtype, {g.input[1]}, rng)};
+                c.outputs = {{dtype, g.input}};
+                c.reduction = (g.outChannels / g.groups) * window;
+                return c;
+              });
     }
   }
 }

@@ -40,7 +40,7 @@ const std::vector<std::string> kCudaBackendOps = {
     "matmul", "fused_matmul",
     // ConvPool.cu
     "conv2d", "conv2d_grad_input", "conv2d_grad_weight", "max_pool2d",
-    "avg_pool2d", "max_pool2d_grad", "avg_pool2d_grad",
+    "avg_pool2d", "max_pool2d_grad", "avg_pool2d_grad", "conv_transpose2d",
     // Dropout.cu
     "dropout",
     // Indexing.cu

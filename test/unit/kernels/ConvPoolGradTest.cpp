@@ -2,7 +2,8 @@
 //
 // Naive double references of the convolution and pooling gradients,
 // validated by central differences of the forward math, then compared with
-// the kernels on both paths; and the adjoint identity <f(x), g> = <x, f'(g)>
+// the kernels on both paths (conv_transpose2d too, the convolution's input
+// gradient plus a bias); and the adjoint identity <f(x), g> = <x, f'(g)>
 // against the backend's own forward kernels, which ties each gradient to
 // the forward it differentiates (window and divisor rules included).
 //
@@ -182,6 +183,40 @@ TEST_P(ConvPoolGradTest, Conv2dGradWeight) {
       expectClose(
           runOk("conv2d_grad_weight", c.attrs(), {x, g}, dtype, c.weight),
           convGradWeightRef(c, values(x), values(g)), sumTolerance(dtype));
+      EXPECT_EQ(ctx->primitives.creations(), before + (GetParam() ? 1 : 0));
+    }
+}
+
+// Proves conv_transpose2d is conv2d_grad_input of its input plus the bias,
+// on the same cases: output_padding gives back the rows and columns no
+// window reads (which receive only the bias), on oneDNN for every case of
+// the oneDNN path.
+TEST_P(ConvPoolGradTest, ConvTranspose2d) {
+  cpu::CpuContext *ctx = cpu::getCpuContext(*backend);
+  for (DType dtype : kFloatTypes)
+    for (const ConvCase &c : kConvCases) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + formatShape(c.input) +
+                   " * " + formatShape(c.weight) + " groups " +
+                   std::to_string(c.groups));
+      Attrs attrs = c.attrs();
+      std::vector<int64_t> extra;
+      for (int i = 0; i < 2; ++i)
+        extra.push_back((c.input[2 + i] + c.padding[i] + c.padding[i + 2] -
+                         c.dilations[i] * (c.weight[2 + i] - 1) - 1) %
+                        c.strides[i]);
+      attrs.set("output_padding", extra);
+      HostBuffer x = randomTensor(dtype, c.output(), rng);
+      HostBuffer w = randomTensor(dtype, c.weight, rng);
+      HostBuffer b = randomTensor(dtype, {c.input[1]}, rng);
+      std::vector<double> want = convGradInputRef(c, values(x), values(w));
+      std::vector<double> bias = values(b);
+      int64_t area = c.input[2] * c.input[3];
+      for (size_t i = 0; i < want.size(); ++i)
+        want[i] += bias[(i / area) % c.input[1]];
+      ctx->primitives.clear();
+      size_t before = ctx->primitives.creations();
+      expectClose(runOk("conv_transpose2d", attrs, {x, w, b}, dtype, c.input),
+                  want, sumTolerance(dtype));
       EXPECT_EQ(ctx->primitives.creations(), before + (GetParam() ? 1 : 0));
     }
 }
