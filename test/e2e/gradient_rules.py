@@ -998,6 +998,51 @@ for ratio, shape, seed in ((0.5, (4, 6), None), (0.1, (3, 5, 2), 7)):
         dropout_nodes(ratio, **({} if seed is None else {"seed": seed})), {"x": rn(*shape)},
         lambda t, mask=mask: t["x"] * torch.tensor(mask))
 
+# ---- Resize: nearest and bilinear upsampling, align_corners both ways, a downsample ---------
+
+
+def resize_case(name, shape, ref, scales=None, sizes=None, **attrs):
+    """Resize-13 of x by constant scales (a Constant node: a float initializer would be
+    trained) or int64 sizes (an initializer, a constant); ref is F.interpolate."""
+    nodes, tensors = [], {"x": rn(*shape)}
+    if scales is not None:
+        s = np.array(scales, np.float32)
+        nodes.append(node("Constant", [], ["scales"], value=numpy_helper.from_array(s, "s")))
+        nodes.append(node("Resize", ["x", "", "scales"], **attrs))
+    else:
+        tensors["sizes"] = i64(sizes)
+        nodes.append(node("Resize", ["x", "", "", "sizes"], **attrs))
+    add(name, nodes, tensors, lambda t: ref(t["x"]))
+
+
+NEAREST = dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+LINEAR = dict(mode="linear", coordinate_transformation_mode="half_pixel")
+CORNERS = dict(mode="linear", coordinate_transformation_mode="align_corners")
+resize_case("resize_nearest_scale2", (1, 2, 3, 4),
+            lambda x: F.interpolate(x, scale_factor=2, mode="nearest"),
+            scales=[1, 1, 2, 2], **NEAREST)
+resize_case("resize_nearest_size", (1, 2, 4, 3),
+            lambda x: F.interpolate(x, size=(7, 5), mode="nearest"), sizes=[1, 2, 7, 5],
+            **NEAREST)
+resize_case("resize_bilinear_scale2", (1, 2, 3, 4),
+            lambda x: F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False),
+            scales=[1, 1, 2, 2], **LINEAR)
+resize_case("resize_bilinear_size", (2, 1, 4, 3),
+            lambda x: F.interpolate(x, size=(7, 5), mode="bilinear", align_corners=False),
+            sizes=[2, 1, 7, 5], **LINEAR)
+resize_case("resize_bilinear_align_corners_scale2", (1, 2, 3, 4),
+            lambda x: F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=True),
+            scales=[1, 1, 2, 2], **CORNERS)
+resize_case("resize_bilinear_align_corners_size", (1, 2, 4, 3),
+            lambda x: F.interpolate(x, size=(7, 5), mode="bilinear", align_corners=True),
+            sizes=[1, 2, 7, 5], **CORNERS)
+resize_case("resize_bilinear_downsample", (1, 2, 8, 6),
+            lambda x: F.interpolate(x, scale_factor=0.5, mode="bilinear", align_corners=False),
+            scales=[1, 1, 0.5, 0.5], **LINEAR)
+resize_case("resize_nearest_downsample_size", (1, 1, 7, 9),
+            lambda x: F.interpolate(x, size=(3, 4), mode="nearest"), sizes=[1, 1, 3, 4],
+            **NEAREST)
+
 # --------------------------------------------------------------------------------------------
 # Running one case
 # --------------------------------------------------------------------------------------------
