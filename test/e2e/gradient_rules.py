@@ -1043,6 +1043,20 @@ resize_case("resize_nearest_downsample_size", (1, 1, 7, 9),
             lambda x: F.interpolate(x, size=(3, 4), mode="nearest"), sizes=[1, 1, 3, 4],
             **NEAREST)
 
+# A decoder stage as U-Nets and FPNs have it: conv, bilinear upsampling by 2, conv; the
+# upsampled gradient flows on into both convolutions' weights and the input.
+add("resize_conv_decoder",
+    [node("Conv", ["x", "w1", "b1"], ["h"], pads=[1, 1, 1, 1]),
+     node("Constant", [], ["scales"],
+          value=numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "s")),
+     node("Resize", ["h", "", "scales"], ["u"], **LINEAR),
+     node("Conv", ["u", "w2"], pads=[1, 1, 1, 1])],
+    {"x": rn(2, 3, 4, 5), "w1": rn(4, 3, 3, 3, scale=0.5), "b1": rn(4),
+     "w2": rn(2, 4, 3, 3, scale=0.5)},
+    lambda t: F.conv2d(F.interpolate(F.conv2d(t["x"], t["w1"], t["b1"], padding=1),
+                                     scale_factor=2, mode="bilinear", align_corners=False),
+                       t["w2"], padding=1))
+
 # --------------------------------------------------------------------------------------------
 # Running one case
 # --------------------------------------------------------------------------------------------
