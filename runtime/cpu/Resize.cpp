@@ -106,34 +106,38 @@ void gatherTaps(const Shape &shape,
                 const T *src, T *dst) {
   int64_t total = numElements(shape);
   size_t rank = shape.size();
-#pragma omp parallel for schedule(static) if (total > 4096)
-  for (int64_t i = 0; i < total; ++i) {
+#pragma omp parallel if (total > 4096)
+  {
+    // Per thread: each element's tap lists, and the odometer over them
+    // (all zeros again whenever it has run through).
     std::vector<const std::vector<Tap> *> lists(rank);
-    int64_t rest = i;
-    for (size_t d = rank; d-- > 0;) {
-      lists[d] = &taps[d][rest % shape[d]];
-      rest /= shape[d];
-    }
-    bool empty = false;
-    for (size_t d = 0; d < rank; ++d)
-      empty = empty || lists[d]->empty();
-    double sum = 0;
     std::vector<size_t> at(rank, 0);
-    while (!empty) {
-      int64_t offset = 0;
-      double weight = 1;
-      for (size_t d = 0; d < rank; ++d) {
-        offset += (*lists[d])[at[d]].offset;
-        weight *= (*lists[d])[at[d]].weight;
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < total; ++i) {
+      int64_t rest = i;
+      bool empty = false;
+      for (size_t d = rank; d-- > 0;) {
+        lists[d] = &taps[d][rest % shape[d]];
+        rest /= shape[d];
+        empty = empty || lists[d]->empty();
       }
-      sum += weight * static_cast<double>(src[offset]);
-      size_t d = rank;
-      while (d-- > 0 && ++at[d] == lists[d]->size())
-        at[d] = 0;
-      if (d == SIZE_MAX)
-        break;
+      double sum = 0;
+      while (!empty) {
+        int64_t offset = 0;
+        double weight = 1;
+        for (size_t d = 0; d < rank; ++d) {
+          offset += (*lists[d])[at[d]].offset;
+          weight *= (*lists[d])[at[d]].weight;
+        }
+        sum += weight * static_cast<double>(src[offset]);
+        size_t d = rank;
+        while (d-- > 0 && ++at[d] == lists[d]->size())
+          at[d] = 0;
+        if (d == SIZE_MAX)
+          break;
+      }
+      dst[i] = static_cast<T>(sum);
     }
-    dst[i] = static_cast<T>(sum);
   }
 }
 
