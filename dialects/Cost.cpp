@@ -81,6 +81,12 @@ OpWork estimateWork(Operation *op, ArrayRef<RankedTensorType> operands,
             work.flops = std::max(in, out);
             work.kernelClass = "reduction";
           })
+      .Case<ResizeOp, ResizeGradOp>([&](Operation *) {
+        // Memory-bound: per element of the larger side, a few index
+        // computations and, in linear mode, a weighted tap per neighbour.
+        work.flops = 4.0 * std::max(in, out);
+        work.kernelClass = "other";
+      })
       .Case<AdamUpdateOp>([&](AdamUpdateOp) { work.flops = 12.0 * in; })
       .Case<MomentumUpdateOp>([&](MomentumUpdateOp) { work.flops = 4.0 * in; })
       .Case<SgdUpdateOp>([&](SgdUpdateOp) { work.flops = 2.0 * in; })

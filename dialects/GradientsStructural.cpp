@@ -138,6 +138,17 @@ LOOM_GRADIENT(PadOp) {
   return success();
 }
 
+LOOM_GRADIENT(ResizeOp) {
+  if (noGradient(resultGrads, 1, operandGrads) || !needed[0])
+    return success();
+  operandGrads[0] = ResizeGradOp::create(
+      b, getLoc(), getInput().getType(), resultGrads[0], getModeAttr(),
+      getCoordinateTransformationModeAttr(), getNearestModeAttr(),
+      getScaleNumAttr(), getScaleDenAttr(), getCubicCoeffAAttr(),
+      getExcludeOutsideAttr());
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Convolution and pooling
 //===----------------------------------------------------------------------===//

@@ -527,6 +527,30 @@ def Loom_PadOp : Loom_InferredOp<"pad", [DeclareOpInterfaceMethods<Loom_Gradient
   let results = (outs Loom_Tensor:$result);
 }
 
+def Loom_ResizeOp : Loom_InferredOp<"resize", [DeclareOpInterfaceMethods<Loom_GradientOpInterface>]> {
+  let summary = "nearest, N-linear or cubic resampling of every dimension";
+  let description = [{
+    Dimension `d` is scaled by `scale_num[d] / scale_den[d]` (positive; one
+    entry each per dimension) and has `floor(in * scale_num / scale_den)`
+    elements. Output coordinate `x` maps to the input coordinate given by
+    `coordinate_transformation_mode` (half_pixel, pytorch_half_pixel,
+    align_corners, asymmetric, tf_half_pixel_for_nn), as ONNX Resize. `mode`
+    `nearest` takes the element `nearest_mode` rounds to (round_prefer_floor,
+    round_prefer_ceil, floor, ceil); `linear` weights the two neighbours of
+    every dimension (bilinear, trilinear, ...); `cubic` the four of Keys'
+    cubic with coefficient `cubic_coeff_a`, and with `exclude_outside` the
+    neighbours outside the input get no weight (the rest renormalised).
+    Otherwise neighbours outside the input read its edge. The index math is
+    common/ops/ResizeIndex.h.
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, StrAttr:$mode,
+                       StrAttr:$coordinate_transformation_mode,
+                       StrAttr:$nearest_mode, DenseI64ArrayAttr:$scale_num,
+                       DenseI64ArrayAttr:$scale_den, F32Attr:$cubic_coeff_a,
+                       UnitAttr:$exclude_outside);
+  let results = (outs Loom_FloatTensor:$result);
+}
+
 //===----------------------------------------------------------------------===//
 // Convolution and pooling (NCHW)
 //===----------------------------------------------------------------------===//

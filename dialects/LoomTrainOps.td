@@ -127,6 +127,22 @@ def Loom_PadGradOp : Loom_TypedOp<"pad_grad"> {
   let results = (outs Loom_FloatTensor:$result);
 }
 
+def Loom_ResizeGradOp : Loom_TypedOp<"resize_grad"> {
+  let summary = "gradient of resize: each element sums the grads it weighted";
+  let description = [{
+    The result has the resized input's type; `grad` has the resize's result
+    shape and the result's element type, and the attributes are the
+    resize's. Element `i` of the result is the sum, over the outputs that
+    read it, of their grad times the weight they gave it.
+  }];
+  let arguments = (ins Loom_FloatTensor:$grad, StrAttr:$mode,
+                       StrAttr:$coordinate_transformation_mode,
+                       StrAttr:$nearest_mode, DenseI64ArrayAttr:$scale_num,
+                       DenseI64ArrayAttr:$scale_den, F32Attr:$cubic_coeff_a,
+                       UnitAttr:$exclude_outside);
+  let results = (outs Loom_FloatTensor:$result);
+}
+
 def Loom_LabelCountOp : Loom_TypedOp<"label_count"> {
   let summary = "number of labels not equal to ignore_index";
   let description = [{

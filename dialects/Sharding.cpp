@@ -564,6 +564,36 @@ ShardingRule PadGradOp::getShardingRule() {
   return padRule(typeOf(getResult()), getLow(), getHigh());
 }
 
+/// A resize (or its gradient): a dimension of scale 1 that keeps its size
+/// keeps its factor (nearest and linear then read the same coordinate,
+/// except tf_half_pixel_for_nn, whose half-pixel shift rounds across
+/// elements); a resized one is whole, since its taps cross shard borders.
+static ShardingRule resizeRule(RankedTensorType in, RankedTensorType out,
+                               ArrayRef<int64_t> num, ArrayRef<int64_t> den,
+                               StringRef coord) {
+  ShardingRule rule;
+  DimFactors dims;
+  for (int64_t d = 0; d < in.getRank(); ++d) {
+    if (num[d] == den[d] && in.getDimSize(d) == out.getDimSize(d) &&
+        coord != "tf_half_pixel_for_nn")
+      dims.push_back({rule.addFactor(in.getDimSize(d))});
+    else
+      dims.push_back({});
+  }
+  rule.operands.push_back(dims);
+  rule.results.push_back(dims);
+  return rule;
+}
+
+ShardingRule ResizeOp::getShardingRule() {
+  return resizeRule(typeOf(getInput()), typeOf(getResult()), getScaleNum(),
+                    getScaleDen(), getCoordinateTransformationMode());
+}
+ShardingRule ResizeGradOp::getShardingRule() {
+  return resizeRule(typeOf(getResult()), typeOf(getGrad()), getScaleNum(),
+                    getScaleDen(), getCoordinateTransformationMode());
+}
+
 //===----------------------------------------------------------------------===//
 // Convolution and pooling
 //===----------------------------------------------------------------------===//

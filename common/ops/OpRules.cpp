@@ -91,6 +91,7 @@ const RuleTable &table() {
     addNNRules(t);
     addTrainRules(t);
     addIndexRules(t);
+    addResizeRules(t);
     return t;
   }();
   return rules;

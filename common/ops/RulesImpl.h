@@ -11,6 +11,7 @@
 //                    movement (transpose, reshape, broadcast, gather,
 //                    concat, slice), with their gradients
 //   IndexRules.cpp   gather_elements, scatter_elements, cumsum and top_k
+//   ResizeRules.cpp  resize and resize_grad
 //   NNRules.cpp      linear algebra, normalization, convolution and
 //                    pooling, the losses, their gradients, and the
 //                    optimizer updates
@@ -60,6 +61,9 @@ void addTrainRules(RuleTable &table);
 
 /// Adds the rules of IndexRules.cpp's ops to `table`.
 void addIndexRules(RuleTable &table);
+
+/// Adds the rules of ResizeRules.cpp's ops to `table`.
+void addResizeRules(RuleTable &table);
 
 /// The conv2d result shape for input `in` and weight `w` (NNRules.cpp).
 std::string convResultShape(const Attrs &a, const TypeRef &in, const TypeRef &w,

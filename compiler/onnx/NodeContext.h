@@ -226,6 +226,7 @@ void addRNNConverters(llvm::StringMap<Converter> &table);
 void addEinsumConverters(llvm::StringMap<Converter> &table);
 void addNormConverters(llvm::StringMap<Converter> &table);
 void addIndexConverters(llvm::StringMap<Converter> &table);
+void addResizeConverters(llvm::StringMap<Converter> &table);
 
 } // namespace loom::onnx_import
 

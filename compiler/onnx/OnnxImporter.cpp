@@ -87,6 +87,7 @@ static const llvm::StringMap<Converter> &converterTable() {
     addMathConverters(t);
     addTensorConverters(t);
     addIndexConverters(t);
+    addResizeConverters(t);
     addNNConverters(t);
     addRNNConverters(t);
     addEinsumConverters(t);

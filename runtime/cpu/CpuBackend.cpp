@@ -41,6 +41,7 @@ public:
     cpu::registerOptimizerKernels(table, results);
     cpu::registerReduceGradKernels(table, results);
     cpu::registerIndexingKernels(table, results);
+    cpu::registerResizeKernels(table);
     for (auto &[op, entry] : table) {
       auto count = results.find(op);
       kernels.emplace(op, wrap(op, std::move(entry),

@@ -34,6 +34,8 @@ void registerReduceGradKernels(KernelTable &table, ResultCounts &results);
 /// gather_elements, scatter_elements, cumsum, top_k (two results),
 /// reduce_prod and reduce_prod_grad (Indexing.cpp).
 void registerIndexingKernels(KernelTable &table, ResultCounts &results);
+/// resize and resize_grad (Resize.cpp).
+void registerResizeKernels(KernelTable &table);
 
 } // namespace loom::rt::cpu
 

@@ -83,6 +83,7 @@ public:
     cuda::registerPoolKernels(table);
     cuda::registerDropoutKernels(table);
     cuda::registerIndexingKernels(table);
+    cuda::registerResizeKernels(table);
     for (auto &[op, entry] : table)
       kernels.emplace(op, wrap(op, std::move(entry)));
   }

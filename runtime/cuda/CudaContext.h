@@ -125,6 +125,9 @@ void registerPoolKernels(KernelTable &table);
 /// reduce_prod_grad (Indexing.cu).
 void registerIndexingKernels(KernelTable &table);
 
+/// resize and resize_grad (Resize.cu).
+void registerResizeKernels(KernelTable &table);
+
 /// dropout, its mask drawn on the global element index (Dropout.cu).
 void registerDropoutKernels(KernelTable &table);
 

@@ -1079,6 +1079,65 @@ for ratio, shape, seed in ((0.5, (4, 6), None), (0.1, (3, 5, 2), 7)):
         dropout_nodes(ratio, **({} if seed is None else {"seed": seed})), {"x": rn(*shape)},
         lambda t, mask=mask: t["x"] * torch.tensor(mask))
 
+# ---- Resize: nearest and bilinear upsampling, align_corners both ways, a downsample ---------
+
+
+def resize_case(name, shape, ref, scales=None, sizes=None, **attrs):
+    """Resize-13 of x by constant scales (a Constant node: a float initializer would be
+    trained) or int64 sizes (an initializer, a constant); ref is F.interpolate."""
+    nodes, tensors = [], {"x": rn(*shape)}
+    if scales is not None:
+        s = np.array(scales, np.float32)
+        nodes.append(node("Constant", [], ["scales"], value=numpy_helper.from_array(s, "s")))
+        nodes.append(node("Resize", ["x", "", "scales"], **attrs))
+    else:
+        tensors["sizes"] = i64(sizes)
+        nodes.append(node("Resize", ["x", "", "", "sizes"], **attrs))
+    add(name, nodes, tensors, lambda t: ref(t["x"]))
+
+
+NEAREST = dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+LINEAR = dict(mode="linear", coordinate_transformation_mode="half_pixel")
+CORNERS = dict(mode="linear", coordinate_transformation_mode="align_corners")
+resize_case("resize_nearest_scale2", (1, 2, 3, 4),
+            lambda x: F.interpolate(x, scale_factor=2, mode="nearest"),
+            scales=[1, 1, 2, 2], **NEAREST)
+resize_case("resize_nearest_size", (1, 2, 4, 3),
+            lambda x: F.interpolate(x, size=(7, 5), mode="nearest"), sizes=[1, 2, 7, 5],
+            **NEAREST)
+resize_case("resize_bilinear_scale2", (1, 2, 3, 4),
+            lambda x: F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False),
+            scales=[1, 1, 2, 2], **LINEAR)
+resize_case("resize_bilinear_size", (2, 1, 4, 3),
+            lambda x: F.interpolate(x, size=(7, 5), mode="bilinear", align_corners=False),
+            sizes=[2, 1, 7, 5], **LINEAR)
+resize_case("resize_bilinear_align_corners_scale2", (1, 2, 3, 4),
+            lambda x: F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=True),
+            scales=[1, 1, 2, 2], **CORNERS)
+resize_case("resize_bilinear_align_corners_size", (1, 2, 4, 3),
+            lambda x: F.interpolate(x, size=(7, 5), mode="bilinear", align_corners=True),
+            sizes=[1, 2, 7, 5], **CORNERS)
+resize_case("resize_bilinear_downsample", (1, 2, 8, 6),
+            lambda x: F.interpolate(x, scale_factor=0.5, mode="bilinear", align_corners=False),
+            scales=[1, 1, 0.5, 0.5], **LINEAR)
+resize_case("resize_nearest_downsample_size", (1, 1, 7, 9),
+            lambda x: F.interpolate(x, size=(3, 4), mode="nearest"), sizes=[1, 1, 3, 4],
+            **NEAREST)
+
+# A decoder stage as U-Nets and FPNs have it: conv, bilinear upsampling by 2, conv; the
+# upsampled gradient flows on into both convolutions' weights and the input.
+add("resize_conv_decoder",
+    [node("Conv", ["x", "w1", "b1"], ["h"], pads=[1, 1, 1, 1]),
+     node("Constant", [], ["scales"],
+          value=numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "s")),
+     node("Resize", ["h", "", "scales"], ["u"], **LINEAR),
+     node("Conv", ["u", "w2"], pads=[1, 1, 1, 1])],
+    {"x": rn(2, 3, 4, 5), "w1": rn(4, 3, 3, 3, scale=0.5), "b1": rn(4),
+     "w2": rn(2, 4, 3, 3, scale=0.5)},
+    lambda t: F.conv2d(F.interpolate(F.conv2d(t["x"], t["w1"], t["b1"], padding=1),
+                                     scale_factor=2, mode="bilinear", align_corners=False),
+                       t["w2"], padding=1))
+
 # --------------------------------------------------------------------------------------------
 # Running one case
 # --------------------------------------------------------------------------------------------

@@ -1781,3 +1781,74 @@ func.func @conv_transpose_bias_shape(%x: tensor<1x4x5x5xf32>, %w: tensor<4x2x3x3
   %0 = loom.conv_transpose2d %x, %w, %b {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64, output_padding = array<i64: 0, 0>} : (tensor<1x4x5x5xf32>, tensor<4x2x3x3xf32>, tensor<4xf32>) -> tensor<1x2x7x7xf32>
   return
 }
+
+// -----
+
+func.func @resize_mode(%a: tensor<1x4xf32>) {
+  // expected-error @+2 {{mode 'area' is not one of nearest, linear, cubic}}
+  // expected-error @+1 {{'loom.resize' op failed to infer returned types}}
+  %0 = loom.resize %a {mode = "area", coordinate_transformation_mode = "half_pixel", nearest_mode = "floor", scale_num = array<i64: 1, 2>, scale_den = array<i64: 1, 1>, cubic_coeff_a = -0.75 : f32} : (tensor<1x4xf32>) -> tensor<1x8xf32>
+  return
+}
+
+// -----
+
+func.func @resize_coordinate_mode(%a: tensor<1x4xf32>) {
+  // expected-error @+2 {{coordinate_transformation_mode 'tf_crop_and_resize' is not one of half_pixel, pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn}}
+  // expected-error @+1 {{'loom.resize' op failed to infer returned types}}
+  %0 = loom.resize %a {mode = "linear", coordinate_transformation_mode = "tf_crop_and_resize", nearest_mode = "floor", scale_num = array<i64: 1, 2>, scale_den = array<i64: 1, 1>, cubic_coeff_a = -0.75 : f32} : (tensor<1x4xf32>) -> tensor<1x8xf32>
+  return
+}
+
+// -----
+
+func.func @resize_nearest_mode(%a: tensor<1x4xf32>) {
+  // expected-error @+2 {{nearest_mode 'round' is not one of round_prefer_floor, round_prefer_ceil, floor, ceil}}
+  // expected-error @+1 {{'loom.resize' op failed to infer returned types}}
+  %0 = loom.resize %a {mode = "nearest", coordinate_transformation_mode = "asymmetric", nearest_mode = "round", scale_num = array<i64: 1, 2>, scale_den = array<i64: 1, 1>, cubic_coeff_a = -0.75 : f32} : (tensor<1x4xf32>) -> tensor<1x8xf32>
+  return
+}
+
+// -----
+
+func.func @resize_scale_entries(%a: tensor<1x4xf32>) {
+  // expected-error @+2 {{scale_num and scale_den need 2 entries each}}
+  // expected-error @+1 {{'loom.resize' op failed to infer returned types}}
+  %0 = loom.resize %a {mode = "nearest", coordinate_transformation_mode = "asymmetric", nearest_mode = "floor", scale_num = array<i64: 2>, scale_den = array<i64: 1, 1>, cubic_coeff_a = -0.75 : f32} : (tensor<1x4xf32>) -> tensor<1x8xf32>
+  return
+}
+
+// -----
+
+func.func @resize_scale_not_positive(%a: tensor<1x4xf32>) {
+  // expected-error @+2 {{scale 0/1 of dimension 1 must be positive}}
+  // expected-error @+1 {{'loom.resize' op failed to infer returned types}}
+  %0 = loom.resize %a {mode = "nearest", coordinate_transformation_mode = "asymmetric", nearest_mode = "floor", scale_num = array<i64: 1, 0>, scale_den = array<i64: 1, 1>, cubic_coeff_a = -0.75 : f32} : (tensor<1x4xf32>) -> tensor<1x8xf32>
+  return
+}
+
+// -----
+
+func.func @resize_empty(%a: tensor<1x4xf32>) {
+  // expected-error @+2 {{scale 1/5 of dimension 1 of size 4 leaves no element}}
+  // expected-error @+1 {{'loom.resize' op failed to infer returned types}}
+  %0 = loom.resize %a {mode = "nearest", coordinate_transformation_mode = "asymmetric", nearest_mode = "floor", scale_num = array<i64: 1, 1>, scale_den = array<i64: 1, 5>, cubic_coeff_a = -0.75 : f32} : (tensor<1x4xf32>) -> tensor<1x0xf32>
+  return
+}
+
+// -----
+
+func.func @resize_overflow(%a: tensor<1x4xf32>) {
+  // expected-error @+2 {{scale 9223372036854775807/1 of dimension 1 overflows 64-bit sizes}}
+  // expected-error @+1 {{'loom.resize' op failed to infer returned types}}
+  %0 = loom.resize %a {mode = "nearest", coordinate_transformation_mode = "asymmetric", nearest_mode = "floor", scale_num = array<i64: 1, 9223372036854775807>, scale_den = array<i64: 1, 1>, cubic_coeff_a = -0.75 : f32} : (tensor<1x4xf32>) -> tensor<1x8xf32>
+  return
+}
+
+// -----
+
+func.func @resize_grad_shape(%g: tensor<1x7xf32>) {
+  // expected-error @+1 {{'loom.resize_grad' op grad is f32[1, 7] but resize of the result gives f32[1, 8]}}
+  %0 = loom.resize_grad %g {mode = "linear", coordinate_transformation_mode = "half_pixel", nearest_mode = "floor", scale_num = array<i64: 1, 2>, scale_den = array<i64: 1, 1>, cubic_coeff_a = -0.75 : f32} : (tensor<1x7xf32>) -> tensor<1x4xf32>
+  return
+}

@@ -135,6 +135,8 @@ void addDropoutCases(std::vector<CaseSpec> &cases);
 /// gather_elements, scatter_elements, cumsum, top_k, reduce_prod,
 /// reduce_prod_grad (IndexingCases.cpp).
 void addIndexingCases(std::vector<CaseSpec> &cases);
+/// resize and resize_grad (ResizeCases.cpp).
+void addResizeCases(std::vector<CaseSpec> &cases);
 
 const std::vector<CaseSpec> &conformanceCases();
 

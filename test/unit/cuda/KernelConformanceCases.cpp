@@ -45,7 +45,9 @@ const std::vector<std::string> kCudaBackendOps = {
     "dropout",
     // Indexing.cu
     "gather_elements", "scatter_elements", "cumsum", "top_k", "reduce_prod",
-    "reduce_prod_grad"};
+    "reduce_prod_grad",
+    // Resize.cu
+    "resize", "resize_grad"};
 
 const std::vector<CaseSpec> &conformanceCases() {
   static const std::vector<CaseSpec> cases = [] {
@@ -58,6 +60,7 @@ const std::vector<CaseSpec> &conformanceCases() {
     addCompareCases(all);
     addDropoutCases(all);
     addIndexingCases(all);
+    addResizeCases(all);
     return all;
   }();
   return cases;
