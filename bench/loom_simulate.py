@@ -11,6 +11,7 @@ compute and comm (s), chose (the lines where --mode auto says what it chose).
 
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -38,14 +39,25 @@ def seconds(text):
     return float(value) * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1}[unit]
 
 
-def simulate(loom, model, args):
-    """Runs `loom simulate MODEL --train --top 1 ARGS` and parses what it printed."""
+def simulate(loom, model, args, max_bytes=None):
+    """Runs `loom simulate MODEL --train --top 1 ARGS` and parses what it printed. With
+    max_bytes, the run's address space is capped there: a simulation that needs more fails
+    with "out of memory" instead of starving the machine."""
     cmd = [loom, "simulate", model, "--train", "--top", "1"] + list(args)
+
+    def cap():
+        if max_bytes:
+            resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
+
     start = time.monotonic()
-    run = subprocess.run(cmd, capture_output=True, text=True)
+    run = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=cap)
     result = {"wall": time.monotonic() - start, "ok": run.returncode == 0,
               "text": run.stdout + run.stderr, "cmd": cmd}
     if not result["ok"]:
+        if max_bytes and ("out of memory" in result["text"] or "bad_alloc" in result["text"]
+                          or run.returncode < 0):
+            result["text"] += "\nout of memory: more than %.0f GiB of address space" % (
+                max_bytes / 2**30)
         return result
     text = result["text"]
     step = re.search(r"^predicted step ([0-9.]+ [mun]?s) per device: compute ([0-9.]+ [mun]?s), "

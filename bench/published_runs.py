@@ -34,7 +34,12 @@ Assumptions, and where each comes from:
     bandwidths: compiler/cost/HardwareProfile.cpp), grown to as many 8-GPU nodes as the
     run needs. The profile's kernel efficiencies are 1 (peaks).
 
-Usage: bench/published_runs.py [--loom PATH] [--only SUBSTRING] [--jobs N]
+Loom unrolls a pipeline's micro-batches into its stage programs, so the runs with hundreds
+of micro-batches per pipeline (175B PTD on 384 GPUs: 384; 530B PTD: 280 to 1120) take
+minutes and many GiB to simulate; each simulation is capped at --max-gib of address space
+(default 12) and reported as out of memory past it.
+
+Usage: bench/published_runs.py [--loom PATH] [--only SUBSTRING] [--jobs N] [--max-gib G]
 """
 
 import argparse
@@ -134,8 +139,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loom", default=loom_simulate.DEFAULT_LOOM)
     parser.add_argument("--only", help="only the rows whose name contains this")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                        help="simulations run at once (default: the CPU count)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="simulations run at once (default 1: each can take many GiB)")
+    parser.add_argument("--max-gib", type=float, default=12,
+                        help="address space per simulation, GiB (default 12)")
     args = parser.parse_args()
     todo = [r for r in rows() if not args.only or args.only in r[1]]
     with tempfile.TemporaryDirectory() as tmp:
@@ -147,7 +154,9 @@ def main():
                 loom_simulate.generate(models[r[2]], layers, hidden, heads, VOCAB, SEQ)
         with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
             results = list(pool.map(
-                lambda r: loom_simulate.simulate(args.loom, models[r[2]], r[3]), todo))
+                lambda r: loom_simulate.simulate(args.loom, models[r[2]], r[3],
+                                                 max_bytes=int(args.max_gib * 2**30)),
+                todo))
 
     print("Megatron-LM (arXiv 2104.04473) Tables 1 and 2 against Loom's prediction "
           "(8xA100-80GB profile, bf16, seq %d, vocab %d)" % (SEQ, VOCAB))
@@ -160,8 +169,8 @@ def main():
     for r, res in zip(todo, results):
         table, name, shape, _, desc, sched, gpus, batch, published, kind = r
         if not res["ok"]:
-            print("%-3s %-12s %-22s failed: %s" % (table, name, desc,
-                                                 res["text"].strip().splitlines()[-1][:140]))
+            print("%-3s %-12s %-22s failed (%.0f s): %s" % (
+                table, name, desc, res["wall"], res["text"].strip().splitlines()[-1][:140]))
             continue
         predicted = flops(batch, shape[2], shape[1]) / (res["step"] * gpus) / 1e12
         ratio = predicted / published
