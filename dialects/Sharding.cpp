@@ -142,7 +142,6 @@ Operation *loom::buildLocalOpByCloning(Operation *op, OpBuilder &builder,
   ShardingRule OP::getShardingRule() { return elementwise(*this); }
 // The binary and unary elementwise ops (Loom_BinaryOp, Loom_UnaryOp) take
 // ShardingRule::elementwise from their ODS class.
-LOOM_ELEMENTWISE_RULE(CastOp)
 LOOM_ELEMENTWISE_RULE(SelectOp)
 LOOM_ELEMENTWISE_RULE(BroadcastOp)
 LOOM_ELEMENTWISE_RULE(ReluGradOp)
@@ -151,6 +150,19 @@ LOOM_ELEMENTWISE_RULE(SgdUpdateOp)
 LOOM_ELEMENTWISE_RULE(MomentumUpdateOp)
 LOOM_ELEMENTWISE_RULE(AdamUpdateOp)
 #undef LOOM_ELEMENTWISE_RULE
+
+// A cast that widens a float is exact, so it commutes with a sum over
+// ranks: a bf16 partial weight gradient is cast to f32 and accumulated
+// over micro-batches before its one reduction. A narrowing or integer cast
+// rounds each rank's part, so its input must be summed first.
+ShardingRule CastOp::getShardingRule() {
+  auto from = dyn_cast<FloatType>(typeOf(getInput()).getElementType());
+  auto to = dyn_cast<FloatType>(typeOf(getResult()).getElementType());
+  bool widening = from && to &&
+                  llvm::APFloat::isRepresentableBy(from.getFloatSemantics(),
+                                                   to.getFloatSemantics());
+  return ShardingRule::elementwise(*this, widening);
+}
 
 // The triangle's mask depends on the global row and column: the batch
 // dimensions split, the matrix dimensions never.
@@ -363,6 +375,9 @@ ShardingRule TransposeOp::getShardingRule() {
   for (int64_t p : getPermutation())
     out.push_back({f[p]});
   rule.results.push_back(out);
+  // Moving elements commutes with a sum over ranks: a partial input gives
+  // a partial result.
+  rule.linear = true;
   return rule;
 }
 
@@ -415,6 +430,7 @@ ShardingRule ReshapeOp::getShardingRule() {
   }
   rule.operands.push_back(inDims);
   rule.results.push_back(outDims);
+  rule.linear = true;
   return rule;
 }
 

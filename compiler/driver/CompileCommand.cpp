@@ -12,6 +12,7 @@
 
 #include "compiler/explain/Explain.h"
 #include "compiler/pipeline/Compiler.h"
+#include "compiler/pipeline/LoomPipeline.h"
 
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -101,6 +102,14 @@ int runCompile() {
     print.top = topFlagValue();
     explain::printExplanation(result->plan, "simulated " + options->model.path,
                               print, outs());
+    pipeline::CompileOptions chosen = *options;
+    chosen.parallel = result->parallel;
+    if (int64_t built = pipeline::builtMicroBatches(chosen);
+        built < chosen.parallel.microBatches)
+      outs() << "(the stage programs were built with " << built << " of the "
+             << chosen.parallel.microBatches
+             << " micro-batches: their memory peak is reached by then, and "
+                "the step is predicted for all of them)\n";
     return 0;
   }
   printSummary(*options, *result);

@@ -22,6 +22,20 @@ using namespace mlir;
 
 namespace loom::pipeline {
 
+int64_t builtMicroBatches(const CompileOptions &options) {
+  const ParallelConfig &p = options.parallel;
+  // GPipe keeps every micro-batch's activations until its backwards: its
+  // memory grows with all of them.
+  if (!options.simulate || p.schedule == Schedule::GPipe)
+    return p.microBatches;
+  // 1F1B holds at most `stages` micro-batches in flight and interleaved
+  // 1F1B at most 2 (stages - 1) + (chunks - 1) stages forward chunks, both
+  // reached once 2 x stages micro-batches run (a multiple of the stages,
+  // as interleaving needs).
+  const int64_t stages = std::max<int64_t>(pipelineStages(p.mesh), 1);
+  return std::min(p.microBatches, 2 * stages);
+}
+
 bool isPipelined(const CompileOptions &options) {
   const ParallelConfig &p = options.parallel;
   return !p.stageMeshes.empty() ||
@@ -138,7 +152,8 @@ void addStages(OpPassManager &pm, const CompileOptions &options,
     return;
   sharding::PipelineOptions pipeline;
   pipeline.stages = stages;
-  pipeline.microBatches = p.microBatches;
+  pipeline.microBatches = builtMicroBatches(options);
+  pipeline.costedMicroBatches = p.microBatches;
   pipeline.schedule = p.schedule;
   pipeline.virtualStages = chunks;
   pipeline.ownMeshes = extras.recordLayouts;

@@ -61,6 +61,11 @@ void buildCompilePipeline(mlir::OpPassManager &pm,
                           const CompileOptions &options,
                           const PipelineExtras &extras = {});
 
+/// The micro-batches loom-pipeline unrolls: all of them, except that a
+/// simulation of a 1F1B or interleaved pipeline builds only as many as its
+/// memory peak needs (the step is still predicted for all of them).
+int64_t builtMicroBatches(const CompileOptions &options);
+
 /// Whether the step of `options` is pipelined (stages, or micro-batches on
 /// a mesh).
 bool isPipelined(const CompileOptions &options);

@@ -363,9 +363,12 @@ FailureOr<PipelineReport> Pipeliner::run() {
   }
   report.stages.resize(P);
   report.schedule = options.schedule;
-  report.microBatches = M;
+  const int64_t costedM =
+      options.costedMicroBatches > 0 ? options.costedMicroBatches : M;
+  report.microBatches = costedM;
   report.virtualStages = V;
-  report.bubbleFraction = static_cast<double>(P - 1) / (V * M + P - 1);
+  report.bubbleFraction =
+      static_cast<double>(P - 1) / (V * costedM + P - 1);
   if (failed(classify()) || failed(assignStages()) ||
       (options.ownMeshes && failed(crossAtRoots())) || failed(placeState()))
     return failure();
@@ -386,7 +389,7 @@ FailureOr<PipelineReport> Pipeliner::run() {
       micro.push_back(cost.microBatchSeconds + sends);
       step.push_back(cost.stepSeconds);
     }
-    report.seconds = search::pipelineSeconds(micro, step, M, V);
+    report.seconds = search::pipelineSeconds(micro, step, costedM, V);
   }
   OpBuilder builder(func);
   bool built = true;

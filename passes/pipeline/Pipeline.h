@@ -61,6 +61,12 @@ struct PipelineOptions {
   /// there; 1 for the others). User stages (nodeStages) and the stage search's
   /// split (layerStages) then number chunks, 0 to stages * virtualStages - 1.
   int64_t virtualStages = 1;
+  /// The micro-batches the report's time and bubble are for, when fewer
+  /// are built (0: microBatches). `loom simulate` builds a few: a 1F1B or
+  /// interleaved schedule holds at most a bounded number in flight, so the
+  /// programs' memory does not grow past them, and the time is the
+  /// schedule's formula over the per-micro-batch costs.
+  int64_t costedMicroBatches = 0;
   /// The pipeline axis's name in the plan's mesh.
   std::string axis = "pp";
   /// Stages the user set, per ONNX node name (taken from `loom.stage`

@@ -28,6 +28,9 @@ struct PipelinePass : public loom::impl::PipelineStagesBase<PipelinePass> {
   void runOnOperation() override;
 
   std::optional<PipelineReport> report;
+  /// PipelineOptions::costedMicroBatches (no textual option: only the
+  /// compiler library's simulation sets it).
+  int64_t costedMicroBatches = 0;
 };
 
 void PipelinePass::runOnOperation() {
@@ -44,6 +47,7 @@ void PipelinePass::runOnOperation() {
   options.schedule = schedule;
   options.virtualStages = virtualStages;
   options.ownMeshes = ownMeshes;
+  options.costedMicroBatches = costedMicroBatches;
   for (const std::string &entry : layerStages) {
     auto [layer, stage] = StringRef(entry).rsplit('=');
     int64_t s = 0;
@@ -127,7 +131,9 @@ loom::sharding::createPipelinePass(const PipelineOptions &options,
     flags.layerStages.push_back(entry.getKey().str() + "=" +
                                 std::to_string(entry.getValue()));
   flags.profile = profile.str();
-  return std::make_unique<PipelinePass>(flags);
+  auto pass = std::make_unique<PipelinePass>(flags);
+  pass->costedMicroBatches = options.costedMicroBatches;
+  return pass;
 }
 
 const PipelineReport *loom::sharding::pipelineReport(Pass &pass) {

@@ -136,6 +136,22 @@ FailureOr<ZeroReport> shardOptimizer(func::FuncOp func, int level) {
 
 namespace {
 
+/// `op` casts a parameter that optimizer sharding split (its layout now
+/// says so) to a narrower float type.
+bool isShardedParameterCast(func::FuncOp func, Operation *op) {
+  auto cast = dyn_cast<loom::CastOp>(op);
+  if (!cast)
+    return false;
+  auto arg = dyn_cast<BlockArgument>(cast.getInput());
+  if (!arg || arg.getOwner() != &func.getBody().front() ||
+      !func.getArgAttr(arg.getArgNumber(), loom::LoomDialect::kZeroAttrName))
+    return false;
+  auto from = cast.getInput().getType();
+  auto to = cast.getResult().getType();
+  return getElementTypeOrSelf(to).getIntOrFloatBitWidth() <
+         getElementTypeOrSelf(from).getIntOrFloatBitWidth();
+}
+
 struct ShardOptimizerPass
     : public loom::impl::ShardOptimizerBase<ShardOptimizerPass> {
   using ShardOptimizerBase::ShardOptimizerBase;
@@ -165,10 +181,14 @@ void ShardOptimizerPass::runOnOperation() {
   // whose layouts were given) are propagated again, so that a gradient
   // stays a partial sum up to its reduce-scatter instead of being
   // all-reduced on the way.
+  // Under ZeRO-3 so is a parameter's cast to the compute precision: it
+  // then runs on the parameter's shard, and the gather moves the narrow
+  // type (half the bytes of gathering f32 under bf16).
   Operation *loss = analyzeStep(func).loss;
   bool backward = false;
   for (Operation &op : func.getBody().front()) {
-    if (backward && !given->get().ops.contains(&op) && !isOptimizerUpdate(&op))
+    bool redo = backward || (zero == 3 && isShardedParameterCast(func, &op));
+    if (redo && !given->get().ops.contains(&op) && !isOptimizerUpdate(&op))
       op.removeAttr(loom::LoomDialect::kShardingAttrName);
     backward |= &op == loss;
   }

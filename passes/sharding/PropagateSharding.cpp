@@ -10,6 +10,7 @@
 
 #include "passes/sharding/PropagateSharding.h"
 #include "compiler/analysis/ShardingSupport.h"
+#include "compiler/analysis/StepCost.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -34,7 +35,6 @@ std::vector<int64_t> shapeOf(Value v) {
   ArrayRef<int64_t> s = typeOf(v).getShape();
   return {s.begin(), s.end()};
 }
-
 
 struct EdgeCost {
   double bytes = 0;
@@ -84,6 +84,11 @@ private:
   LogicalResult computePreferences(Block &body);
   EdgeCost redistributionCost(Value v, const layout::TensorLayout &from,
                               const layout::TensorLayout &to);
+  /// True when `v` reaches an optimizer update through linear ops only
+  /// (a weight gradient on its way to the update: reshaped, widened,
+  /// summed over micro-batches).
+  bool reachesUpdate(Value v);
+  llvm::DenseMap<Value, bool> reachesUpdateMemo;
 
   func::FuncOp func;
   MeshAttr meshAttr;
@@ -107,6 +112,27 @@ private:
   llvm::DenseMap<Value, BlockArgument> updates;
   sharding::PlannerCache planners{mesh};
 };
+
+bool Propagator::reachesUpdate(Value v) {
+  if (auto it = reachesUpdateMemo.find(v); it != reachesUpdateMemo.end())
+    return it->second;
+  reachesUpdateMemo[v] = false; // no cycles in SSA, but bound the walk
+  bool reaches = false;
+  for (Operation *user : v.getUsers()) {
+    if (sharding::isOptimizerUpdate(user)) {
+      reaches = true;
+      break;
+    }
+    auto iface = dyn_cast<ShardingOpInterface>(user);
+    if (iface && iface.getShardingRule().linear &&
+        llvm::any_of(user->getResults(),
+                     [&](Value r) { return reachesUpdate(r); })) {
+      reaches = true;
+      break;
+    }
+  }
+  return reachesUpdateMemo[v] = reaches;
+}
 
 EdgeCost Propagator::redistributionCost(Value v,
                                         const layout::TensorLayout &from,
@@ -284,7 +310,8 @@ LogicalResult Propagator::chooseFor(Operation *op) {
   ShardingRule rule = iface.getShardingRule();
   std::string error;
 
-  FailureOr<std::optional<FactorAxes>> fixedOr = sharding::fixedAssignment(op, rule, mesh);
+  FailureOr<std::optional<FactorAxes>> fixedOr =
+      sharding::fixedAssignment(op, rule, mesh);
   if (failed(fixedOr))
     return failure();
   std::optional<FactorAxes> fixed = *fixedOr;
@@ -331,25 +358,39 @@ LogicalResult Propagator::chooseFor(Operation *op) {
           sharding::induceFromOperand(rule, i, it->second, wanted);
     addCandidate(wanted);
     addCandidate(FactorAxes(rule.factors.size()));
-    // A linear op whose operands are all partial sums over the same axes
-    // can keep them partial: one reduction later instead of one per
-    // operand now (the input gradient of q, k and v projections).
-    if (rule.linear && op->getNumOperands() > 0) {
-      std::optional<std::vector<int>> common;
-      for (Value v : op->getOperands()) {
-        auto it = layouts.find(v);
-        std::vector<int> p =
-            it == layouts.end() ? std::vector<int>() : it->second.partialAxes();
-        if (!common)
-          common = p;
-        else if (*common != p)
-          common = std::vector<int>();
+  }
+  // A linear op whose operands are all partial sums over the same axes
+  // can keep them partial: one reduction later instead of one per operand
+  // now (the input gradient of q, k and v projections, and a weight
+  // gradient reshaped and widened before it is accumulated over
+  // micro-batches). Gradient ops are offered this too, beside their
+  // forward op's layouts.
+  // A widening cast is linear, but passing a partial sum through it widens
+  // the reduction that follows: only a weight gradient's is (gradients are
+  // accumulated and reduced in f32, as Megatron does for bf16; an
+  // activation is reduced in its compute precision).
+  bool widens =
+      isa<CastOp>(op) && typeOf(op->getResult(0)).getElementTypeBitWidth() >
+                             typeOf(op->getOperand(0)).getElementTypeBitWidth();
+  if (!fixed && rule.linear && op->getNumOperands() > 0 &&
+      (!widens || reachesUpdate(op->getResult(0)))) {
+    std::optional<std::vector<int>> common;
+    FactorAxes through(rule.factors.size());
+    for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+      auto it = layouts.find(v);
+      std::vector<int> p;
+      if (it != layouts.end()) {
+        p = it->second.partialAxes();
+        sharding::induceFromOperand(rule, i, it->second, through);
       }
-      if (common && !common->empty()) {
-        FactorAxes through = merged;
-        through.emplace_back(common->begin(), common->end());
-        addCandidate(through);
-      }
+      if (!common)
+        common = p;
+      else if (*common != p)
+        common = std::vector<int>();
+    }
+    if (common && !common->empty()) {
+      through.emplace_back(common->begin(), common->end());
+      addCandidate(through);
     }
   }
 
@@ -385,8 +426,7 @@ LogicalResult Propagator::chooseFor(Operation *op) {
     int64_t work = 0;
     for (auto [j, r] : llvm::enumerate(op->getResults()))
       work += l->results[j].localNumElements(mesh, shapeOf(r));
-    if (!best || cost < bestCost ||
-        (!(bestCost < cost) && work < bestWork)) {
+    if (!best || cost < bestCost || (!(bestCost < cost) && work < bestWork)) {
       best = std::move(l);
       bestAxes = c;
       bestCost = cost;
@@ -394,7 +434,8 @@ LogicalResult Propagator::chooseFor(Operation *op) {
     }
   }
   if (!best)
-    return op->emitError() << (fixed ? "the strategy of " : "no valid sharding for ")
+    return op->emitError() << (fixed ? "the strategy of "
+                                     : "no valid sharding for ")
                            << sharding::describeOp(op) << ": " << firstError;
 
   for (auto [i, v] : llvm::enumerate(op->getOperands())) {
@@ -419,7 +460,8 @@ LogicalResult Propagator::computePreferences(Block &body) {
     if (!iface)
       continue;
     ShardingRule rule = iface.getShardingRule();
-    FailureOr<std::optional<FactorAxes>> fixed = sharding::fixedAssignment(&op, rule, mesh);
+    FailureOr<std::optional<FactorAxes>> fixed =
+        sharding::fixedAssignment(&op, rule, mesh);
     if (failed(fixed))
       return failure();
     FactorAxes axes(rule.factors.size());
@@ -475,8 +517,8 @@ LogicalResult Propagator::run(StringRef mode) {
       if (!l.verify(mesh, shapeOf(arg), error))
         return func.emitError()
                << "--mode data splits the batch (dimension 0) of input '"
-               << func.getArgAttrOfType<StringAttr>(
-                      i, LoomDialect::kInputAttrName)
+               << func.getArgAttrOfType<StringAttr>(i,
+                                                    LoomDialect::kInputAttrName)
                       .getValue()
                << "' " << type << " over all " << mesh.numDevices()
                << " devices " << mesh.toString() << ": " << error
@@ -509,10 +551,9 @@ LogicalResult Propagator::run(StringRef mode) {
     if (!type)
       continue;
     auto it = layouts.find(arg);
-    layout::TensorLayout l = it != layouts.end()
-                                 ? it->second
-                                 : layout::TensorLayout::replicated(
-                                       type.getRank());
+    layout::TensorLayout l =
+        it != layouts.end() ? it->second
+                            : layout::TensorLayout::replicated(type.getRank());
     func.setArgAttr(arg.getArgNumber(), LoomDialect::kLayoutAttrName,
                     sharding::toAttr(meshAttr, l));
   }
@@ -536,8 +577,8 @@ struct PropagateShardingPass
 LogicalResult loom::sharding::propagateShardings(func::FuncOp func,
                                                  StringRef mode) {
   if (mode != "data" && mode != "semi")
-    return func.emitError() << "unknown sharding mode '" << mode
-                            << "' (expected data or semi)";
+    return func.emitError()
+           << "unknown sharding mode '" << mode << "' (expected data or semi)";
   auto mesh = sharding::meshOf(func, "loom-propagate-sharding");
   if (failed(mesh))
     return failure();

@@ -54,7 +54,10 @@ attention key biases) are not amplified by Adam's normalisation into differences
 GPU, a partitioned run's ranks as virtual devices sharing it (threads communicator);
 without a GPU the script prints why and exits 77 (skipped). --bf16 trains bf16 copies of
 the models (test/e2e/to_bf16.py), single device and partitioned alike; --precision bf16
-or f16 compiles every run with that compute precision over f32 master weights.
+or f16 compiles every run with that compute precision over f32 master weights; a
+tensor or loss beyond --rtol from the single-device run then still agrees when it is no
+further from the single-device f32 run than the single-device run itself is (see
+compare()).
 Exit status 0 when every configuration agrees.
 """
 import argparse
@@ -227,11 +230,12 @@ class Runner:
             onnx.save(to_bf16.convert(onnx.load(path)), converted)
         return converted
 
-    def compile(self, model, out, extra):
+    def compile(self, model, out, extra, precision=None):
+        precision = precision or self.args.precision
         cmd = [self.args.loom, "compile", self.model_path(model),
                "--batch", str(self.args.batch), "--train"] + extra + ["-o", out]
-        if self.args.precision != "f32":
-            cmd[-2:-2] = ["--precision", self.args.precision]
+        if precision != "f32":
+            cmd[-2:-2] = ["--precision", precision]
         return self.run(cmd)
 
     def train(self, model, plan, directory, ranks=None, mpi=False):
@@ -251,31 +255,67 @@ class Runner:
         return self.run(cmd)
 
 
-def compare(single, other, rtol):
-    """None when `other` reproduces `single`, else what differs."""
-    with open(os.path.join(single, "ckpt", "manifest.json")) as f:
+def parameters(directory):
+    """The checkpointed parameters of a run, by file name, in f64."""
+    with open(os.path.join(directory, "ckpt", "manifest.json")) as f:
         manifest = json.load(f)
+    return {t["file"]: (t["name"], np.load(os.path.join(directory, "ckpt", t["file"]))
+                        .astype(np.float64))
+            for t in manifest["tensors"] if t["kind"] == "parameter"}
+
+
+def losses(directory):
+    return [json.loads(l)["loss"] for l in open(os.path.join(directory, "metrics.jsonl"))]
+
+
+def relative(a, b):
+    """max|a - b| / max|a|, the normwise relative difference of b from a."""
+    return float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-30))
+
+
+def compare(single, other, rtol, exact=None):
+    """None when `other` reproduces `single`, else what differs.
+
+    With `exact` (the single-device run in f32, when `single` and `other` ran
+    at a lower compute precision), a tensor or loss that differs from
+    `single` by more than rtol still agrees when `other` is no further from
+    the f32 result than `single` is (nor than rtol): two roundings of the same
+    sums in another order, not a wrong one. AdamW near convergence turns such
+    roundings into updates of size lr, so the bf16 single-device run is not
+    always a sharper reference than that."""
+    reference = parameters(single)
+    theirs = parameters(other) if os.path.isdir(os.path.join(other, "ckpt")) else {}
+    truth = parameters(exact) if exact else {}
     worst = 0.0
-    for t in manifest["tensors"]:
-        if t["kind"] != "parameter":
-            continue
-        a = np.load(os.path.join(single, "ckpt", t["file"])).astype(np.float64)
-        path = os.path.join(other, "ckpt", t["file"])
-        if not os.path.exists(path):
-            return f"parameter {t['name']} missing from the checkpoint", worst
-        b = np.load(path).astype(np.float64)
+    for file, (name, a) in reference.items():
+        if file not in theirs:
+            return f"parameter {name} missing from the checkpoint", worst
+        b = theirs[file][1]
         if a.shape != b.shape:
-            return f"parameter {t['name']}: shape {b.shape}, expected {a.shape}", worst
-        error = np.abs(a - b).max() / max(np.abs(a).max(), 1e-30)
+            return f"parameter {name}: shape {b.shape}, expected {a.shape}", worst
+        error = relative(a, b)
+        if error > rtol and file in truth:
+            t = truth[file][1]
+            ours, theirs_error = relative(t, a), relative(t, b)
+            if theirs_error <= max(rtol, ours):
+                print(f"     {name}: {error:.3e} from the single-device run, but "
+                      f"{theirs_error:.3e} from f32 where the single-device run is "
+                      f"{ours:.3e}")
+                continue
         worst = max(worst, error)
         if error > rtol:
-            return f"parameter {t['name']}: relative difference {error:.3e} > {rtol}", worst
-    read = lambda d: [json.loads(l)["loss"] for l in open(os.path.join(d, "metrics.jsonl"))]
-    la, lb = read(single), read(other)
+            return f"parameter {name}: relative difference {error:.3e} > {rtol}", worst
+    la, lb = losses(single), losses(other)
+    lt = losses(exact) if exact else None
     if len(la) != len(lb):
         return f"{len(lb)} losses, expected {len(la)}", worst
     for step, (x, y) in enumerate(zip(la, lb), 1):
         error = abs(x - y) / max(abs(x), 1e-30)
+        if error > rtol and lt:
+            t = lt[step - 1]
+            scale = max(abs(t), 1e-30)
+            if abs(y - t) / scale <= max(rtol, abs(x - t) / scale):
+                continue
         worst = max(worst, error)
         if error > rtol:
             return f"step {step}: loss {y!r}, single device {x!r}", worst
@@ -588,20 +628,26 @@ def main():
                        check=True, capture_output=True)
         singles = {}
 
-        def single(optimizer):
-            if optimizer not in singles:
-                d = os.path.join(root, "single-" + optimizer)
+        def single(optimizer, precision=None):
+            precision = precision or args.precision
+            if (optimizer, precision) not in singles:
+                d = os.path.join(root, "single-" + optimizer +
+                                 ("" if precision == args.precision else "-" + precision))
                 os.makedirs(d, exist_ok=True)
                 plan = os.path.join(d, "model.plan")
                 flags = ["--optimizer", optimizer, "--lr", "0.1"]
                 if optimizer == "adamw":
                     flags += ["--eps", "1e-3"]
-                for cmd in (runner.compile(model, plan, flags),
+                for cmd in (runner.compile(model, plan, flags, precision),
                             runner.train(model, plan, d)):
                     if cmd[0] != 0:
                         raise SystemExit(f"{model}: the single-device run failed:\n{cmd[1]}")
-                singles[optimizer] = d
-            return singles[optimizer]
+                singles[(optimizer, precision)] = d
+            return singles[(optimizer, precision)]
+
+        def exact(optimizer):
+            """The f32 single-device run, where the runs compute in lower precision."""
+            return single(optimizer, "f32") if args.precision != "f32" else None
 
         def check(name, mesh, strategy, flags, mpi=False, expect_valid=True):
             nonlocal failures, total
@@ -661,7 +707,7 @@ def main():
                 failures += 1
                 print(f"FAIL {model} {name}: run: {output.strip()[-2000:]}")
                 return True
-            problem, worst = compare(single(optimizer), d, args.rtol)
+            problem, worst = compare(single(optimizer), d, args.rtol, exact(optimizer))
             if problem:
                 failures += 1
                 print(f"FAIL {model} {name} on {ranks} ranks: {problem}")
