@@ -34,10 +34,11 @@ Assumptions, and where each comes from:
     bandwidths: compiler/cost/HardwareProfile.cpp), grown to as many 8-GPU nodes as the
     run needs. The profile's kernel efficiencies are 1 (peaks).
 
-Loom unrolls a pipeline's micro-batches into its stage programs, so the runs with hundreds
-of micro-batches per pipeline (175B PTD on 384 GPUs: 384; 530B PTD: 280 to 1120) take
-minutes and many GiB to simulate; each simulation is capped at --max-gib of address space
-(default 12) and reported as out of memory past it.
+`loom simulate` builds only 2 x stages of a 1F1B or interleaved pipeline's micro-batches
+(the schedule's memory peak is reached by then) and predicts the step for all of them, so
+the runs with hundreds of micro-batches per pipeline (175B PTD on 384 GPUs: 384) take a few
+minutes; each simulation is still capped at --max-gib of address space (default 12) and
+reported as out of memory past it.
 
 Usage: bench/published_runs.py [--loom PATH] [--only SUBSTRING] [--jobs N] [--max-gib G]
 """

@@ -30,6 +30,16 @@ namespace {
 
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
+/// The value `v` is made from by casts, transposes and reshapes alone.
+Value parameterSource(Value v) {
+  while (Operation *op = v.getDefiningOp()) {
+    if (!isa<CastOp, TransposeOp, ReshapeOp>(op))
+      break;
+    v = op->getOperand(0);
+  }
+  return v;
+}
+
 struct Local {
   Value value;
   layout::TensorLayout layout;
@@ -116,8 +126,8 @@ FailureOr<Value> Partitioner::redistribute(OpBuilder &b, Location loc,
                             << " failed: " << error;
     RankedTensorType type = sharding::localType(global, mesh, *next);
     auto i64 = [&](int64_t x) { return b.getI64IntegerAttr(x); };
-    IntegerAttr predicted = i64(static_cast<int64_t>(std::llround(
-        layout::stepBytes(mesh, current, step, shape, bytes))));
+    IntegerAttr predicted = i64(static_cast<int64_t>(
+        std::llround(layout::stepBytes(mesh, current, step, shape, bytes))));
     switch (step.kind) {
     case layout::StepKind::AllReduce: {
       SmallVector<int64_t> axes(step.axes.begin(), step.axes.end());
@@ -133,7 +143,7 @@ FailureOr<Value> Partitioner::redistribute(OpBuilder &b, Location loc,
     case layout::StepKind::AllGather: {
       auto gather = AllGatherOp::create(b, loc, type, v, i64(step.axis()),
                                         i64(step.dim), predicted);
-      if (inBackward && zeroLevelOf(local) == 3)
+      if (inBackward && zeroLevelOf(parameterSource(local)) == 3)
         gather->setAttr(LoomDialect::kRegatherAttrName, b.getUnitAttr());
       v = gather;
       break;
@@ -143,8 +153,8 @@ FailureOr<Value> Partitioner::redistribute(OpBuilder &b, Location loc,
                              i64(step.toDim), predicted);
       break;
     case layout::StepKind::LocalSplit:
-      v = LocalSplitOp::create(b, loc, type, v, i64(step.axis()),
-                               i64(step.dim), IntegerAttr());
+      v = LocalSplitOp::create(b, loc, type, v, i64(step.axis()), i64(step.dim),
+                               IntegerAttr());
       break;
     case layout::StepKind::MakePartial:
       v = MakePartialOp::create(b, loc, type, v, i64(step.axis()),
@@ -178,7 +188,8 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
     const Local &in = locals.find(v)->second;
     const layout::TensorLayout &want = layouts->operands[i];
     auto &made = copies[v];
-    auto copy = llvm::find_if(made, [&](const Local &c) { return c.layout == want; });
+    auto copy =
+        llvm::find_if(made, [&](const Local &c) { return c.layout == want; });
     if (in.layout == want || copy != made.end()) {
       operands.push_back(in.layout == want ? in.value : copy->value);
       continue;
@@ -337,8 +348,8 @@ LogicalResult Partitioner::run() {
   for (BlockArgument arg : func.getArguments()) {
     auto type = dyn_cast<RankedTensorType>(arg.getType());
     if (!type)
-      return func.emitError() << "argument #" << arg.getArgNumber()
-                              << " is not a ranked tensor";
+      return func.emitError()
+             << "argument #" << arg.getArgNumber() << " is not a ranked tensor";
     auto attr = func.getArgAttrOfType<TensorLayoutAttr>(
         arg.getArgNumber(), LoomDialect::kLayoutAttrName);
     layout::TensorLayout l =
@@ -347,8 +358,8 @@ LogicalResult Partitioner::run() {
     std::string error;
     std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
     if (!l.verify(mesh, shape, error))
-      return func.emitError() << "argument #" << arg.getArgNumber() << ": "
-                              << error;
+      return func.emitError()
+             << "argument #" << arg.getArgNumber() << ": " << error;
     if (!attr)
       func.setArgAttr(arg.getArgNumber(), LoomDialect::kLayoutAttrName,
                       sharding::toAttr(meshAttr, l));
@@ -365,10 +376,18 @@ LogicalResult Partitioner::run() {
       return failure();
     if (op != loss)
       continue;
+    // ZeRO-3 gathers a parameter again for the backward, so that the
+    // forward's gathered copy dies after its last forward use: forget the
+    // gathered copies of the parameters and of what the forward made of
+    // them on their shards (the cast to the compute precision, so that the
+    // gather moves the narrow type; a matmul's transpose).
     inBackward = true;
-    for (BlockArgument arg : func.getArguments())
-      if (zeroLevelOf(arg) == 3)
-        copies.erase(arg);
+    SmallVector<Value> regather;
+    for (auto &entry : copies)
+      if (zeroLevelOf(parameterSource(entry.first)) == 3)
+        regather.push_back(entry.first);
+    for (Value v : regather)
+      copies.erase(v);
   }
 
   // Results: replicated, or the layout of the argument an update replaces.
@@ -385,9 +404,8 @@ LogicalResult Partitioner::run() {
     if (auto index = func.getResultAttrOfType<IntegerAttr>(
             j, LoomDialect::kUpdatesAttrName))
       target = locals.find(func.getArgument(index.getInt()))->second.layout;
-    FailureOr<Value> moved =
-        redistribute(b, terminator->getLoc(), in.value, global, in.layout,
-                     target);
+    FailureOr<Value> moved = redistribute(b, terminator->getLoc(), in.value,
+                                          global, in.layout, target);
     if (failed(moved))
       return failure();
     results.push_back(*moved);
@@ -404,7 +422,8 @@ LogicalResult Partitioner::run() {
   }
   for (BlockArgument arg : func.getArguments()) {
     const Local &l = locals.find(arg)->second;
-    arg.setType(sharding::localType(argGlobalTypes.lookup(arg), mesh, l.layout));
+    arg.setType(
+        sharding::localType(argGlobalTypes.lookup(arg), mesh, l.layout));
   }
   func.setType(FunctionType::get(func.getContext(), body.getArgumentTypes(),
                                  terminator->getOperandTypes()));

@@ -136,20 +136,20 @@ FailureOr<ZeroReport> shardOptimizer(func::FuncOp func, int level) {
 
 namespace {
 
-/// `op` casts a parameter that optimizer sharding split (its layout now
-/// says so) to a narrower float type.
-bool isShardedParameterCast(func::FuncOp func, Operation *op) {
-  auto cast = dyn_cast<loom::CastOp>(op);
-  if (!cast)
+/// `op` derives a value from a parameter that optimizer sharding split
+/// (its layout now says so) by casts, transposes and reshapes alone.
+bool derivesFromShardedParameter(func::FuncOp func, Operation *op) {
+  if (!isa<loom::CastOp, loom::TransposeOp, loom::ReshapeOp>(op))
     return false;
-  auto arg = dyn_cast<BlockArgument>(cast.getInput());
-  if (!arg || arg.getOwner() != &func.getBody().front() ||
-      !func.getArgAttr(arg.getArgNumber(), loom::LoomDialect::kZeroAttrName))
-    return false;
-  auto from = cast.getInput().getType();
-  auto to = cast.getResult().getType();
-  return getElementTypeOrSelf(to).getIntOrFloatBitWidth() <
-         getElementTypeOrSelf(from).getIntOrFloatBitWidth();
+  Value v = op->getOperand(0);
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isa<loom::CastOp, loom::TransposeOp, loom::ReshapeOp>(def))
+      return false;
+    v = def->getOperand(0);
+  }
+  auto arg = cast<BlockArgument>(v);
+  return arg.getOwner() == &func.getBody().front() &&
+         func.getArgAttr(arg.getArgNumber(), loom::LoomDialect::kZeroAttrName);
 }
 
 struct ShardOptimizerPass
@@ -181,13 +181,16 @@ void ShardOptimizerPass::runOnOperation() {
   // whose layouts were given) are propagated again, so that a gradient
   // stays a partial sum up to its reduce-scatter instead of being
   // all-reduced on the way.
-  // Under ZeRO-3 so is a parameter's cast to the compute precision: it
-  // then runs on the parameter's shard, and the gather moves the narrow
-  // type (half the bytes of gathering f32 under bf16).
+  // Under ZeRO-3 so is what the forward makes of a parameter by casts and
+  // transposes: it then runs on the parameter's shard, the gather moves the
+  // narrow type (half the bytes of gathering f32 under bf16), and the
+  // backward gathers it again rather than keeping the whole of it
+  // (loom-partition).
   Operation *loss = analyzeStep(func).loss;
   bool backward = false;
   for (Operation &op : func.getBody().front()) {
-    bool redo = backward || (zero == 3 && isShardedParameterCast(func, &op));
+    bool redo =
+        backward || (zero == 3 && derivesFromShardedParameter(func, &op));
     if (redo && !given->get().ops.contains(&op) && !isOptimizerUpdate(&op))
       op.removeAttr(loom::LoomDialect::kShardingAttrName);
     backward |= &op == loss;
