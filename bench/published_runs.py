@@ -40,7 +40,14 @@ the runs with hundreds of micro-batches per pipeline (175B PTD on 384 GPUs: 384)
 minutes; each simulation is still capped at --max-gib of address space (default 12) and
 reported as out of memory past it.
 
+--auto also runs, for each Table 1 row, `--mode auto --stages auto` on the same GPUs as
+a mesh dp=GPUs/8,tp=8 (the search chooses the layouts, pipeline stages, micro-batches,
+schedule, recompute and ZeRO level within 80 GB) at the same global batch, and prints its
+plan and predicted step against the Megatron configuration's under the same model
+("auto/meg." at most 1: the search's plan is no slower).
+
 Usage: bench/published_runs.py [--loom PATH] [--only SUBSTRING] [--jobs N] [--max-gib G]
+                               [--auto]
 """
 
 import argparse
@@ -122,6 +129,13 @@ def configuration(t, p, gpus, batch, micro, chunk, layers, zero3):
     return args, "t=%d p=%d d=%d m=%d" % (t, p, d, m), schedule
 
 
+def auto_args(gpus, batch):
+    """`--mode auto --stages auto` on the GPUs of a row, as 8-GPU nodes."""
+    return ["--batch", str(batch), "--optimizer", "adamw", "--precision", "bf16",
+            "--cluster", "8xA100-80GB", "--mesh", "dp=%d,tp=8" % (gpus // 8),
+            "--mode", "auto", "--stages", "auto"]
+
+
 def rows():
     """Every row: (table, name, shape, simulate args, description, schedule, GPUs, batch,
     published TFLOP/s, kind)."""
@@ -144,8 +158,11 @@ def main():
                         help="simulations run at once (default 1: each can take many GiB)")
     parser.add_argument("--max-gib", type=float, default=12,
                         help="address space per simulation, GiB (default 12)")
+    parser.add_argument("--auto", action="store_true",
+                        help="also the search's own plan for each Table 1 row (item 4)")
     args = parser.parse_args()
     todo = [r for r in rows() if not args.only or args.only in r[1]]
+    searched = [r for r in todo if args.auto and r[0] == "1"]
     with tempfile.TemporaryDirectory() as tmp:
         models = {}
         for r in todo:
@@ -158,6 +175,10 @@ def main():
                 lambda r: loom_simulate.simulate(args.loom, models[r[2]], r[3],
                                                  max_bytes=int(args.max_gib * 2**30)),
                 todo))
+            autos = list(pool.map(
+                lambda r: loom_simulate.simulate(args.loom, models[r[2]], auto_args(r[6], r[7]),
+                                                 max_bytes=int(args.max_gib * 2**30)),
+                searched))
 
     print("Megatron-LM (arXiv 2104.04473) Tables 1 and 2 against Loom's prediction "
           "(8xA100-80GB profile, bf16, seq %d, vocab %d)" % (SEQ, VOCAB))
@@ -185,6 +206,36 @@ def main():
     for (table, kind), rs in sorted(ratios.items()):
         print("Table %s %-5s: ratio from %.2f to %.2f over %d rows" % (
             table, kind, min(rs), max(rs), len(rs)))
+    if searched:
+        print_auto(searched, autos, {r[1]: res for r, res in zip(todo, results)})
+
+
+def print_auto(searched, autos, megatron):
+    """The search's plan per Table 1 row against Megatron's configuration."""
+    print()
+    print("--mode auto --stages auto on the same GPUs and global batch (mesh dp=GPUs/8,tp=8)")
+    head = "%-8s %5s %-34s %10s %10s %10s %4s %8s" % (
+        "model", "GPUs", "plan", "step auto", "step meg.", "auto/meg.", "fits", "search s")
+    print(head)
+    print("-" * len(head))
+    for r, res in zip(searched, autos):
+        name, gpus = r[1], r[6]
+        meg = megatron.get(name)
+        if not res["ok"]:
+            print("%-8s %5d failed (%.0f s): %s" % (
+                name, gpus, res["wall"], res["text"].strip().splitlines()[-1][:140]))
+            continue
+        plan = "%s%s m=%d%s" % (res["mesh"], "" if res["stages"] == 1 else
+                                " pp=%d %s" % (res["stages"], res["schedule"]),
+                                res["micro"] or 1, " zero%d" % res["zero"] if res["zero"] else "")
+        meg_step = meg["step"] if meg and meg["ok"] else None
+        print("%-8s %5d %-34s %8.2f s %s %10s %4s %8.0f" % (
+            name, gpus, plan[:34], res["step"],
+            "%8.2f s" % meg_step if meg_step else "%10s" % "-",
+            "%.2f" % (res["step"] / meg_step) if meg_step else "-",
+            "yes" if res["memory_bytes"] <= LIMIT else "NO", res["wall"]))
+    print("auto/meg.: the search's predicted step over the Megatron configuration's, both "
+          "under Loom's model (at most 1: no slower).")
 
 
 if __name__ == "__main__":
