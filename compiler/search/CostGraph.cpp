@@ -99,10 +99,25 @@ public:
 
   /// The cost between u (choice a) and w (choice b), in either order.
   double between(int u, int w, int a, int b) const {
-    if (u < w)
-      return pairs.at({u, w})[a][b];
-    return pairs.at({w, u})[b][a];
+    return PairView(*this, u, w)(a, b);
   }
+
+  /// The matrix between u and w, looked up once, indexed by (choice of u,
+  /// choice of w): the eliminations read it per pair of choices, and a
+  /// map lookup each time was most of the solve.
+  class PairView {
+  public:
+    PairView(const Work &work, int u, int w)
+        : m(u < w ? work.pairs.at({u, w}) : work.pairs.at({w, u})),
+          swapped(u > w) {}
+    double operator()(size_t a, size_t b) const {
+      return swapped ? m[b][a] : m[a][b];
+    }
+
+  private:
+    const Matrix &m;
+    bool swapped;
+  };
 
   void removeNode(int v) {
     for (int u : neighbours[v]) {
@@ -136,12 +151,12 @@ struct Record {
 Record mergeLeaf(Work &work, int v, int u) {
   const std::vector<double> &nv = work.costs[v];
   Record r{Record::Merge, v, u, -1, 0, {}, {}};
+  Work::PairView uv(work, u, v);
   for (size_t a = 0; a < work.costs[u].size(); ++a) {
     double best = kInf;
     int arg = 0;
     for (size_t b = 0; b < nv.size(); ++b) {
-      double c =
-          work.between(u, v, static_cast<int>(a), static_cast<int>(b)) + nv[b];
+      double c = uv(a, b) + nv[b];
       if (c < best) {
         best = c;
         arg = static_cast<int>(b);
@@ -162,13 +177,16 @@ Record contractNode(Work &work, int v, int u, int w) {
   Matrix m(su, std::vector<double>(sw, kInf));
   Record r{Record::Contract, v, u, w, 0, {}, {}};
   r.best2.assign(su, std::vector<int>(sw, 0));
+  Work::PairView uv(work, u, v), vw(work, v, w);
+  // u-v plus v's own cost per pair (a, b), summed once rather than per c.
+  Matrix left(su, std::vector<double>(nv.size()));
+  for (size_t a = 0; a < su; ++a)
+    for (size_t b = 0; b < nv.size(); ++b)
+      left[a][b] = uv(a, b) + nv[b];
   for (size_t a = 0; a < su; ++a)
     for (size_t c = 0; c < sw; ++c)
       for (size_t b = 0; b < nv.size(); ++b) {
-        double cost =
-            work.between(u, v, static_cast<int>(a), static_cast<int>(b)) +
-            nv[b] +
-            work.between(v, w, static_cast<int>(b), static_cast<int>(c));
+        double cost = left[a][b] + vw(b, c);
         if (cost < m[a][c]) {
           m[a][c] = cost;
           r.best2[a][c] = static_cast<int>(b);
