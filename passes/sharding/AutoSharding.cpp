@@ -574,6 +574,8 @@ LogicalResult AutoSharder::solveWithinMemory(const CostProblem &p,
     graph.addNode(std::vector<double>(p.candidates[n]->list.size(), 0));
   for (const EdgeRef &e : p.edges)
     graph.addEdge(e.from, e.to, e.costs->seconds);
+  // Every solve below has this shape; only the memory penalty changes.
+  const search::Solver solver(graph);
 
   // Solve, raising lambda (seconds per byte) until the memory fits.
   int64_t limit = options.memoryLimit > 0 ? options.memoryLimit
@@ -606,7 +608,7 @@ LogicalResult AutoSharder::solveWithinMemory(const CostProblem &p,
       graph.setEdgeCosts(static_cast<int>(k), std::move(costs));
     }
     progress("solving", ++solves, 0);
-    search::Solution s = search::solve(graph);
+    search::Solution s = solver.solve(graph);
     memory = countMemory(p.candidates, p.edges, s.choice);
     return s;
   };
