@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cmath>
+#include <optional>
 #include <tuple>
 #include <type_traits>
 
@@ -25,8 +26,15 @@ FailureOr<HostTensor> foldBinary(NodeContext &nc, const HostTensor &a,
   if (*checkedNumElements(*shape) > kMaxFoldElements) {
     return nc.unsupported("constant operands are too large to fold");
   }
-  HostTensor x = hostBroadcast(a, *shape), y = hostBroadcast(b, *shape);
-  int64_t n = x.numElements();
+  // Only an operand of another shape is copied out to the full shape: a
+  // folded value can be large (a [1, 1, seq, seq] causal mask).
+  std::optional<HostTensor> xb, yb;
+  if (ArrayRef<int64_t>(a.shape) != ArrayRef<int64_t>(*shape))
+    xb = hostBroadcast(a, *shape);
+  if (ArrayRef<int64_t>(b.shape) != ArrayRef<int64_t>(*shape))
+    yb = hostBroadcast(b, *shape);
+  const HostTensor &x = xb ? *xb : a, &y = yb ? *yb : b;
+  int64_t n = *checkedNumElements(*shape);
   if (a.isFloat()) {
     std::vector<double> out(n);
     for (int64_t i = 0; i < n; ++i) {

@@ -285,6 +285,10 @@ HostTensor HostTensor::castTo(DType to) const {
   r.dtype = to;
   r.shape = shape;
   int64_t n = numElements();
+  if (onnx_import::isFloat(to))
+    r.floats.reserve(n);
+  else
+    r.ints.reserve(n);
   for (int64_t i = 0; i < n; ++i) {
     if (onnx_import::isFloat(to)) {
       r.floats.push_back(roundToType(asDouble(i), to));
@@ -360,6 +364,10 @@ static HostTensor gatherElements(const HostTensor &src, ArrayRef<int64_t> shape,
   r.dtype = src.dtype;
   r.shape.assign(shape.begin(), shape.end());
   int64_t n = *checkedNumElements(shape);
+  if (src.isFloat())
+    r.floats.reserve(n);
+  else
+    r.ints.reserve(n);
   SmallVector<int64_t> idx(shape.size(), 0);
   for (int64_t flat = 0; flat < n; ++flat) {
     int64_t s = source(ArrayRef<int64_t>(idx));

@@ -39,11 +39,19 @@ Value ConstantPool::get(OpBuilder &builder, Location loc,
   return slot;
 }
 
+Value ConstantPool::get(OpBuilder &builder, Location loc, StringRef name,
+                        const HostTensor &value) {
+  Value &slot = byName[name];
+  if (!slot)
+    slot = get(builder, loc, value.toAttr(builder.getContext()));
+  return slot;
+}
+
 Value NodeContext::value(int i) {
   const OnnxValue &v = values.find(node.input(i))->second;
   // Known values stay HostTensors in `values` for later folding.
   if (auto *known = std::get_if<HostTensor>(&v))
-    return constants.get(builder, loc, known->toAttr(getContext()));
+    return constants.get(builder, loc, node.input(i), *known);
   return std::get<Value>(v);
 }
 
@@ -120,8 +128,10 @@ NodeContext::attrInts(StringRef name) {
 }
 
 void NodeContext::setOutput(int i, OnnxValue v) {
-  if (hasOutput(i))
+  if (hasOutput(i)) {
+    constants.forget(node.output(i));
     values.insert_or_assign(node.output(i), std::move(v));
+  }
 }
 
 bool NodeContext::updateInput(int i, Value v) {

@@ -35,11 +35,20 @@ public:
   explicit ConstantPool(mlir::Block *body) : body(body) {}
   mlir::Value get(mlir::OpBuilder &builder, mlir::Location loc,
                   mlir::DenseElementsAttr value);
+  /// The constant of the known value named `name`, converted to an
+  /// attribute only the first time: a large folded value read by many
+  /// nodes (a causal mask every layer reads) costs its size in each
+  /// conversion and uniquing.
+  mlir::Value get(mlir::OpBuilder &builder, mlir::Location loc,
+                  llvm::StringRef name, const HostTensor &value);
+  /// Forgets what `name` was: it is being given a new value.
+  void forget(llvm::StringRef name) { byName.erase(name); }
 
 private:
   mlir::Block *body;
   mlir::Operation *last = nullptr;
   llvm::DenseMap<mlir::Attribute, mlir::Value> byValue;
+  llvm::StringMap<mlir::Value> byName;
 };
 
 /// The error a converter reports: its status and message.

@@ -159,8 +159,8 @@ void ExplanationRecorder::runAfterPass(Pass *pass, Operation *op) {
       log << " x" << outcome->profile.nodes << " nodes";
     log << ": searched " << report.nodes << " ops (" << report.distinctOps
         << " distinct) in " << format("%.2f", outcome->seconds) << " s"
-        << (outcome->trials
-                ? " over " + std::to_string(outcome->trials + 1) + " searches"
+        << (outcome->searches > 1
+                ? " over " + std::to_string(outcome->searches) + " searches"
                 : "")
         << "; " << (zero ? "ZeRO-" + std::to_string(zero) + "; " : "")
         << (!recompute.empty() ? "recompute " + recompute + "; " : "")
@@ -218,8 +218,8 @@ void ExplanationRecorder::runAfterPassFailed(Pass *pass, Operation *op) {
       if (outcome->grown)
         log << " x" << outcome->profile.nodes << " nodes";
       log << ": searched in " << format("%.2f", outcome->seconds) << " s"
-          << (outcome->trials
-                  ? " over " + std::to_string(outcome->trials + 1) + " searches"
+          << (outcome->searches > 1
+                  ? " over " + std::to_string(outcome->searches) + " searches"
                   : "")
           << "; no plan\n";
       log.flush();

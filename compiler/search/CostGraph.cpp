@@ -1,4 +1,12 @@
 //===- CostGraph.cpp - Eliminations and exhaustive search -----------------===//
+//
+// A Solver works in two phases. Planning walks the graph's shape (which
+// nodes neighbour which, and how many candidates each has) and records each
+// elimination as a step between numbered pair matrices ("slots"); solving
+// replays the steps on the costs, in flat arrays. Replaying computes the
+// same numbers in the same order as eliminating on the costs directly.
+//
+//===----------------------------------------------------------------------===//
 
 #include "compiler/search/CostGraph.h"
 
@@ -8,6 +16,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 #include <utility>
 
 namespace loom::search {
@@ -47,61 +56,88 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-/// The working graph: undirected, one matrix per node pair, stored for the
-/// pair (u, w) with u < w as M[choice of u][choice of w].
-class Work {
+/// One elimination. A slot holds the matrix of a node pair (lo, hi), lo <
+/// hi, as M[choice of lo][choice of hi].
+struct Step {
+  enum Kind { Isolated, Merge, Contract, Fix, Exhaustive } kind;
+  int node = -1;
+  /// Merge: the neighbour u and the slot u-node. Contract: the neighbours
+  /// u < w, the slots u-node and node-w, and the slot u-w the contraction
+  /// adds to (`fresh` when the pair had none).
+  int u = -1, w = -1;
+  int uv = -1, vw = -1, uw = -1;
+  bool fresh = false;
+  /// Fix: each neighbour, with the slot between it and `node`.
+  std::vector<std::pair<int, int>> around;
+  /// Exhaustive: the nodes left and, per node, the earlier ones it
+  /// neighbours (their index in `rest`) with the slot between them.
+  std::vector<int> rest;
+  std::vector<std::vector<std::pair<int, int>>> earlier;
+};
+
+/// How a graph edge enters the working graph: onto its node's costs (a
+/// self-loop, slot -1), as its slot's first matrix, or added to the slot
+/// (parallel edges); transposed when its `from` is the pair's hi.
+struct EdgeEntry {
+  int slot = -1;
+  bool transposed = false, add = false;
+};
+
+} // namespace
+
+struct Solver::Plan {
+  std::vector<size_t> sizes;
+  /// Per slot, its pair (lo, hi).
+  std::vector<std::pair<int, int>> slotNodes;
+  std::vector<EdgeEntry> edges;
+  std::vector<Step> steps;
+  int edgeEliminations = 0, mergeEliminations = 0, contractions = 0,
+      exhaustiveNodes = 0, greedyFixes = 0;
+};
+
+namespace {
+
+using Plan = Solver::Plan;
+
+/// The working graph's shape while planning: who neighbours whom, and the
+/// slot of each pair.
+class Shape {
 public:
-  explicit Work(const CostGraph &g) {
-    costs.resize(g.numNodes());
-    alive.assign(g.numNodes(), true);
-    neighbours.resize(g.numNodes());
-    for (int v = 0; v < g.numNodes(); ++v)
-      costs[v] = g.nodeCosts(v);
+  Shape(const CostGraph &g, Plan &plan) : plan(plan) {
+    const int n = g.numNodes();
+    alive.assign(n, true);
+    neighbours.resize(n);
+    for (int v = 0; v < n; ++v)
+      plan.sizes.push_back(g.nodeCosts(v).size());
     for (const CostGraph::Edge &e : g.edges()) {
-      if (e.from == e.to) {
-        // A self-loop only sees the diagonal.
-        for (size_t a = 0; a < costs[e.from].size(); ++a)
-          costs[e.from][a] += e.costs[a][a];
-        continue;
+      EdgeEntry entry;
+      if (e.from != e.to) {
+        auto [slot, fresh] = addPair(e.from, e.to);
+        entry = {slot, e.from > e.to, !fresh};
       }
-      Matrix m = e.costs;
-      if (e.from > e.to)
-        m = transpose(m);
-      addPair(std::min(e.from, e.to), std::max(e.from, e.to), m);
+      plan.edges.push_back(entry);
     }
   }
 
-  static Matrix transpose(const Matrix &m) {
-    if (m.empty())
-      return m;
-    Matrix t(m[0].size(), std::vector<double>(m.size()));
-    for (size_t a = 0; a < m.size(); ++a)
-      for (size_t b = 0; b < m[a].size(); ++b)
-        t[b][a] = m[a][b];
-    return t;
+  int slotOf(int a, int b) const {
+    return pairs.at({std::min(a, b), std::max(a, b)});
   }
 
-  /// Adds `m` (for u < w) to the pair's matrix; counts parallel edges.
-  void addPair(int u, int w, const Matrix &m) {
-    auto key = std::make_pair(u, w);
+  /// A matrix between u and w: a new slot, or the pair's slot it adds to
+  /// (an edge elimination). Returns the slot and whether it is new.
+  std::pair<int, bool> addPair(int u, int w) {
+    auto key = std::make_pair(std::min(u, w), std::max(u, w));
     auto it = pairs.find(key);
-    if (it == pairs.end()) {
-      pairs.emplace(key, m);
-      neighbours[u].insert(w);
-      neighbours[w].insert(u);
-      return;
+    if (it != pairs.end()) {
+      ++plan.edgeEliminations;
+      return {it->second, false};
     }
-    ++edgeEliminations;
-    for (size_t a = 0; a < m.size(); ++a)
-      for (size_t b = 0; b < m[a].size(); ++b)
-        it->second[a][b] += m[a][b];
-  }
-
-  /// The cost between u (choice a) and w (choice b), in either order.
-  double between(int u, int w, int a, int b) const {
-    if (u < w)
-      return pairs.at({u, w})[a][b];
-    return pairs.at({w, u})[b][a];
+    int slot = static_cast<int>(plan.slotNodes.size());
+    plan.slotNodes.push_back(key);
+    pairs.emplace(key, slot);
+    neighbours[u].insert(w);
+    neighbours[w].insert(u);
+    return {slot, true};
   }
 
   void removeNode(int v) {
@@ -113,149 +149,235 @@ public:
     alive[v] = false;
   }
 
-  std::vector<std::vector<double>> costs;
+  Plan &plan;
   std::vector<bool> alive;
   std::vector<std::set<int>> neighbours;
-  std::map<std::pair<int, int>, Matrix> pairs;
-  int edgeEliminations = 0;
+  std::map<std::pair<int, int>, int> pairs;
 };
 
-/// How to recover an eliminated node's choice.
-struct Record {
-  enum Kind { Isolated, Merge, Contract, Fixed } kind;
-  int node;
-  int u = -1, w = -1;
-  /// Isolated/Fixed: the choice. Merge: best[a]. Contract: best2[a][c].
-  int choice = 0;
-  std::vector<int> best;
-  std::vector<std::vector<int>> best2;
-};
-
-/// Folds leaf `v` into its one neighbour `u`: each choice of u gains the
-/// cheapest pair cost plus v's cost.
-Record mergeLeaf(Work &work, int v, int u) {
-  const std::vector<double> &nv = work.costs[v];
-  Record r{Record::Merge, v, u, -1, 0, {}, {}};
-  for (size_t a = 0; a < work.costs[u].size(); ++a) {
-    double best = kInf;
-    int arg = 0;
-    for (size_t b = 0; b < nv.size(); ++b) {
-      double c =
-          work.between(u, v, static_cast<int>(a), static_cast<int>(b)) + nv[b];
-      if (c < best) {
-        best = c;
-        arg = static_cast<int>(b);
-      }
-    }
-    work.costs[u][a] += best;
-    r.best.push_back(arg);
-  }
-  work.removeNode(v);
-  return r;
-}
-
-/// Replaces `v`, of two neighbours u < w, by an edge u-w whose costs take
-/// v's best choice for each pair of theirs.
-Record contractNode(Work &work, int v, int u, int w) {
-  const std::vector<double> &nv = work.costs[v];
-  size_t su = work.costs[u].size(), sw = work.costs[w].size();
-  Matrix m(su, std::vector<double>(sw, kInf));
-  Record r{Record::Contract, v, u, w, 0, {}, {}};
-  r.best2.assign(su, std::vector<int>(sw, 0));
-  for (size_t a = 0; a < su; ++a)
-    for (size_t c = 0; c < sw; ++c)
-      for (size_t b = 0; b < nv.size(); ++b) {
-        double cost =
-            work.between(u, v, static_cast<int>(a), static_cast<int>(b)) +
-            nv[b] +
-            work.between(v, w, static_cast<int>(b), static_cast<int>(c));
-        if (cost < m[a][c]) {
-          m[a][c] = cost;
-          r.best2[a][c] = static_cast<int>(b);
-        }
-      }
-  work.removeNode(v);
-  work.addPair(u, w, m); // u < w: the set is ordered
-  return r;
-}
-
-/// Eliminates nodes of degree 0, 1 and 2 until none is left.
-void eliminateSimple(Work &work, std::vector<Record> &records,
-                     Solution &solution) {
-  const int n = static_cast<int>(work.costs.size());
+/// Plans eliminations of nodes of degree 0, 1 and 2 until none is left.
+void planSimple(Shape &shape, Plan &plan) {
+  const int n = static_cast<int>(plan.sizes.size());
   bool changed = true;
   while (changed) {
     changed = false;
     for (int v = 0; v < n; ++v) {
-      if (!work.alive[v])
+      if (!shape.alive[v])
         continue;
-      const std::set<int> &adj = work.neighbours[v];
-      const std::vector<double> &nv = work.costs[v];
+      const std::set<int> &adj = shape.neighbours[v];
+      Step step;
+      step.node = v;
       if (adj.empty()) {
-        int best = static_cast<int>(std::min_element(nv.begin(), nv.end()) -
-                                    nv.begin());
-        records.push_back({Record::Isolated, v, -1, -1, best, {}, {}});
-        work.alive[v] = false;
-        changed = true;
+        step.kind = Step::Isolated;
+        shape.alive[v] = false;
       } else if (adj.size() == 1) {
-        records.push_back(mergeLeaf(work, v, *adj.begin()));
-        ++solution.mergeEliminations;
-        changed = true;
+        step.kind = Step::Merge;
+        step.u = *adj.begin();
+        step.uv = shape.slotOf(step.u, v);
+        shape.removeNode(v);
+        ++plan.mergeEliminations;
       } else if (adj.size() == 2) {
-        int u = *adj.begin(), w = *std::next(adj.begin());
-        records.push_back(contractNode(work, v, u, w));
-        ++solution.contractions;
-        changed = true;
+        step.kind = Step::Contract;
+        step.u = *adj.begin();
+        step.w = *std::next(adj.begin());
+        step.uv = shape.slotOf(step.u, v);
+        step.vw = shape.slotOf(v, step.w);
+        shape.removeNode(v);
+        std::tie(step.uw, step.fresh) = shape.addPair(step.u, step.w);
+        ++plan.contractions;
+      } else {
+        continue;
+      }
+      plan.steps.push_back(std::move(step));
+      changed = true;
+    }
+  }
+}
+
+/// Plans the end of the solve for the nodes `rest` that did not reduce:
+/// an exhaustive search when small enough (true), else fixing the busiest
+/// node (false: plan again).
+bool planRest(Shape &shape, Plan &plan, const std::vector<int> &rest,
+              const SolveOptions &options) {
+  double product = 1;
+  for (int v : rest)
+    product *= static_cast<double>(plan.sizes[v]);
+  Step step;
+  if (product <= options.exhaustiveLimit) {
+    step.kind = Step::Exhaustive;
+    step.rest = rest;
+    step.earlier.resize(rest.size());
+    for (size_t i = 0; i < rest.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (shape.neighbours[rest[i]].count(rest[j]))
+          step.earlier[i].push_back(
+              {static_cast<int>(j), shape.slotOf(rest[j], rest[i])});
+    for (int v : rest)
+      shape.alive[v] = false;
+    plan.exhaustiveNodes += static_cast<int>(rest.size());
+    plan.steps.push_back(std::move(step));
+    return true;
+  }
+  int v = *std::max_element(rest.begin(), rest.end(), [&](int a, int b) {
+    return shape.neighbours[a].size() < shape.neighbours[b].size();
+  });
+  step.kind = Step::Fix;
+  step.node = v;
+  for (int u : shape.neighbours[v])
+    step.around.push_back({u, shape.slotOf(u, v)});
+  shape.removeNode(v);
+  ++plan.greedyFixes;
+  plan.steps.push_back(std::move(step));
+  return false;
+}
+
+/// The costs while solving: each node's, each slot's (flat), and what each
+/// step recorded to recover its node's choice.
+class Numbers {
+public:
+  Numbers(const Plan &plan, const CostGraph &g) : plan(plan) {
+    costs.resize(plan.sizes.size());
+    for (size_t v = 0; v < plan.sizes.size(); ++v) {
+      assert(g.nodeCosts(v).size() == plan.sizes[v] && "another graph shape");
+      costs[v] = g.nodeCosts(v);
+    }
+    slots.resize(plan.slotNodes.size());
+    assert(g.edges().size() == plan.edges.size() && "another graph shape");
+    for (size_t k = 0; k < plan.edges.size(); ++k)
+      enter(g.edges()[k], plan.edges[k]);
+    chosen.assign(plan.steps.size(), 0);
+    best.resize(plan.steps.size());
+  }
+
+  /// A slot read as (choice of `first`, choice of the other node).
+  struct View {
+    const double *m;
+    size_t cols;
+    bool swapped;
+    double operator()(size_t a, size_t b) const {
+      return swapped ? m[b * cols + a] : m[a * cols + b];
+    }
+  };
+  View view(int slot, int first) const {
+    const auto &[lo, hi] = plan.slotNodes[slot];
+    return {slots[slot].data(), plan.sizes[hi], first != lo};
+  }
+
+  void run(Solution &solution);
+
+private:
+  void enter(const CostGraph::Edge &e, const EdgeEntry &entry);
+  void merge(size_t k, const Step &s);
+  void contract(size_t k, const Step &s);
+  void fix(size_t k, const Step &s);
+  void exhaustive(const Step &s, Solution &solution);
+
+  const Plan &plan;
+  std::vector<std::vector<double>> costs;
+  std::vector<std::vector<double>> slots;
+  /// Per step: Isolated and Fix, the choice; Merge, the best choice per
+  /// choice of u; Contract, per (choice of u, choice of w), row-major.
+  std::vector<int> chosen;
+  std::vector<std::vector<int>> best;
+};
+
+void Numbers::enter(const CostGraph::Edge &e, const EdgeEntry &entry) {
+  if (entry.slot < 0) {
+    // A self-loop only sees the diagonal.
+    for (size_t a = 0; a < costs[e.from].size(); ++a)
+      costs[e.from][a] += e.costs[a][a];
+    return;
+  }
+  const auto &[lo, hi] = plan.slotNodes[entry.slot];
+  const size_t rows = plan.sizes[lo], cols = plan.sizes[hi];
+  std::vector<double> &m = slots[entry.slot];
+  if (!entry.add)
+    m.assign(rows * cols, 0);
+  for (size_t a = 0; a < rows; ++a)
+    for (size_t b = 0; b < cols; ++b) {
+      double c = entry.transposed ? e.costs[b][a] : e.costs[a][b];
+      if (entry.add)
+        m[a * cols + b] += c;
+      else
+        m[a * cols + b] = c;
+    }
+}
+
+/// Folds leaf v into its one neighbour u: each choice of u gains the
+/// cheapest pair cost plus v's cost.
+void Numbers::merge(size_t k, const Step &s) {
+  const std::vector<double> &nv = costs[s.node];
+  View uv = view(s.uv, s.u);
+  std::vector<int> &arg = best[k];
+  arg.assign(costs[s.u].size(), 0);
+  for (size_t a = 0; a < costs[s.u].size(); ++a) {
+    double least = kInf;
+    for (size_t b = 0; b < nv.size(); ++b) {
+      double c = uv(a, b) + nv[b];
+      if (c < least) {
+        least = c;
+        arg[a] = static_cast<int>(b);
+      }
+    }
+    costs[s.u][a] += least;
+  }
+}
+
+/// Replaces v, of two neighbours u < w, by a u-w matrix whose costs take
+/// v's best choice for each pair of theirs (the first best, in v's order).
+void Numbers::contract(size_t k, const Step &s) {
+  const std::vector<double> &nv = costs[s.node];
+  const size_t su = costs[s.u].size(), sv = nv.size(), sw = costs[s.w].size();
+  View uv = view(s.uv, s.u), vw = view(s.vw, s.node);
+  // v-w as rows of v's choices, so that the innermost loop runs over w's.
+  std::vector<double> right(sv * sw);
+  for (size_t b = 0; b < sv; ++b)
+    for (size_t c = 0; c < sw; ++c)
+      right[b * sw + c] = vw(b, c);
+  std::vector<double> m(su * sw, kInf);
+  std::vector<int> &arg = best[k];
+  arg.assign(su * sw, 0);
+  for (size_t a = 0; a < su; ++a) {
+    double *row = &m[a * sw];
+    int *argRow = &arg[a * sw];
+    for (size_t b = 0; b < sv; ++b) {
+      const double left = uv(a, b) + nv[b];
+      const double *r = &right[b * sw];
+      // Selects rather than branches, so that the loop vectorizes.
+      const int bi = static_cast<int>(b);
+      for (size_t c = 0; c < sw; ++c) {
+        const double cost = left + r[c], was = row[c];
+        const int wasArg = argRow[c];
+        const bool better = cost < was;
+        row[c] = better ? cost : was;
+        argRow[c] = better ? bi : wasArg;
       }
     }
   }
-}
-
-/// Exact search over the nodes `rest`, branch and bound in their order.
-void searchRest(Work &work, const std::vector<int> &rest, Solution &solution) {
-  std::vector<int> current(rest.size(), 0), best;
-  double bestCost = kInf;
-  std::function<void(size_t, double)> visit = [&](size_t i, double acc) {
-    if (acc >= bestCost)
-      return;
-    if (i == rest.size()) {
-      bestCost = acc;
-      best = current;
-      return;
-    }
-    int v = rest[i];
-    for (size_t a = 0; a < work.costs[v].size(); ++a) {
-      double c = acc + work.costs[v][a];
-      for (size_t j = 0; j < i; ++j)
-        if (work.neighbours[v].count(rest[j]))
-          c += work.between(rest[j], v, current[j], static_cast<int>(a));
-      current[i] = static_cast<int>(a);
-      visit(i + 1, c);
-    }
-  };
-  visit(0, 0);
-  for (size_t i = 0; i < rest.size(); ++i) {
-    solution.choice[rest[i]] = best[i];
-    work.alive[rest[i]] = false;
+  std::vector<double> &target = slots[s.uw];
+  if (s.fresh) {
+    target = std::move(m);
+  } else {
+    for (size_t i = 0; i < target.size(); ++i)
+      target[i] += m[i];
   }
-  solution.exhaustiveNodes += static_cast<int>(rest.size());
+  slots[s.uv].clear();
+  slots[s.vw].clear();
 }
 
-/// Fixes the busiest node of `rest` to its best local choice (each
-/// neighbour at its cheapest for it) and folds that into its neighbours.
-Record fixBusiest(Work &work, const std::vector<int> &rest) {
-  int v = *std::max_element(rest.begin(), rest.end(), [&](int a, int b) {
-    return work.neighbours[a].size() < work.neighbours[b].size();
-  });
+/// Fixes v to its best local choice (each neighbour at its cheapest for
+/// it) and folds that into its neighbours.
+void Numbers::fix(size_t k, const Step &s) {
+  const int v = s.node;
   int bestChoice = 0;
   double bestCost = kInf;
-  for (size_t b = 0; b < work.costs[v].size(); ++b) {
-    double c = work.costs[v][b];
-    for (int u : work.neighbours[v]) {
+  for (size_t b = 0; b < costs[v].size(); ++b) {
+    double c = costs[v][b];
+    for (const auto &[u, slot] : s.around) {
+      View uv = view(slot, u);
       double m = kInf;
-      for (size_t a = 0; a < work.costs[u].size(); ++a)
-        m = std::min(
-            m, work.between(u, v, static_cast<int>(a), static_cast<int>(b)));
+      for (size_t a = 0; a < costs[u].size(); ++a)
+        m = std::min(m, uv(a, b));
       c += m;
     }
     if (c < bestCost) {
@@ -263,27 +385,81 @@ Record fixBusiest(Work &work, const std::vector<int> &rest) {
       bestChoice = static_cast<int>(b);
     }
   }
-  for (int u : work.neighbours[v])
-    for (size_t a = 0; a < work.costs[u].size(); ++a)
-      work.costs[u][a] += work.between(u, v, static_cast<int>(a), bestChoice);
-  work.removeNode(v);
-  return {Record::Fixed, v, -1, -1, bestChoice, {}, {}};
+  for (const auto &[u, slot] : s.around) {
+    View uv = view(slot, u);
+    for (size_t a = 0; a < costs[u].size(); ++a)
+      costs[u][a] += uv(a, static_cast<size_t>(bestChoice));
+  }
+  chosen[k] = bestChoice;
 }
 
-/// Recovers the eliminated nodes' choices, last eliminated first.
-void replayRecords(const std::vector<Record> &records, Solution &solution) {
-  for (auto it = records.rbegin(); it != records.rend(); ++it) {
-    switch (it->kind) {
-    case Record::Isolated:
-    case Record::Fixed:
-      solution.choice[it->node] = it->choice;
+/// Exact search over the nodes left, branch and bound in their order.
+void Numbers::exhaustive(const Step &s, Solution &solution) {
+  const std::vector<int> &rest = s.rest;
+  std::vector<int> current(rest.size(), 0), found;
+  double bestCost = kInf;
+  std::function<void(size_t, double)> visit = [&](size_t i, double acc) {
+    if (acc >= bestCost)
+      return;
+    if (i == rest.size()) {
+      bestCost = acc;
+      found = current;
+      return;
+    }
+    int v = rest[i];
+    for (size_t a = 0; a < costs[v].size(); ++a) {
+      double c = acc + costs[v][a];
+      for (const auto &[j, slot] : s.earlier[i])
+        c += view(slot, rest[j])(current[j], a);
+      current[i] = static_cast<int>(a);
+      visit(i + 1, c);
+    }
+  };
+  visit(0, 0);
+  for (size_t i = 0; i < rest.size() && i < found.size(); ++i)
+    solution.choice[rest[i]] = found[i];
+}
+
+void Numbers::run(Solution &solution) {
+  for (size_t k = 0; k < plan.steps.size(); ++k) {
+    const Step &s = plan.steps[k];
+    switch (s.kind) {
+    case Step::Isolated: {
+      const std::vector<double> &nv = costs[s.node];
+      chosen[k] =
+          static_cast<int>(std::min_element(nv.begin(), nv.end()) - nv.begin());
       break;
-    case Record::Merge:
-      solution.choice[it->node] = it->best[solution.choice[it->u]];
+    }
+    case Step::Merge:
+      merge(k, s);
       break;
-    case Record::Contract:
-      solution.choice[it->node] =
-          it->best2[solution.choice[it->u]][solution.choice[it->w]];
+    case Step::Contract:
+      contract(k, s);
+      break;
+    case Step::Fix:
+      fix(k, s);
+      break;
+    case Step::Exhaustive:
+      exhaustive(s, solution);
+      break;
+    }
+  }
+  // Recover the eliminated nodes' choices, last eliminated first.
+  for (size_t k = plan.steps.size(); k-- > 0;) {
+    const Step &s = plan.steps[k];
+    std::vector<int> &choice = solution.choice;
+    switch (s.kind) {
+    case Step::Isolated:
+    case Step::Fix:
+      choice[s.node] = chosen[k];
+      break;
+    case Step::Merge:
+      choice[s.node] = best[k][choice[s.u]];
+      break;
+    case Step::Contract:
+      choice[s.node] = best[k][choice[s.u] * costs[s.w].size() + choice[s.w]];
+      break;
+    case Step::Exhaustive:
       break;
     }
   }
@@ -291,38 +467,42 @@ void replayRecords(const std::vector<Record> &records, Solution &solution) {
 
 } // namespace
 
-Solution solve(const CostGraph &graph, const SolveOptions &options) {
-  Work work(graph);
-  Solution solution;
-  std::vector<Record> records;
+Solver::Solver(const CostGraph &graph, const SolveOptions &options)
+    : plan(std::make_unique<Plan>()) {
+  Shape shape(graph, *plan);
   const int n = graph.numNodes();
-
-  solution.choice.assign(n, 0);
   while (true) {
-    eliminateSimple(work, records, solution);
+    planSimple(shape, *plan);
     std::vector<int> rest;
     for (int v = 0; v < n; ++v)
-      if (work.alive[v])
+      if (shape.alive[v])
         rest.push_back(v);
-    if (rest.empty())
+    if (rest.empty() || planRest(shape, *plan, rest, options))
       break;
-    double product = 1;
-    for (int v : rest)
-      product *= static_cast<double>(work.costs[v].size());
-    if (product <= options.exhaustiveLimit) {
-      searchRest(work, rest, solution);
-      break;
-    }
-    // Too large: fix the busiest node to its best local choice.
-    records.push_back(fixBusiest(work, rest));
-    ++solution.greedyFixes;
-    solution.exact = false;
   }
+}
 
-  replayRecords(records, solution);
-  solution.edgeEliminations = work.edgeEliminations;
+Solver::~Solver() = default;
+Solver::Solver(Solver &&) noexcept = default;
+Solver &Solver::operator=(Solver &&) noexcept = default;
+
+Solution Solver::solve(const CostGraph &graph) const {
+  Solution solution;
+  solution.choice.assign(graph.numNodes(), 0);
+  Numbers numbers(*plan, graph);
+  numbers.run(solution);
+  solution.exact = plan->greedyFixes == 0;
+  solution.edgeEliminations = plan->edgeEliminations;
+  solution.mergeEliminations = plan->mergeEliminations;
+  solution.contractions = plan->contractions;
+  solution.exhaustiveNodes = plan->exhaustiveNodes;
+  solution.greedyFixes = plan->greedyFixes;
   solution.cost = graph.cost(solution.choice);
   return solution;
+}
+
+Solution solve(const CostGraph &graph, const SolveOptions &options) {
+  return Solver(graph, options).solve(graph);
 }
 
 Solution solveExhaustive(const CostGraph &graph) {

@@ -25,6 +25,11 @@
 // `exhaustiveLimit` (exact), and else by fixing the highest-degree node to
 // its best local choice and continuing (a heuristic; the result says so).
 //
+// Which node each step eliminates, and between which matrices, depends only
+// on the graph's shape (its edges and candidate counts), not on the costs:
+// a `Solver` finds the order once and replays it with each set of costs
+// (the memory search solves one graph for many memory penalties).
+//
 // `solveExhaustive` enumerates every assignment: the reference the tests
 // compare `solve` against.
 //
@@ -34,6 +39,7 @@
 #define LOOM_COMPILER_SEARCH_COSTGRAPH_H
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -87,6 +93,25 @@ struct SolveOptions {
   double exhaustiveLimit = 1e6;
 };
 
+/// The eliminations for one graph shape, found once and replayed on costs.
+class Solver {
+public:
+  explicit Solver(const CostGraph &graph, const SolveOptions &options = {});
+  ~Solver();
+  Solver(Solver &&) noexcept;
+  Solver &operator=(Solver &&) noexcept;
+  /// Solves `graph`, which must have the shape the solver was built for
+  /// (the same edges, in order, and candidate counts); only costs differ.
+  Solution solve(const CostGraph &graph) const;
+
+  /// The steps, defined in CostGraph.cpp.
+  struct Plan;
+
+private:
+  std::unique_ptr<Plan> plan;
+};
+
+/// Solver(graph, options).solve(graph).
 Solution solve(const CostGraph &graph, const SolveOptions &options = {});
 Solution solveExhaustive(const CostGraph &graph);
 

@@ -129,7 +129,13 @@ public:
               const SearchOptions &options)
       : func(func), mesh(std::move(mesh)), options(options),
         step(analyzeStep(func, options.stateShare, options.savedShare)),
-        coster(func, this->mesh, options.profile, step), planners(this->mesh) {}
+        coster(func, this->mesh, options.profile, step),
+        redistributions(options.redistributions) {
+    if (!redistributions ||
+        redistributions->mesh().toString() != this->mesh.toString())
+      redistributions =
+          std::make_shared<RedistributionCosts>(this->mesh, options.profile);
+  }
 
   FailureOr<SearchReport> run();
 
@@ -154,11 +160,9 @@ private:
   /// Seconds to redistribute a tensor of `type` from `from` to `to`.
   double redistributionSeconds(RankedTensorType type,
                                const layout::TensorLayout &from,
-                               const layout::TensorLayout &to);
-  double stepSeconds(const layout::TensorLayout &before,
-                     const layout::TensorLayout &after,
-                     const layout::Step &step,
-                     const std::vector<int64_t> &shape, int64_t elementBytes);
+                               const layout::TensorLayout &to) {
+    return redistributions->seconds(type, from, to);
+  }
   /// The memory of the plan `choice`.
   MemoryCount countMemory(const std::vector<const CandidateSet *> &candidates,
                           const std::vector<EdgeRef> &edges,
@@ -180,7 +184,8 @@ private:
   const SearchOptions &options;
   StepShape step;
   NodeCoster coster;
-  PlannerCache planners;
+  /// The options' when they have one for this mesh, else the search's own.
+  std::shared_ptr<RedistributionCosts> redistributions;
   std::map<std::vector<const void *>, std::unique_ptr<CandidateSet>> sets;
   /// Per node, its layer (layerOf its ONNX node) as an index into
   /// layerNames; recomputed results add up per layer.
@@ -193,73 +198,7 @@ private:
                       unsigned, KeptCopy, bool>,
            EdgeCosts>
       matrices;
-  std::map<std::tuple<const void *, layout::TensorLayout, layout::TensorLayout>,
-           double>
-      seconds;
 };
-
-double AutoSharder::stepSeconds(const layout::TensorLayout &before,
-                                const layout::TensorLayout &after,
-                                const layout::Step &s,
-                                const std::vector<int64_t> &shape,
-                                int64_t elementBytes) {
-  double in = static_cast<double>(before.localNumElements(mesh, shape)) *
-              static_cast<double>(elementBytes);
-  double out = static_cast<double>(after.localNumElements(mesh, shape)) *
-               static_cast<double>(elementBytes);
-  std::vector<int> axes(s.axes.begin(), s.axes.end());
-  const cost::HardwareProfile &profile = options.profile;
-  GroupCache &groups = coster.groupCache();
-  switch (s.kind) {
-  case layout::StepKind::AllReduce:
-    return cost::collectiveSeconds(profile, cost::CollectiveKind::AllReduce, in,
-                                   groups.group(axes));
-  case layout::StepKind::ReduceScatter:
-    return cost::collectiveSeconds(profile, cost::CollectiveKind::ReduceScatter,
-                                   in, groups.group(axes));
-  case layout::StepKind::AllGather:
-    return cost::collectiveSeconds(profile, cost::CollectiveKind::AllGather,
-                                   out, groups.group(axes));
-  case layout::StepKind::AllToAll:
-    return cost::collectiveSeconds(profile, cost::CollectiveKind::AllToAll, in,
-                                   groups.group(axes));
-  case layout::StepKind::LocalSplit:
-  case layout::StepKind::MakePartial:
-    return 0;
-  }
-  return 0;
-}
-
-double AutoSharder::redistributionSeconds(RankedTensorType type,
-                                          const layout::TensorLayout &from,
-                                          const layout::TensorLayout &to) {
-  if (from == to)
-    return 0;
-  auto key = std::make_tuple(type.getAsOpaquePointer(), from, to);
-  if (auto it = seconds.find(key); it != seconds.end())
-    return it->second;
-  std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
-  int64_t bytes = elementBytes(type);
-  std::string error;
-  double total = 1e30;
-  if (std::optional<layout::RedistributionPlan> plan =
-          planners.plan(type, from, to, error)) {
-    total = 0;
-    layout::TensorLayout current = from;
-    for (const layout::Step &s : plan->steps) {
-      std::optional<layout::TensorLayout> next =
-          layout::applyStep(mesh, current, s, shape, error);
-      if (!next) {
-        total = 1e30;
-        break;
-      }
-      total += stepSeconds(current, *next, s, shape, bytes);
-      current = *next;
-    }
-  }
-  seconds.emplace(key, total);
-  return total;
-}
 
 void AutoSharder::enumerate(Operation *op, const ShardingRule &rule,
                             CandidateSet &set) {
@@ -574,6 +513,8 @@ LogicalResult AutoSharder::solveWithinMemory(const CostProblem &p,
     graph.addNode(std::vector<double>(p.candidates[n]->list.size(), 0));
   for (const EdgeRef &e : p.edges)
     graph.addEdge(e.from, e.to, e.costs->seconds);
+  // Every solve below has this shape; only the memory penalty changes.
+  const search::Solver solver(graph);
 
   // Solve, raising lambda (seconds per byte) until the memory fits.
   int64_t limit = options.memoryLimit > 0 ? options.memoryLimit
@@ -606,7 +547,7 @@ LogicalResult AutoSharder::solveWithinMemory(const CostProblem &p,
       graph.setEdgeCosts(static_cast<int>(k), std::move(costs));
     }
     progress("solving", ++solves, 0);
-    search::Solution s = search::solve(graph);
+    search::Solution s = solver.solve(graph);
     memory = countMemory(p.candidates, p.edges, s.choice);
     return s;
   };
@@ -627,6 +568,8 @@ LogicalResult AutoSharder::solveWithinMemory(const CostProblem &p,
   double scale = std::max(best.cost, 1e-12) / std::max(memory.total(), 1.0);
   MemoryCount compactMemory;
   search::Solution compact = solveWith(scale * 1e6, compactMemory);
+  if (compactMemory.total() > static_cast<double>(limit) && !options.diagnose)
+    return failure();
   if (compactMemory.total() > static_cast<double>(limit))
     return infeasible(p.nodes, p.candidates, p.edges, compact.choice,
                       compactMemory, limit);

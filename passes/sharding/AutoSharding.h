@@ -12,6 +12,7 @@
 
 #include "compiler/analysis/StepCost.h"
 #include "passes/Passes.h"
+#include "passes/sharding/RedistributionCosts.h"
 
 #include "mlir/Pass/Pass.h"
 
@@ -64,12 +65,18 @@ struct SearchOptions {
   /// Only the fastest plan: fail (without a diagnostic) when it does not
   /// fit, instead of trading time for memory. One solve.
   bool fastestOnly = false;
+  /// Whether a failure to fit names the largest tensors (a diagnostic on
+  /// the function); a trial whose diagnostics nobody reads skips it.
+  bool diagnose = true;
   /// The shares of the step's state (parameters, gradients, optimizer
   /// state) and of its saved results a device holds: 1 each, or under a
   /// pipeline of P stages 1/P and the micro-batches in flight over P (one
   /// micro-batch's program is searched, each stage holds its part).
   double stateShare = 1.0;
   double savedShare = 1.0;
+  /// Redistribution seconds shared with other searches on the same mesh
+  /// and profile; null: the search computes its own.
+  std::shared_ptr<RedistributionCosts> redistributions;
   /// Called as the search advances: a phase name and how far along it is.
   std::function<void(llvm::StringRef phase, int64_t done, int64_t total)>
       progress;
@@ -84,12 +91,15 @@ mlir::FailureOr<SearchReport> searchShardings(mlir::func::FuncOp func,
 /// What loom-auto-sharding did: the search's report (empty when it found
 /// no plan), the ZeRO level and recompute it chose (with choose-zero and
 /// choose-recompute; "layers" or empty), the searches it ran to choose
-/// them, its seconds, and the profile it costed on (grown to the mesh).
+/// them (trials) and in all (the final search reuses the trial that found
+/// its plan), its seconds, and the profile it costed on (grown to the
+/// mesh).
 struct AutoShardingOutcome {
   std::optional<SearchReport> report;
   int zero = 0;
   std::string recompute;
   int trials = 0;
+  int searches = 0;
   double seconds = 0;
   cost::HardwareProfile profile;
   bool grown = false;

@@ -37,14 +37,63 @@ struct AutoShardingPass
   void runOnOperation() override;
 
   /// The ZeRO level and recompute policy ("" or "layers") at which the
-  /// fastest plan fits; the most compact when none does.
+  /// fastest plan fits; the most compact when none does. The trial that
+  /// found a plan is kept in `winner`.
   std::pair<int, std::string>
   choosePolicy(func::FuncOp func, const SearchOptions &base, int given);
   SearchOptions searchOptions(const cost::HardwareProfile &profile) const;
+  /// The search of `func`: the winning trial's, when it searched `func` as
+  /// it now is (same level and marks), else a search of its own.
+  FailureOr<SearchReport> finalSearch(func::FuncOp func,
+                                      const SearchOptions &search);
+
+  /// A trial that found a plan: its copy of the function, with the
+  /// shardings the search chose, and the search's report.
+  struct Winner {
+    func::FuncOp trial;
+    int level = 0;
+    SearchReport report;
+  };
+  std::optional<Winner> winner;
 
   std::function<void(StringRef, int64_t, int64_t)> progress;
   AutoShardingOutcome outcome;
 };
+
+/// Sets on `func` what the search of `trial`, a copy of it, set on the
+/// copy's ops (their shardings), and maps `report` onto `func`'s ops.
+void adoptTrial(func::FuncOp func, func::FuncOp trial, SearchReport &report) {
+  SmallVector<Operation *> ours, theirs;
+  func.getBody().walk([&](Operation *op) { ours.push_back(op); });
+  trial.getBody().walk([&](Operation *op) { theirs.push_back(op); });
+  assert(ours.size() == theirs.size() && "the trial is a copy");
+  llvm::DenseMap<Operation *, Operation *> counterpart;
+  for (auto [mine, copy] : llvm::zip(ours, theirs)) {
+    counterpart[copy] = mine;
+    if (mine->getAttrDictionary() != copy->getAttrDictionary())
+      mine->setAttrs(copy->getAttrDictionary());
+  }
+  for (SearchChoice &choice : report.choices)
+    choice.op = counterpart.lookup(choice.op);
+}
+
+FailureOr<SearchReport>
+AutoShardingPass::finalSearch(func::FuncOp func, const SearchOptions &search) {
+  // A successful trial searched a copy of `func` with the same level and
+  // recompute marks: the same search, already done.
+  if (winner && winner->level == zeroLevel(func)) {
+    SearchReport report = std::move(winner->report);
+    adoptTrial(func, winner->trial, report);
+    winner->trial.erase();
+    winner.reset();
+    return report;
+  }
+  if (winner)
+    winner->trial.erase();
+  winner.reset();
+  ++outcome.searches;
+  return searchShardings(func, search);
+}
 
 SearchOptions
 AutoShardingPass::searchOptions(const cost::HardwareProfile &hw) const {
@@ -88,10 +137,22 @@ AutoShardingPass::choosePolicy(func::FuncOp func, const SearchOptions &base,
         policy.empty() || succeeded(markRecompute(trial, policy, ignored));
     SearchOptions search = base;
     search.fastestOnly = fastestOnly;
-    bool ok = marked && succeeded(searchShardings(trial, search));
+    search.diagnose = false; // quiet: see runOnOperation
+    FailureOr<SearchReport> report = failure();
+    if (marked)
+      report = searchShardings(trial, search);
     outcome.trials += marked;
-    trial.erase();
-    return ok;
+    outcome.searches += marked;
+    if (failed(report)) {
+      trial.erase();
+      return false;
+    }
+    // A plan: the one the final search would find (with fastestOnly, the
+    // fastest plan fits, which the final search tries first).
+    if (winner)
+      winner->trial.erase();
+    winner = Winner{trial, level, std::move(*report)};
+    return true;
   };
   // With micro-batches, recomputing comes before the higher levels:
   // ZeRO-3 re-gathers parameters that the micro-batches share, and
@@ -115,6 +176,7 @@ void AutoShardingPass::runOnOperation() {
   auto start = std::chrono::steady_clock::now();
   func::FuncOp func = getOperation();
   outcome = AutoShardingOutcome();
+  winner.reset();
   auto mesh = meshOf(func, "loom-auto-sharding");
   if (failed(mesh))
     return signalPassFailure();
@@ -126,6 +188,9 @@ void AutoShardingPass::runOnOperation() {
   }
   outcome.profile = profileForMesh(*hw, mesh->second, outcome.grown);
   SearchOptions search = searchOptions(outcome.profile);
+  // The trials and the final search redistribute the same tensors.
+  search.redistributions =
+      std::make_shared<RedistributionCosts>(mesh->second, outcome.profile);
   int zero = zeroLevel(func);
   if (chooseZero || chooseRecompute) {
     // The trials' diagnostics are not the search's: only the final
@@ -141,7 +206,7 @@ void AutoShardingPass::runOnOperation() {
   if (zero > 0)
     func->setAttr(LoomDialect::kZeroAttrName,
                   OpBuilder(func).getI64IntegerAttr(zero));
-  FailureOr<SearchReport> report = searchShardings(func, search);
+  FailureOr<SearchReport> report = finalSearch(func, search);
   outcome.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();

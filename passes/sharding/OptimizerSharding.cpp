@@ -8,6 +8,7 @@
 #include "llvm/ADT/STLExtras.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace loom {
 #define GEN_PASS_DEF_SHARDOPTIMIZER
@@ -24,6 +25,34 @@ int64_t localBytes(RankedTensorType global, const layout::Mesh &mesh,
                    const layout::TensorLayout &l) {
   return localType(global, mesh, l).getNumElements() * elementBytes(global);
 }
+
+/// Argument attributes to set, applied in one go: each setArgAttr rebuilds
+/// the array of every argument's attributes, which over the thousands of
+/// parameters and optimizer states of a large model made the pass
+/// quadratic.
+class ArgAttrUpdates {
+public:
+  void set(unsigned arg, StringRef name, Attribute value) {
+    updates.push_back({arg, name, value});
+  }
+  void apply(func::FuncOp func) const {
+    if (updates.empty())
+      return;
+    SmallVector<NamedAttrList> attrs(func.getNumArguments());
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (DictionaryAttr dict = func.getArgAttrDict(i))
+        attrs[i].append(dict.getValue());
+    for (const auto &[arg, name, value] : updates)
+      attrs[arg].set(name, value);
+    SmallVector<DictionaryAttr> dicts;
+    for (NamedAttrList &list : attrs)
+      dicts.push_back(list.getDictionary(func.getContext()));
+    func.setAllArgAttrs(dicts);
+  }
+
+private:
+  SmallVector<std::tuple<unsigned, StringRef, Attribute>> updates;
+};
 
 } // namespace
 
@@ -70,6 +99,7 @@ FailureOr<ZeroReport> shardOptimizer(func::FuncOp func, int level) {
   dataAxes.erase(std::unique(dataAxes.begin(), dataAxes.end()), dataAxes.end());
   report.axes = dataAxes;
 
+  ArgAttrUpdates argAttrs;
   for (Operation *opPtr : updates) {
     Operation &op = *opPtr;
     auto param = dyn_cast<BlockArgument>(op.getOperand(0));
@@ -117,17 +147,18 @@ FailureOr<ZeroReport> shardOptimizer(func::FuncOp func, int level) {
       bool state = func.getArgAttr(n, LoomDialect::kStateAttrName) != nullptr;
       if (!state && !(arg == param && level == 3))
         continue;
-      func.setArgAttr(n, LoomDialect::kLayoutAttrName,
-                      toAttr(mesh->first, splitLayouts->operands[i]));
+      argAttrs.set(n, LoomDialect::kLayoutAttrName,
+                   toAttr(mesh->first, splitLayouts->operands[i]));
       saved += static_cast<double>(whole - slice);
     }
-    func.setArgAttr(param.getArgNumber(), LoomDialect::kZeroAttrName,
-                    b.getI64IntegerAttr(level));
+    argAttrs.set(param.getArgNumber(), LoomDialect::kZeroAttrName,
+                 b.getI64IntegerAttr(level));
     if (level >= 2)
       saved += static_cast<double>(whole - slice);
     report.savedBytes += saved;
     report.sharded.push_back(name.str());
   }
+  argAttrs.apply(func);
   func->setAttr(LoomDialect::kZeroAttrName, b.getI64IntegerAttr(level));
   return report;
 }

@@ -311,6 +311,11 @@ struct BuildTrainingGraphPass
                     Value step, SmallVectorImpl<Value> &results,
                     SmallVectorImpl<int64_t> &updates) {
     auto f32 = [&](double v) { return b.getF32FloatAttr(v); };
+    // Optimizer state arguments go on the block as they are made, and on
+    // the function's type and argument attributes once at the end:
+    // inserting each into the function rebuilds both, quadratic in the
+    // parameters (a 96-layer GPT has 1541, with two states each).
+    SmallVector<DictionaryAttr> stateAttrs;
     for (BlockArgument p : params) {
       Value g = grads.lookup(p);
       if (!g)
@@ -331,8 +336,10 @@ struct BuildTrainingGraphPass
                            .getValue();
       Location ploc = NameLoc::get(b.getStringAttr(name), loc);
       auto state = [&](StringRef suffix) {
-        return addArgument(func, p.getType(), LoomDialect::kStateAttrName,
-                           b.getStringAttr(name + "::" + suffix));
+        stateAttrs.push_back(b.getDictionaryAttr(
+            {b.getNamedAttr(LoomDialect::kStateAttrName,
+                            b.getStringAttr(name + "::" + suffix))}));
+        return func.getBody().front().addArgument(p.getType(), func.getLoc());
       };
       auto record = [&](Value v, BlockArgument of) {
         results.push_back(v);
@@ -358,6 +365,13 @@ struct BuildTrainingGraphPass
         record(u.getNewV(), v);
       }
     }
+    SmallVector<DictionaryAttr> argAttrs;
+    func.getAllArgAttrs(argAttrs);
+    argAttrs.append(stateAttrs);
+    func.setFunctionType(FunctionType::get(
+        func.getContext(), func.getBody().front().getArgumentTypes(),
+        func.getResultTypes()));
+    func.setAllArgAttrs(argAttrs);
   }
 
   /// The next loom.grad_id.

@@ -150,12 +150,38 @@ TEST(CostGraph, LongChainIsFast) {
   }
   auto start = std::chrono::steady_clock::now();
   Solution dp = solve(g);
-  double seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   EXPECT_TRUE(dp.exact);
   EXPECT_EQ(dp.exhaustiveNodes, 0);
   EXPECT_LT(seconds, 10.0);
   std::printf("[ timing   ] chain of 20001 nodes x 25 candidates: %.2f s\n",
               seconds);
+}
+
+// A Solver planned on one graph solves any graph of its shape: with new
+// costs on the same edges it returns the fresh solve's choice (the same
+// eliminations in the same order) and, where enumerable, the optimum.
+TEST(CostGraph, SolverReplaysOnNewCosts) {
+  std::mt19937 rng(13);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int n = 2 + trial % 7;
+    CostGraph shape = randomGraph(rng, n, trial % 5);
+    Solver solver(shape);
+    for (int round = 0; round < 3; ++round) {
+      CostGraph g;
+      for (int v = 0; v < n; ++v)
+        g.addNode(randomMatrix(rng, 1, shape.numCandidates(v))[0]);
+      for (const CostGraph::Edge &e : shape.edges())
+        g.addEdge(e.from, e.to,
+                  randomMatrix(rng, shape.numCandidates(e.from),
+                               shape.numCandidates(e.to)));
+      Solution replayed = solver.solve(g), fresh = solve(g);
+      EXPECT_EQ(replayed.choice, fresh.choice) << "trial " << trial;
+      EXPECT_DOUBLE_EQ(replayed.cost, fresh.cost);
+      EXPECT_NEAR(replayed.cost, solveExhaustive(g).cost,
+                  1e-9 * std::max(1.0, replayed.cost));
+    }
+  }
 }
