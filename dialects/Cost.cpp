@@ -36,6 +36,10 @@ OpWork estimateWork(Operation *op, ArrayRef<RankedTensorType> operands,
   double out = results.empty() ? 0 : elements(results.front());
   double in = operands.empty() ? 0 : elements(operands.front());
   work.flops = out;
+  // A slice reads only the elements it keeps, not its whole operand (each
+  // gradient's slice of a loom-bucket-gradients bucket reads 1/n of it).
+  if (isa<SliceOp>(op) && !operands.empty() && !results.empty())
+    work.bytes = 2 * bytesOf(results.front());
   llvm::TypeSwitch<Operation *>(op)
       .Case<MatmulOp, FusedMatmulOp>([&](Operation *) {
         // 2 M N K per output batch: K from the lhs (plus the epilogue's

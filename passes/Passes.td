@@ -286,6 +286,52 @@ def Partition : Pass<"loom-partition", "mlir::func::FuncOp"> {
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def BucketGradients : Pass<"loom-bucket-gradients", "mlir::func::FuncOp"> {
+  let summary = "Reduces the data-parallel gradients in buckets";
+  let description = [{
+    Runs on per-device programs, after `loom-partition` and `loom-pipeline`
+    (so it also sees a pipeline stage's reductions after the micro-batches'
+    accumulation). A gradient reduction is a `loom.all_reduce` whose result
+    reaches only optimizer updates (through reshapes, casts and local
+    splits). One all-reduce per parameter pays one collective's latency
+    per parameter; like the buckets of PyTorch's DDP and Megatron-LM,
+    this pass packs the reductions of the same element type over the same
+    mesh axes into buckets of at most `bucket-bytes` bytes per device (a
+    single larger gradient gets a bucket of its own), filled in the order
+    the backward pass makes the gradients, and reduces each bucket with one
+    all-reduce placed right after its last gradient is made. `bucket-bytes`
+    0 leaves the program unchanged.
+
+    A bucket is a flat buffer: every gradient reshaped to one dimension and
+    concatenated, one `loom.all_reduce`, and a slice (reshaped back) per
+    gradient. Expressed with existing ops rather than a many-operand
+    all-reduce, the runtime, every communicator and the cost model see an
+    ordinary all-reduce of the summed bytes (one latency), and the memory
+    plan sees the buffer. Each communicator sums every element in member
+    order (runtime/comm/Sum.h) wherever it lies in the buffer, so a
+    bucketed step is bit-for-bit the unbucketed one.
+
+    ```mlir
+    // before: two reductions over dp (axis 0)
+    %a = loom.all_reduce %ga {axes = array<i64: 0>} : tensor<4x8xf32> -> tensor<4x8xf32>
+    %b = loom.all_reduce %gb {axes = array<i64: 0>} : tensor<8xf32> -> tensor<8xf32>
+    // after: one bucket of 40 elements
+    %fa = loom.reshape %ga : tensor<4x8xf32> -> tensor<32xf32>
+    %c = loom.concat %fa, %gb {axis = 0 : i64} : ...
+    %r = loom.all_reduce %c {axes = array<i64: 0>} : tensor<40xf32> -> tensor<40xf32>
+    %sa = loom.slice %r {starts = array<i64: 0>, sizes = array<i64: 32>, ...}
+    %a = loom.reshape %sa : tensor<32xf32> -> tensor<4x8xf32>
+    %b = loom.slice %r {starts = array<i64: 32>, sizes = array<i64: 8>, ...}
+    ```
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "26214400",
+           "Bytes per device of a bucket (default 25 MiB, DDP's); 0: no "
+           "buckets">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 def ShardOptimizer : Pass<"loom-shard-optimizer", "mlir::func::FuncOp"> {
   let summary = "Splits optimizer updates over the data-parallel axes (ZeRO)";
   let description = [{

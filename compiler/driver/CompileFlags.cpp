@@ -240,6 +240,15 @@ cl::opt<bool> fuseFlag(
     cl::init(true), cl::sub(compileCommand()), cl::sub(simulateCommand()),
     cl::cat(parallelCategory()));
 
+cl::opt<double> bucketMbFlag(
+    "bucket-mb",
+    cl::desc("Reduce the data-parallel gradients in buckets of at most this "
+             "many MiB per device, one all-reduce per bucket, in the order "
+             "the backward pass makes them (loom-bucket-gradients, like "
+             "DDP's bucket_cap_mb); 0: one all-reduce per gradient"),
+    cl::value_desc("MB"), cl::init(25.0), cl::sub(compileCommand()),
+    cl::sub(simulateCommand()), cl::cat(parallelCategory()));
+
 } // namespace
 
 const std::string &planOutputFlag() { return planOutput; }
@@ -340,6 +349,11 @@ compileOptionsFromFlags(std::string &error) {
   options.saveStrategyFile = saveStrategyFlag;
   options.emitMlir = emitMlirFlag;
   options.fuse = fuseFlag;
+  std::optional<int64_t> bucketBytes =
+      pipeline::parseBucketMb(bucketMbFlag, error);
+  if (!bucketBytes)
+    return std::nullopt;
+  options.bucketBytes = *bucketBytes;
   if (!parseInto(initFlag, pipeline::parseInit, options.init, error))
     return std::nullopt;
   options.seed = seedFlag;

@@ -11,6 +11,7 @@
 #include "llvm/ADT/SmallVector.h"
 
 #include <array>
+#include <cmath>
 #include <utility>
 
 using llvm::StringRef;
@@ -129,6 +130,15 @@ std::optional<int> parseZero(StringRef text, std::string &error) {
     return text[0] - '0';
   error = "--zero must be 0, 1, 2 or 3, got '" + text.str() + "'";
   return std::nullopt;
+}
+
+std::optional<int64_t> parseBucketMb(double megabytes, std::string &error) {
+  if (!(megabytes >= 0) || megabytes > 1e6) {
+    error = "--bucket-mb must be between 0 and 1e6 MiB, got " +
+            std::to_string(megabytes);
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(std::llround(megabytes * (1 << 20)));
 }
 
 int64_t pipelineStages(StringRef mesh) {

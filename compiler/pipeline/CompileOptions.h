@@ -132,6 +132,9 @@ struct CompileOptions {
   std::string emitMlir;
   /// Fold transposes and bias epilogues into GEMMs.
   bool fuse = true;
+  /// Bytes per device of a data-parallel gradient bucket (--bucket-mb;
+  /// 0: one all-reduce per gradient). 25 MiB, DDP's default.
+  int64_t bucketBytes = 25 << 20;
   Init init = Init::Onnx;
   uint64_t seed = 0;
   /// A simulation: shapes only, no plan file needed.
@@ -159,6 +162,8 @@ std::optional<LrSchedule> parseLrSchedule(llvm::StringRef text,
 std::optional<Init> parseInit(llvm::StringRef text, std::string &error);
 /// --zero: "0" to "3".
 std::optional<int> parseZero(llvm::StringRef text, std::string &error);
+/// --bucket-mb: MiB (not negative, fractions allowed) as bytes.
+std::optional<int64_t> parseBucketMb(double megabytes, std::string &error);
 
 /// The pipeline stages of a mesh: its pp axis's size, 1 without one.
 int64_t pipelineStages(llvm::StringRef mesh);

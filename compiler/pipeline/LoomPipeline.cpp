@@ -188,6 +188,13 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &options,
   } else {
     addSharding(pm, options, extras);
     addStages(pm, options, extras);
+    // After the stages, so that a stage's reductions, made once after the
+    // micro-batches' accumulation, are bucketed too.
+    if (options.bucketBytes > 0 && !extras.evaluating) {
+      BucketGradientsOptions buckets;
+      buckets.bucketBytes = options.bucketBytes;
+      pm.addNestedPass<func::FuncOp>(createBucketGradients(buckets));
+    }
   }
   if (options.fuse && !extras.evaluating)
     pm.addNestedPass<func::FuncOp>(createFuseMatmulEpilogue());
@@ -239,6 +246,7 @@ struct CompilePipelineOptions
       EnumSpellings<Schedule, symbolizePipelineSchedule>()};
   Option<int64_t> virtualStages{*this, "virtual-stages", llvm::cl::init(2)};
   Option<bool> fuse{*this, "fuse", llvm::cl::init(true)};
+  Option<double> bucketMb{*this, "bucket-mb", llvm::cl::init(25.0)};
 };
 
 /// CompileOptions from the registered pipeline's options; nullopt with
@@ -286,6 +294,10 @@ std::optional<CompileOptions> toCompileOptions(const CompilePipelineOptions &o,
   options.memoryLimit = o.memoryLimit;
   options.strategyFile = o.strategy;
   options.fuse = o.fuse;
+  std::optional<int64_t> bucketBytes = parseBucketMb(o.bucketMb, error);
+  if (!bucketBytes)
+    return std::nullopt;
+  options.bucketBytes = *bucketBytes;
   return options;
 }
 
