@@ -367,10 +367,27 @@ LogicalResult Partitioner::run() {
     locals[arg] = {arg, l};
   }
 
+  Operation *loss = sharding::analyzeStep(func).loss;
+  // A backward reshape, transpose or cast runs right after the backward op
+  // it reads. The training graph places it where the forward op it
+  // differentiates was: a parameter's transpose or cast to the compute
+  // precision sits at the top of the forward, so its gradient comes last,
+  // and a weight gradient kept a partial sum through it would live whole
+  // until then (ZeRO reduce-scatters it where it is complete).
+  llvm::SmallPtrSet<Operation *, 32> backward;
+  for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+    if (!backward.empty() || &op == loss) {
+      Operation *def = isa<CastOp, TransposeOp, ReshapeOp>(op)
+                           ? op.getOperand(0).getDefiningOp()
+                           : nullptr;
+      if (def && backward.contains(def))
+        op.moveAfter(def);
+      backward.insert(&op);
+    }
+  }
   SmallVector<Operation *> globalOps;
   for (Operation &op : body.without_terminator())
     globalOps.push_back(&op);
-  Operation *loss = sharding::analyzeStep(func).loss;
   for (Operation *op : globalOps) {
     if (failed(partitionOp(op)))
       return failure();

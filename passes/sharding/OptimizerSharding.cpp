@@ -79,10 +79,21 @@ FailureOr<ZeroReport> shardOptimizer(func::FuncOp func, int level) {
   // is made (the axes that split the batch). A gradient that was summed
   // before it reached its update (through a transpose, say) is replicated
   // over them, and its slice is taken locally.
+  // Under ZeRO 2 and 3 propagation sums a gradient before a transpose or
+  // reshape on its way (so that the slice moves on): the axes are those of
+  // the partial sum it is made as, looked for through them.
   std::vector<int> dataAxes;
   for (Operation *op : updates) {
     Value grad = op->getOperand(1);
     Operation *producer = grad.getDefiningOp();
+    while (producer && isa<CastOp, TransposeOp, ReshapeOp>(producer)) {
+      std::string error;
+      std::optional<OpLayouts> made = layoutsOf(producer, m, error);
+      if (made && !made->results[0].partialAxes().empty())
+        break;
+      grad = producer->getOperand(0);
+      producer = grad.getDefiningOp();
+    }
     if (!producer)
       continue;
     std::string error;

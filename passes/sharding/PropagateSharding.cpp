@@ -11,6 +11,7 @@
 #include "passes/sharding/PropagateSharding.h"
 #include "compiler/analysis/ShardingSupport.h"
 #include "compiler/analysis/StepCost.h"
+#include "compiler/analysis/ZeroLayout.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -60,6 +61,11 @@ public:
 
 private:
   LogicalResult chooseFor(Operation *op);
+  /// The assignment keeping `op`'s operands' common partial axes partial
+  /// in its results, where that is worth offering; `followed`: `op` takes
+  /// its forward op's layouts.
+  std::optional<FactorAxes>
+  partialThrough(Operation *op, const ShardingRule &rule, bool followed);
   /// For an op of a gradient (loom.grad_of): the assignment its forward
   /// op's layouts give it, its unlinked factors taken from its operands'
   /// layouts.
@@ -303,6 +309,51 @@ Propagator::refineWeightGradient(Operation *op, const ShardingRule &rule,
   return refined;
 }
 
+std::optional<FactorAxes> Propagator::partialThrough(Operation *op,
+                                                     const ShardingRule &rule,
+                                                     bool followed) {
+  // A linear op whose operands are all partial sums over the same axes
+  // can keep them partial: one reduction later instead of one per operand
+  // now (the input gradient of q, k and v projections, and a weight
+  // gradient widened before it is accumulated over micro-batches).
+  //
+  // Passing a partial sum through a widening cast widens the reduction
+  // that follows, through a transpose or reshape it keeps the sum whole
+  // for longer for nothing, and so does a gradient op whose forward op's
+  // layouts would reduce it: these are offered only on a weight gradient's
+  // way to its update (gradients are accumulated over micro-batches and
+  // reduced once, in f32 under bf16, as Megatron does; an activation is
+  // reduced where the search costed it, in its compute precision).
+  // Under ZeRO 2 and 3 a weight gradient is reduce-scattered where it is
+  // complete, and the slice moves on: a partial sum kept through a
+  // transpose or reshape would live whole until its update.
+  bool moves = isa<CastOp, TransposeOp, ReshapeOp>(op);
+  bool scatterEarly = sharding::zeroLevel(func) >= 2 && !isa<CastOp>(op);
+  if (rule.linear && op->getNumOperands() > 0 &&
+      (!(moves || followed) ||
+       (!scatterEarly && reachesUpdate(op->getResult(0))))) {
+    std::optional<std::vector<int>> common;
+    FactorAxes through(rule.factors.size());
+    for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+      auto it = layouts.find(v);
+      std::vector<int> p;
+      if (it != layouts.end()) {
+        p = it->second.partialAxes();
+        sharding::induceFromOperand(rule, i, it->second, through);
+      }
+      if (!common)
+        common = p;
+      else if (*common != p)
+        common = std::vector<int>();
+    }
+    if (common && !common->empty()) {
+      through.emplace_back(common->begin(), common->end());
+      return through;
+    }
+  }
+  return std::nullopt;
+}
+
 LogicalResult Propagator::chooseFor(Operation *op) {
   auto iface = dyn_cast<ShardingOpInterface>(op);
   if (!iface)
@@ -322,11 +373,13 @@ LogicalResult Propagator::chooseFor(Operation *op) {
       candidates.push_back(std::move(c));
   };
   std::optional<FactorAxes> follow;
+  bool followed = false;
   if (!fixed)
     follow = followForward(op, rule);
   if (fixed) {
     addCandidate(*fixed);
-  } else if (follow && sharding::deriveLayouts(rule, *follow, mesh, error)) {
+  } else if ((followed = follow &&
+                         sharding::deriveLayouts(rule, *follow, mesh, error))) {
     // A gradient op runs in its forward op's layouts: the search costed
     // its compute, its partial sums and the reductions of its weight
     // gradients that way, and incoming bytes alone cannot tell a cheap
@@ -359,40 +412,10 @@ LogicalResult Propagator::chooseFor(Operation *op) {
     addCandidate(wanted);
     addCandidate(FactorAxes(rule.factors.size()));
   }
-  // A linear op whose operands are all partial sums over the same axes
-  // can keep them partial: one reduction later instead of one per operand
-  // now (the input gradient of q, k and v projections, and a weight
-  // gradient reshaped and widened before it is accumulated over
-  // micro-batches). Gradient ops are offered this too, beside their
-  // forward op's layouts.
-  // A widening cast is linear, but passing a partial sum through it widens
-  // the reduction that follows: only a weight gradient's is (gradients are
-  // accumulated and reduced in f32, as Megatron does for bf16; an
-  // activation is reduced in its compute precision).
-  bool widens =
-      isa<CastOp>(op) && typeOf(op->getResult(0)).getElementTypeBitWidth() >
-                             typeOf(op->getOperand(0)).getElementTypeBitWidth();
-  if (!fixed && rule.linear && op->getNumOperands() > 0 &&
-      (!widens || reachesUpdate(op->getResult(0)))) {
-    std::optional<std::vector<int>> common;
-    FactorAxes through(rule.factors.size());
-    for (auto [i, v] : llvm::enumerate(op->getOperands())) {
-      auto it = layouts.find(v);
-      std::vector<int> p;
-      if (it != layouts.end()) {
-        p = it->second.partialAxes();
-        sharding::induceFromOperand(rule, i, it->second, through);
-      }
-      if (!common)
-        common = p;
-      else if (*common != p)
-        common = std::vector<int>();
-    }
-    if (common && !common->empty()) {
-      through.emplace_back(common->begin(), common->end());
-      addCandidate(through);
-    }
-  }
+  // Gradient ops too, beside their forward op's layouts.
+  if (!fixed)
+    if (std::optional<FactorAxes> through = partialThrough(op, rule, followed))
+      addCandidate(std::move(*through));
 
   // Pick the cheapest valid candidate.
   std::optional<sharding::OpLayouts> best;
