@@ -70,6 +70,19 @@ std::string describeOp(Operation *op) {
   return s;
 }
 
+bool isMove(Operation *op) {
+  return isa_and_nonnull<CastOp, TransposeOp, ReshapeOp>(op);
+}
+
+Value moveSource(Value v) {
+  while (Operation *op = v.getDefiningOp()) {
+    if (!isMove(op))
+      break;
+    v = op->getOperand(0);
+  }
+  return v;
+}
+
 std::optional<layout::RedistributionPlan>
 PlannerCache::plan(RankedTensorType global, const layout::TensorLayout &from,
                    const layout::TensorLayout &to, std::string &error) {

@@ -34,6 +34,15 @@ int64_t elementBytes(mlir::Type type);
 /// "'loom.matmul' (ONNX node '/fc1/MatMul')", for messages.
 std::string describeOp(mlir::Operation *op);
 
+/// A move: an op that changes only a value's element type, dimension order
+/// or shape (loom.cast, loom.transpose, loom.reshape). A parameter keeps its
+/// identity through moves (its cast to the compute precision, its
+/// transpose), and so does its gradient on the way back.
+bool isMove(mlir::Operation *op);
+/// The value `v` is made from by moves alone: `v` itself when no move
+/// makes it.
+mlir::Value moveSource(mlir::Value v);
+
 /// Redistribution plans for the tensors of one mesh: one layout::Planner per
 /// global shape and element size, so that the searches it keeps are shared
 /// by every value of that shape.

@@ -85,13 +85,47 @@ const LinkProfile &groupLink(const HardwareProfile &profile,
                                          : profile.intraNode;
 }
 
+int64_t nodesSpanned(const HardwareProfile &profile,
+                     const std::vector<int64_t> &groupRanks) {
+  std::vector<int64_t> nodes;
+  nodes.reserve(groupRanks.size());
+  for (int64_t rank : groupRanks)
+    nodes.push_back(profile.nodeOf(rank));
+  std::sort(nodes.begin(), nodes.end());
+  return std::unique(nodes.begin(), nodes.end()) - nodes.begin();
+}
+
+int64_t interNodeSteps(const HardwareProfile &profile, CollectiveKind kind,
+                       const std::vector<int64_t> &groupRanks) {
+  int64_t n = static_cast<int64_t>(groupRanks.size());
+  int64_t steps = latencySteps(kind, n);
+  int64_t nodes = n <= 1 ? 1 : nodesSpanned(profile, groupRanks);
+  if (nodes <= 1)
+    return 0;
+  switch (kind) {
+  case CollectiveKind::AllReduce:
+    return std::min(steps, 2 * (nodes - 1));
+  case CollectiveKind::ReduceScatter:
+  case CollectiveKind::AllGather:
+  case CollectiveKind::Broadcast:
+    return std::min(steps, nodes - 1);
+  case CollectiveKind::AllToAll:
+  case CollectiveKind::SendRecv:
+    return steps;
+  }
+  return steps;
+}
+
 double collectiveSeconds(const HardwareProfile &profile, CollectiveKind kind,
                          double bytes, const std::vector<int64_t> &groupRanks) {
   int64_t n = static_cast<int64_t>(groupRanks.size());
   if (n <= 1)
     return 0;
   const LinkProfile &link = groupLink(profile, groupRanks);
-  return static_cast<double>(latencySteps(kind, n)) * link.latency +
+  int64_t steps = latencySteps(kind, n);
+  int64_t inter = interNodeSteps(profile, kind, groupRanks);
+  return static_cast<double>(steps - inter) * profile.intraNode.latency +
+         static_cast<double>(inter) * profile.interNode.latency +
          busFactor(kind, n) * bytes / link.bandwidth;
 }
 

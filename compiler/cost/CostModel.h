@@ -16,13 +16,23 @@
 // Communication (alpha-beta with nccl-tests bus factors). A collective of
 // `kind` over a group of n ranks on `bytes` takes
 //
-//     t = steps(kind, n) * link.latency
+//     t = latency(kind, group)
 //       + busFactor(kind, n) * bytes / link.bandwidth
 //
 // where `link` is the slowest link the group spans: the inter-node link
 // when the ranks, mapped to nodes by rank / devicesPerNode, fall on more
-// than one node, else the intra-node link. `bytes` and the factors follow
-// nccl-tests (the "size" of its tables):
+// than one node, else the intra-node link. Only the bandwidth is the
+// slowest link's throughout. A ring visits a node's ranks one after
+// another, so of its steps(kind, n) only interSteps cross nodes (NCCL's
+// tuning model of its rings): with N the nodes the group spans,
+//
+//     latency = (steps - interSteps) * intraNode.latency
+//             + interSteps * interNode.latency
+//     interSteps = 0 (N = 1), 2(N-1) (AllReduce), N-1 (ReduceScatter,
+//                  AllGather, Broadcast), steps (AllToAll, SendRecv)
+//
+// (all-to-all and send/recv are not rings: their every step may cross).
+// `bytes` and the factors follow nccl-tests (the "size" of its tables):
 //
 //     kind           bytes is                      busFactor    steps
 //     AllReduce      the buffer (every member's)   2(n-1)/n     2(n-1)
@@ -103,6 +113,15 @@ bool spansNodes(const HardwareProfile &profile,
 /// group spans nodes, else intra-node.
 const LinkProfile &groupLink(const HardwareProfile &profile,
                              const std::vector<int64_t> &groupRanks);
+
+/// The nodes of `profile` that `groupRanks` fall on (0 for no ranks).
+int64_t nodesSpanned(const HardwareProfile &profile,
+                     const std::vector<int64_t> &groupRanks);
+
+/// The latency steps of `kind` over `groupRanks` that cross nodes
+/// (interSteps above).
+int64_t interNodeSteps(const HardwareProfile &profile, CollectiveKind kind,
+                       const std::vector<int64_t> &groupRanks);
 
 /// Time in seconds of one collective of `kind` on `bytes` (as defined in
 /// the table above) over the ranks `groupRanks`, n = groupRanks.size().

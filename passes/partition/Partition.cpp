@@ -30,16 +30,6 @@ namespace {
 
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
-/// The value `v` is made from by casts, transposes and reshapes alone.
-Value parameterSource(Value v) {
-  while (Operation *op = v.getDefiningOp()) {
-    if (!isa<CastOp, TransposeOp, ReshapeOp>(op))
-      break;
-    v = op->getOperand(0);
-  }
-  return v;
-}
-
 struct Local {
   Value value;
   layout::TensorLayout layout;
@@ -143,7 +133,7 @@ FailureOr<Value> Partitioner::redistribute(OpBuilder &b, Location loc,
     case layout::StepKind::AllGather: {
       auto gather = AllGatherOp::create(b, loc, type, v, i64(step.axis()),
                                         i64(step.dim), predicted);
-      if (inBackward && zeroLevelOf(parameterSource(local)) == 3)
+      if (inBackward && zeroLevelOf(sharding::moveSource(local)) == 3)
         gather->setAttr(LoomDialect::kRegatherAttrName, b.getUnitAttr());
       v = gather;
       break;
@@ -377,9 +367,8 @@ LogicalResult Partitioner::run() {
   llvm::SmallPtrSet<Operation *, 32> backward;
   for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
     if (!backward.empty() || &op == loss) {
-      Operation *def = isa<CastOp, TransposeOp, ReshapeOp>(op)
-                           ? op.getOperand(0).getDefiningOp()
-                           : nullptr;
+      Operation *def =
+          sharding::isMove(&op) ? op.getOperand(0).getDefiningOp() : nullptr;
       if (def && backward.contains(def))
         op.moveAfter(def);
       backward.insert(&op);
@@ -401,7 +390,7 @@ LogicalResult Partitioner::run() {
     inBackward = true;
     SmallVector<Value> regather;
     for (auto &entry : copies)
-      if (zeroLevelOf(parameterSource(entry.first)) == 3)
+      if (zeroLevelOf(sharding::moveSource(entry.first)) == 3)
         regather.push_back(entry.first);
     for (Value v : regather)
       copies.erase(v);

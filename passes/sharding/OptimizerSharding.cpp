@@ -86,7 +86,7 @@ FailureOr<ZeroReport> shardOptimizer(func::FuncOp func, int level) {
   for (Operation *op : updates) {
     Value grad = op->getOperand(1);
     Operation *producer = grad.getDefiningOp();
-    while (producer && isa<CastOp, TransposeOp, ReshapeOp>(producer)) {
+    while (isMove(producer)) {
       std::string error;
       std::optional<OpLayouts> made = layoutsOf(producer, m, error);
       if (made && !made->results[0].partialAxes().empty())
@@ -178,19 +178,14 @@ FailureOr<ZeroReport> shardOptimizer(func::FuncOp func, int level) {
 
 namespace {
 
-/// `op` derives a value from a parameter that optimizer sharding split
-/// (its layout now says so) by casts, transposes and reshapes alone.
+/// `op` is a move (loom::sharding::isMove) of a parameter that optimizer
+/// sharding split (its layout now says so), through moves alone.
 bool derivesFromShardedParameter(func::FuncOp func, Operation *op) {
-  if (!isa<loom::CastOp, loom::TransposeOp, loom::ReshapeOp>(op))
+  if (!loom::sharding::isMove(op))
     return false;
-  Value v = op->getOperand(0);
-  while (Operation *def = v.getDefiningOp()) {
-    if (!isa<loom::CastOp, loom::TransposeOp, loom::ReshapeOp>(def))
-      return false;
-    v = def->getOperand(0);
-  }
-  auto arg = cast<BlockArgument>(v);
-  return arg.getOwner() == &func.getBody().front() &&
+  auto arg =
+      dyn_cast<BlockArgument>(loom::sharding::moveSource(op->getOperand(0)));
+  return arg && arg.getOwner() == &func.getBody().front() &&
          func.getArgAttr(arg.getArgNumber(), loom::LoomDialect::kZeroAttrName);
 }
 

@@ -327,7 +327,7 @@ std::optional<FactorAxes> Propagator::partialThrough(Operation *op,
   // Under ZeRO 2 and 3 a weight gradient is reduce-scattered where it is
   // complete, and the slice moves on: a partial sum kept through a
   // transpose or reshape would live whole until its update.
-  bool moves = isa<CastOp, TransposeOp, ReshapeOp>(op);
+  bool moves = sharding::isMove(op);
   bool scatterEarly = sharding::zeroLevel(func) >= 2 && !isa<CastOp>(op);
   if (rule.linear && op->getNumOperands() > 0 &&
       (!(moves || followed) ||

@@ -158,14 +158,19 @@ TEST(Collectives, SlowestLinkTheGroupSpans) {
   EXPECT_DOUBLE_EQ(
       collectiveSeconds(p, CollectiveKind::AllReduce, bytes, {3, 11}),
       2.0 * 1 / 2 * bytes / 48e9 + 2 * 1e-5);
-  // All 16 ranks: the inter-node link for the whole ring.
+  // All 16 ranks: the inter-node bandwidth for the whole ring, whose 15
+  // steps cross the node boundary once.
   EXPECT_DOUBLE_EQ(
       collectiveSeconds(p, CollectiveKind::AllGather, bytes, ranks(0, 16)),
-      15.0 / 16 * bytes / 48e9 + 15 * 1e-5);
-  // One rank over the boundary is enough.
+      15.0 / 16 * bytes / 48e9 + 14 * 5e-6 + 1 * 1e-5);
+  // One rank over the boundary is enough for the bandwidth.
   EXPECT_DOUBLE_EQ(
       collectiveSeconds(p, CollectiveKind::ReduceScatter, bytes, ranks(4, 9)),
-      4.0 / 5 * bytes / 48e9 + 4 * 1e-5);
+      4.0 / 5 * bytes / 48e9 + 3 * 5e-6 + 1 * 1e-5);
+  // An all-to-all is no ring: every step may cross.
+  EXPECT_DOUBLE_EQ(
+      collectiveSeconds(p, CollectiveKind::AllToAll, bytes, ranks(0, 16)),
+      15.0 / 16 * bytes / 48e9 + 15 * 1e-5);
   // Pipeline send/recv between stages on two nodes, and within one.
   EXPECT_DOUBLE_EQ(
       collectiveSeconds(p, CollectiveKind::SendRecv, bytes, {7, 15}),
@@ -173,6 +178,32 @@ TEST(Collectives, SlowestLinkTheGroupSpans) {
   EXPECT_DOUBLE_EQ(
       collectiveSeconds(p, CollectiveKind::SendRecv, bytes, {6, 7}),
       bytes / 370e9 + 5e-6);
+}
+
+// NCCL's ring latency over many nodes: of a ring's steps, those between
+// two ranks of one node take the intra-node latency and only the node
+// crossings the inter-node one (2(N-1) for an all-reduce, N-1 otherwise).
+TEST(Collectives, RingLatencyCrossesEachNodeOnce) {
+  HardwareProfile p = *builtinProfile("8xA100-80GB");
+  p.nodes = 192;
+  std::vector<int64_t> all = ranks(0, 1536);
+  EXPECT_EQ(nodesSpanned(p, all), 192);
+  EXPECT_EQ(interNodeSteps(p, CollectiveKind::AllGather, all), 191);
+  EXPECT_EQ(interNodeSteps(p, CollectiveKind::AllReduce, all), 382);
+  EXPECT_DOUBLE_EQ(collectiveSeconds(p, CollectiveKind::AllGather, 0, all),
+                   (1535 - 191) * 5e-6 + 191 * 1e-5);
+  EXPECT_DOUBLE_EQ(collectiveSeconds(p, CollectiveKind::AllReduce, 0, all),
+                   (3070 - 382) * 5e-6 + 382 * 1e-5);
+  // One rank per node (data parallelism across nodes, tensor inside):
+  // every step crosses.
+  std::vector<int64_t> strided;
+  for (int64_t node = 0; node < 16; ++node)
+    strided.push_back(node * 8 + 3);
+  EXPECT_EQ(interNodeSteps(p, CollectiveKind::AllReduce, strided), 30);
+  EXPECT_DOUBLE_EQ(
+      collectiveSeconds(p, CollectiveKind::AllReduce, 1e9, strided),
+      30 * 1e-5 + 2.0 * 15 / 16 * 1e9 / 24e9);
+  EXPECT_EQ(interNodeSteps(p, CollectiveKind::AllReduce, ranks(0, 8)), 0);
 }
 
 // All-to-all and broadcast by hand on the A100 node.
