@@ -17,11 +17,12 @@ While a configuration runs, the CPU time that other processes used is measured
 makes both the calibration and the measurement meaningless.
 
 With --breakdown, a traced run (`loom run --trace`) of each configuration gives rank
-0's time per kernel, set against the roofline time of the same instructions (the
-formulas of docs/cost-model.md applied to the plan's instructions here, checked
-against `loom explain`'s total), with the bandwidths both imply; for collectives,
-also the time of the last rank to arrive (the collective without waiting for
-others).
+0's time per kind of ONNX node (the instructions whose location is a node of that
+kind: "matmul", "erf", "(optimizer updates)", ...), set against what the plan's own
+explanation predicts for those nodes (compute and communication, as `loom explain`
+prints them), so that a prediction off as a whole can be traced to the kernels it
+misjudges. The trace synchronises after every kernel, so its times are each
+kernel's alone.
 
 The models: the bundled GPT (models/gpt.onnx: 2 layers, d_model 64, seq 64, vocab
 256) and, unless --no-big, the same architecture at 4 layers, d_model 256, seq 128
@@ -140,24 +141,6 @@ def describe(profile):
 # --breakdown: per kernel, the roofline time of the plan's instructions against
 # the traced time.
 
-COLLECTIVES = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all"}
-# op -> (flops per element of the first operand (None: of the first result), class)
-WORK = {
-    "softmax": (5, "reduction"), "log_softmax": (5, "reduction"),
-    "softmax_cross_entropy": (5, "reduction"), "softmax_cross_entropy_grad": (5, "reduction"),
-    "layer_norm": (8, "reduction"), "layer_norm_grad": (8, "reduction"),
-    "batch_norm": (8, "reduction"),
-    "reduce_sum": (1, "reduction"), "reduce_mean": (1, "reduction"),
-    "reduce_max": (1, "reduction"), "label_count": (1, "reduction"), "mse_loss": (1, "reduction"),
-    "adam_update": (12, "elementwise"), "momentum_update": (4, "elementwise"),
-    "sgd_update": (2, "elementwise"),
-}
-COPIES = {"transpose", "reshape", "broadcast", "gather", "gather_grad", "concat", "slice",
-          "slice_grad", "constant", "cast", "local_split", "make_partial"}
-DTYPE_BYTES = {1: 4, 2: 2, 3: 2, 4: 4, 5: 8, 6: 1}
-DTYPE_PEAK = {2: "f16", 3: "bf16"}
-
-
 def plan_module(tmp):
     """Python classes of common/plan/plan.proto (protoc and python3-protobuf), or None."""
     out = os.path.join(tmp, "proto")
@@ -172,143 +155,74 @@ def plan_module(tmp):
         return None
 
 
-def kernel_class(op):
-    if op in COLLECTIVES:
-        return "collective"
-    if op == "matmul":
-        return "matmul"
-    if op in WORK:
-        return WORK[op][1]
-    return "other" if op in COPIES else "elementwise"
-
-
-def instruction_seconds(plan, profile):
-    """[(op, predicted seconds, bytes)] per instruction of the per-device program."""
-    program = plan.stages[0].program
-    values = {v.id: v for v in program.values}
-    axes = [a.size for a in plan.mesh.axes]
-
-    def elements(v):
-        return float(np.prod(list(v.type.shape))) if len(v.type.shape) else 1.0
-
-    def nbytes(v):
-        return elements(v) * DTYPE_BYTES.get(v.type.dtype, 4)
-
-    link = profile["intra_node"]
-    out = []
-    for ins in program.instructions:
-        operands = [values[i] for i in ins.operands]
-        results = [values[i] for i in ins.results]
-        attrs = {a.name: a for a in ins.attributes}
-        if ins.op in COLLECTIVES:
-            if "axes" in attrs:
-                group = int(np.prod([axes[a] for a in attrs["axes"].ints_value.values]))
-            else:
-                group = axes[attrs["axis"].int_value]
-            size = nbytes(results[0] if ins.op == "all_gather" else operands[0])
-            ring = (group - 1) / group
-            bus, steps = (2 * ring, 2 * (group - 1)) if ins.op == "all_reduce" else (ring, group - 1)
-            t = 0.0 if group <= 1 else steps * link["latency"] + bus * size / link["bandwidth"]
-            out.append((ins.op, t, size))
-            continue
-        size = sum(nbytes(v) for v in operands + results)
-        flops = elements(results[0]) if results else 0.0
-        cls = "elementwise"
-        if ins.op == "matmul":
-            shape = list(operands[0].type.shape)
-            transposed = "transpose_lhs" in attrs and attrs["transpose_lhs"].bool_value
-            flops = 2 * flops * shape[-2 if transposed else -1]
-            cls = "matmul"
-        elif ins.op in WORK:
-            per, cls = WORK[ins.op]
-            flops = per * (elements(operands[0]) if operands else 0.0)
-        elif ins.op in COPIES:
-            flops, cls = 0.0, "other"
-        eff = profile.get("efficiency", {}).get(cls, 1.0)
-        dtype = DTYPE_PEAK.get(results[0].type.dtype, "f32") if results else "f32"
-        t = max(flops / (profile["peak_flops"][dtype] * eff) if flops else 0.0,
-                size / (profile["memory_bandwidth"] * eff) if size else 0.0)
-        out.append((ins.op, t, size))
-    return out
-
-
-def breakdown(pb, plan_path, profile, trace_path, steps):
-    """Rows (kernel, count, MB, predicted s, traced s, last-arriver s) per step, rank 0."""
+def breakdown(pb, plan_path, trace_path, steps):
+    """Per kind of ONNX node (its forward op, e.g. "matmul" or "erf"): the nodes, the
+    predicted seconds per step of every op and collective from them (the plan's own
+    explanation, as `loom explain` prints it) and rank 0's traced seconds per step of
+    the instructions whose location is one of them (steps after the warm-up). Rows
+    (kind, nodes, predicted s, traced s), the largest first, and the traced seconds
+    no node of the explanation claims."""
     plan = pb.Plan()
     with open(plan_path, "rb") as f:
         plan.ParseFromString(f.read())
-    predictions = instruction_seconds(plan, profile)
+    kind_of, predicted = {}, collections.defaultdict(float)
+    nodes = collections.Counter()
+    for node in plan.explanation.nodes:
+        # The nodes the training step adds (the loss, the optimizer updates) under their
+        # own name, not under their first op's (a reshape).
+        training = node.name.startswith("(") or node.name == "loss"
+        kind = node.name if training or not node.op else node.op.split("+")[0]
+        kind_of[node.name] = kind
+        predicted[kind] += node.compute_seconds + node.comm_seconds
+        nodes[kind] += 1
+    # An update's instructions (and its gradient bucket's) are located at their
+    # parameter.
+    updates = "(optimizer updates)"
+    if updates in kind_of:
+        for stage in plan.stages:
+            for v in stage.program.values:
+                if v.kind == pb.Value.PARAMETER and v.name:
+                    kind_of.setdefault(v.name, updates)
     with open(trace_path) as f:
-        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
-    ranks = sorted({e["tid"] for e in events})
-    per_rank = {r: sorted((e for e in events if e["tid"] == r), key=lambda e: e["ts"])
-                for r in ranks}
-    n = len(predictions)
-    if any(len(per_rank[r]) != n * steps for r in ranks):
-        return None, predictions
-    traced = collections.defaultdict(list)
-    last = collections.defaultdict(list)
-    for s in range(WARMUP, steps):
-        step, step_last = collections.defaultdict(float), collections.defaultdict(float)
-        for i in range(n):
-            e = per_rank[ranks[0]][s * n + i]
-            step[e["name"]] += e["dur"] * 1e-6
-            if e.get("cat") == "collective":
-                step_last[e["name"]] += min(per_rank[r][s * n + i]["dur"] for r in ranks) * 1e-6
-        for k, v in step.items():
-            traced[k].append(v)
-        for k, v in step_last.items():
-            last[k].append(v)
-    rows = {}
-    for op, t, size in predictions:
-        row = rows.setdefault(op, [op, 0, 0.0, 0.0])
-        row[1] += 1
-        row[2] += size
-        row[3] += t
-    table = []
-    for op, count, size, t in rows.values():
-        m = float(np.median(traced[op])) if op in traced else 0.0
-        lm = float(np.median(last[op])) if op in last else None
-        table.append((op, count, size, t, m, lm))
-    table.sort(key=lambda r: -max(r[3], r[4]))
-    return table, predictions
+        events = [e for e in json.load(f)["traceEvents"]
+                  if e.get("ph") == "X" and e.get("tid") == 0]
+    step_spans = sorted((e for e in events if e.get("cat") == "step"), key=lambda e: e["ts"])
+    if len(step_spans) <= WARMUP:
+        return None, 0.0
+    begin = step_spans[WARMUP]["ts"]
+    counted = len(step_spans) - WARMUP
+    traced = collections.defaultdict(float)
+    unclaimed = 0.0
+    for e in events:
+        if e.get("cat") in ("step", "idle") or e["ts"] < begin:
+            continue
+        kind = kind_of.get(e.get("args", {}).get("location"))
+        seconds = e["dur"] * 1e-6 / counted
+        if kind is None:
+            unclaimed += seconds
+        else:
+            traced[kind] += seconds
+    table = [(k, nodes[k], predicted[k], traced[k]) for k in set(predicted) | set(traced)]
+    table.sort(key=lambda r: -max(r[2], r[3]))
+    return table, unclaimed
 
 
-def class_summary(table):
-    """'matmul 1.20 (2.39 / 1.99 ms), ...': predicted / traced per kernel class."""
-    sums = collections.defaultdict(lambda: [0.0, 0.0])
-    for op, _, _, t, m, lm in table:
-        s = sums[kernel_class(op)]
-        s[0] += t
-        s[1] += lm if lm is not None else m
-    parts = []
-    for cls in ("matmul", "elementwise", "reduction", "other", "collective"):
-        if cls in sums and sums[cls][1] > 0:
-            t, m = sums[cls]
-            parts.append(f"{cls} {t / m:.2f} ({t * 1e3:.2f} / {m * 1e3:.2f} ms)")
-    return ", ".join(parts)
-
-
-def print_breakdown(title, table, predictions, explained):
-    total = sum(t for _, t, _ in predictions)
-    print(f"\n{title}: rank 0 per step, per kernel (predicted: the roofline of its "
-          f"instructions, {total * 1e3:.2f} ms in all"
-          + (")" if abs(total - explained) <= 1e-3 * explained + 1e-7 else
-             f"; NOTE: `loom explain` says {explained * 1e3:.2f} ms, the formulas here are stale)"))
+def print_breakdown(title, table, unclaimed, explained):
+    print(f"\n{title}: rank 0 per step, by kind of ONNX node (predicted: the plan's "
+          f"explanation, {explained * 1e3:.2f} ms in all)")
     if table is None:
-        print("  (the trace does not have one event per instruction per step; skipped)")
+        print("  (the trace has no step after the warm-up; skipped)")
         return
-    print(f"  {'kernel':27} {'calls':>5} {'MB':>7} {'pred ms':>8} {'traced ms':>9} "
-          f"{'pred/traced':>11} {'pred GB/s':>9} {'traced GB/s':>11}")
-    for op, count, size, t, m, lm in table:
+    print(f"  {'node kind':27} {'nodes':>5} {'pred ms':>8} {'traced ms':>9} {'pred/traced':>11}")
+    for kind, count, t, m in table:
         ratio = f"{t / m:11.2f}" if m > 0 else f"{'-':>11}"
-        pgb = f"{size / t / 1e9:9.2f}" if t > 0 else f"{'-':>9}"
-        mgb = f"{size / m / 1e9:11.2f}" if m > 0 else f"{'-':>11}"
-        extra = f"  (last rank to arrive: {lm * 1e3:.3f} ms)" if lm is not None else ""
-        print(f"  {op:27} {count:5d} {size / 1e6:7.2f} {t * 1e3:8.3f} {m * 1e3:9.3f} "
-              f"{ratio} {pgb} {mgb}{extra}")
-    print(f"  predicted / traced by kernel class (collectives: the last rank to arrive): "
-          f"{class_summary(table)}")
+        print(f"  {kind:27} {count:5d} {t * 1e3:8.3f} {m * 1e3:9.3f} {ratio}")
+    total_t = sum(r[2] for r in table)
+    total_m = sum(r[3] for r in table)
+    print(f"  {'(all nodes)':27} {sum(r[1] for r in table):5d} {total_t * 1e3:8.3f} "
+          f"{total_m * 1e3:9.3f} {total_t / total_m if total_m else 0:11.2f}"
+          + (f"; {unclaimed * 1e3:.3f} ms traced in instructions no node claims"
+             if unclaimed else ""))
 
 
 # ---------------------------------------------------------------------------
@@ -413,12 +327,12 @@ def main():
                 if pb is not None:
                     trace = os.path.join(tmp, "trace.json")
                     run(cmd + ["--trace", trace])
-                    table, predictions = breakdown(pb, plan, profile, trace, steps)
-                    details.append((f"{model_name}, {name} ({label})", table, predictions,
+                    table, unclaimed = breakdown(pb, plan, trace, steps)
+                    details.append((f"{model_name}, {name} ({label})", table, unclaimed,
                                     step_s))
 
-        for title, table, predictions, explained in details:
-            print_breakdown(title, table, predictions, explained)
+        for title, table, unclaimed, explained in details:
+            print_breakdown(title, table, unclaimed, explained)
 
         counted = results
         good = sum(ok for *_, ok, _ in counted)

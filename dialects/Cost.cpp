@@ -94,12 +94,21 @@ OpWork estimateWork(Operation *op, ArrayRef<RankedTensorType> operands,
       .Case<AdamUpdateOp>([&](AdamUpdateOp) { work.flops = 12.0 * in; })
       .Case<MomentumUpdateOp>([&](MomentumUpdateOp) { work.flops = 4.0 * in; })
       .Case<SgdUpdateOp>([&](SgdUpdateOp) { work.flops = 2.0 * in; })
-      .Case<TransposeOp, ReshapeOp, BroadcastOp, GatherOp, GatherGradOp,
-            ConcatOp, SliceOp, SliceGradOp, PadOp, ConstantOp, CastOp>(
-          [&](Operation *) {
-            work.flops = 0;
-            work.kernelClass = "other";
-          })
+      .Case<ReshapeOp>([&](ReshapeOp reshape) {
+        // The memory plan makes a reshape of a temporary (the result of an
+        // op other than a constant) share its operand's bytes: the kernel
+        // moves nothing. A reshape of an input, parameter or constant copies.
+        Operation *def = reshape.getInput().getDefiningOp();
+        work.flops = 0;
+        if (def && !isa<ConstantOp>(def))
+          work.bytes = 0;
+        work.kernelClass = "other";
+      })
+      .Case<TransposeOp, BroadcastOp, GatherOp, GatherGradOp, ConcatOp, SliceOp,
+            SliceGradOp, PadOp, ConstantOp, CastOp>([&](Operation *) {
+        work.flops = 0;
+        work.kernelClass = "other";
+      })
       .Case<AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp, LocalSplitOp,
             MakePartialOp>([&](Operation *) {
         work.flops = 0; // communication: the cost model prices it apart
