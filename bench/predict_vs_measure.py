@@ -155,7 +155,7 @@ def plan_module(tmp):
         return None
 
 
-def breakdown(pb, plan_path, trace_path, steps):
+def breakdown(pb, plan_path, trace_path):
     """Per kind of ONNX node (its forward op, e.g. "matmul" or "erf"): the nodes, the
     predicted seconds per step of every op and collective from them (the plan's own
     explanation, as `loom explain` prints it) and rank 0's traced seconds per step of
@@ -292,7 +292,7 @@ def main():
             measured = {}
             for name, ranks, prof, mesh, strategy in CONFIGS:
                 plan = os.path.join(tmp, "p.plan")
-                prof_path, profile = profiles[prof]
+                prof_path, _ = profiles[prof]
                 cmd = [args.loom, "compile", onnx_path, "--batch", str(args.batch), "--train",
                        "--optimizer", "sgd", "--lr", "0.01", "--cluster", prof_path, "-o", plan]
                 if mesh:
@@ -327,7 +327,7 @@ def main():
                 if pb is not None:
                     trace = os.path.join(tmp, "trace.json")
                     run(cmd + ["--trace", trace])
-                    table, unclaimed = breakdown(pb, plan, trace, steps)
+                    table, unclaimed = breakdown(pb, plan, trace)
                     details.append((f"{model_name}, {name} ({label})", table, unclaimed,
                                     step_s))
 

@@ -97,11 +97,11 @@ int64_t nodesSpanned(const HardwareProfile &profile,
 
 int64_t interNodeSteps(const HardwareProfile &profile, CollectiveKind kind,
                        const std::vector<int64_t> &groupRanks) {
-  int64_t n = static_cast<int64_t>(groupRanks.size());
-  int64_t steps = latencySteps(kind, n);
-  int64_t nodes = n <= 1 ? 1 : nodesSpanned(profile, groupRanks);
-  if (nodes <= 1)
+  // Most groups lie in one node: found without sorting.
+  if (!spansNodes(profile, groupRanks))
     return 0;
+  int64_t steps = latencySteps(kind, static_cast<int64_t>(groupRanks.size()));
+  int64_t nodes = nodesSpanned(profile, groupRanks);
   switch (kind) {
   case CollectiveKind::AllReduce:
     return std::min(steps, 2 * (nodes - 1));
@@ -121,9 +121,10 @@ double collectiveSeconds(const HardwareProfile &profile, CollectiveKind kind,
   int64_t n = static_cast<int64_t>(groupRanks.size());
   if (n <= 1)
     return 0;
-  const LinkProfile &link = groupLink(profile, groupRanks);
   int64_t steps = latencySteps(kind, n);
   int64_t inter = interNodeSteps(profile, kind, groupRanks);
+  // A group that spans nodes crosses between them on at least one step.
+  const LinkProfile &link = inter > 0 ? profile.interNode : profile.intraNode;
   return static_cast<double>(steps - inter) * profile.intraNode.latency +
          static_cast<double>(inter) * profile.interNode.latency +
          busFactor(kind, n) * bytes / link.bandwidth;
