@@ -39,6 +39,7 @@ PyTorch reference outputs.
 import argparse
 import collections
 import functools
+import importlib.util
 import math
 import os
 import sys
@@ -49,7 +50,6 @@ import onnx
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from onnx import helper, numpy_helper
 
 MODELS_DIR = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_SEED = 0
@@ -563,80 +563,15 @@ def make_inputs(name, model, batch, generator=None):
 # --------------------------------------------------------------------------------------------
 
 
-def restore_parameters(model_proto, state_dict):
-    """Replaces constant-folded parameter transposes by the parameter plus a Transpose node.
-
-    An initializer whose name is not a parameter name and whose value is exactly the
-    transpose of a 2-D parameter is removed; the parameter becomes the initializer (if it is
-    not one already) and a Transpose node, named after the consuming module, recomputes the
-    folded value. Initializers end up in state_dict order. Returns the list of (folded name, parameter name) pairs replaced.
-    """
-    graph = model_proto.graph
-    # Distinct tensors by storage, first name wins (a tied LM head shares the embedding).
-    params = {}
-    seen = set()
-    for pname, tensor in state_dict.items():
-        key = (tensor.data_ptr(), tuple(tensor.shape))
-        if key in seen:
-            continue
-        seen.add(key)
-        params[pname] = tensor.detach().cpu().numpy()
-    init_names = {init.name for init in graph.initializer}
-    used_names = {n.name for n in graph.node}
-
-    replaced = []
-    for init in list(graph.initializer):
-        if init.name in params:
-            continue
-        value = numpy_helper.to_array(init)
-        if value.ndim != 2:
-            continue
-        match = None
-        for pname, pvalue in params.items():
-            if pvalue.shape == value.shape[::-1] and pvalue.dtype == value.dtype \
-                    and np.array_equal(pvalue.T, value):
-                match = pname
-                break
-        if match is None:
-            continue
-        folded = init.name
-        graph.initializer.remove(init)
-        if match not in init_names:
-            graph.initializer.append(numpy_helper.from_array(params[match], match))
-            init_names.add(match)
-
-        consumers = [i for i, n in enumerate(graph.node) if folded in n.input]
-        first = consumers[0]
-        scope = graph.node[first].name.rsplit("/", 1)[0] if graph.node[first].name else ""
-        node_name = f"{scope}/Transpose"
-        suffix = 0
-        while node_name in used_names:
-            suffix += 1
-            node_name = f"{scope}/Transpose_{suffix}"
-        used_names.add(node_name)
-        out_name = f"{node_name}_output_0"
-        for i in consumers:
-            node = graph.node[i]
-            for j, name in enumerate(node.input):
-                if name == folded:
-                    node.input[j] = out_name
-        for vi in graph.value_info:
-            if vi.name == folded:
-                vi.name = out_name
-        graph.node.insert(first, helper.make_node("Transpose", [match], [out_name],
-                                                  name=node_name, perm=[1, 0]))
-        replaced.append((folded, match))
-
-    # Initializers in state_dict order (restored ones were appended at the end).
-    order = {pname: i for i, pname in enumerate(params)}
-    inits = []
-    for init in sorted(graph.initializer, key=lambda t: order.get(t.name, len(order))):
-        copy = onnx.TensorProto()
-        copy.CopyFrom(init)
-        inits.append(copy)
-    del graph.initializer[:]
-    graph.initializer.extend(inits)
-    return replaced
+# The folded-transpose repair is the Python package's (python/loom/onnx_export.py), loaded
+# by path so that this script needs neither the built extension nor an installed package.
+_spec = importlib.util.spec_from_file_location(
+    "loom_onnx_export",
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python",
+                 "loom", "onnx_export.py"))
+_onnx_export = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_onnx_export)
+restore_parameters = _onnx_export.restore_parameters
 
 
 def export(name, path, opset=None, seed=DEFAULT_SEED, fuse_bn=False, batch=2, **gpt_kwargs):

@@ -18,6 +18,8 @@ PACKAGES=(
   libcli11-dev
   # model export and the PyTorch oracle
   python3-torch python3-onnx python3-numpy python3-torchvision
+  # the Python package (python/): its extension and its tests
+  pybind11-dev python3-pybind11 python3-dev python3-pytest
   # the benchmarks' PyTorch peer uses OpenBLAS (see ../shared/REFERENCES.md)
   libopenblas0-pthread
 )

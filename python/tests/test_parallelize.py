@@ -1,0 +1,125 @@
+"""loom.parallelize against PyTorch and against itself: losses, trained weights back into
+PyTorch, checkpoints, and the errors a user gets."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+import loom
+from conftest import batch, make_mlp, torch_losses
+
+STEPS = 5
+
+
+def loom_losses(job, x, y, steps=STEPS):
+    return np.array([job.step(x, labels=y) for _ in range(steps)])
+
+
+@pytest.mark.parametrize("name", ["sgd", "momentum", "adam", "adamw"])
+def test_mlp_single_device_equals_pytorch(name):
+    model, (x, y) = make_mlp(), batch()
+    loom_opt, torch_opt = {
+        "sgd": (loom.SGD(lr=0.1), lambda p: torch.optim.SGD(p, lr=0.1)),
+        "momentum": (loom.SGD(lr=0.05, momentum=0.9, nesterov=True),
+                     lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True)),
+        "adam": (loom.Adam(lr=1e-2, weight_decay=0.01),
+                 lambda p: torch.optim.Adam(p, lr=1e-2, weight_decay=0.01, foreach=False)),
+        "adamw": (loom.AdamW(lr=1e-2, weight_decay=0.1),
+                  lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.1, foreach=False)),
+    }[name]
+    expected, trained = torch_losses(model, (x,), y, torch_opt, STEPS)
+    job = loom.parallelize(model, (x,), loss="cross_entropy", optimizer=loom_opt,
+                           progress=False)
+    assert job.num_ranks == 1
+    np.testing.assert_allclose(loom_losses(job, x, y), expected, rtol=1e-4, atol=1e-6)
+    # The trained weights, back in PyTorch, give the trained model's outputs.
+    model.load_state_dict(job.state_dict())
+    with torch.no_grad():
+        np.testing.assert_allclose(model(x).numpy(), trained(x).numpy(), rtol=1e-4, atol=1e-5)
+    assert job.steps_taken == STEPS
+
+
+@pytest.mark.parametrize("mesh,mode", [("dp=2", None), ("dp=2,tp=2", "auto")])
+def test_mlp_partitioned_equals_single_device(mesh, mode):
+    model, (x, y) = make_mlp(), batch()
+    single = loom.parallelize(model, (x,), optimizer=loom.AdamW(lr=1e-2), progress=False)
+    split = loom.parallelize(model, (x,), optimizer=loom.AdamW(lr=1e-2), mesh=mesh,
+                             mode=mode, progress=False)
+    assert split.num_ranks == (2 if mesh == "dp=2" else 4)
+    np.testing.assert_allclose(loom_losses(split, x, y), loom_losses(single, x, y),
+                               rtol=1e-5, atol=1e-6)
+    a, b = single.state_dict(), split.state_dict()
+    for key in a:
+        np.testing.assert_allclose(b[key].numpy(), a[key].numpy(), rtol=1e-5, atol=1e-6,
+                                   err_msg=key)
+
+
+def test_save_then_load_resumes_bit_for_bit(tmp_path):
+    model, (x, y) = make_mlp(), batch()
+    job = loom.parallelize(model, (x,), optimizer=loom.Adam(lr=1e-2), mesh="dp=2",
+                           progress=False)
+    loom_losses(job, x, y, 2)
+    job.save(tmp_path / "ckpt")
+    resumed = loom.load(tmp_path / "ckpt", model)
+    assert resumed.steps_taken == 2
+    # The same three steps from the same state: the same bits.
+    assert loom_losses(resumed, x, y, 3).tobytes() == loom_losses(job, x, y, 3).tobytes()
+    for key, value in job.state_dict().items():
+        assert torch.equal(resumed.state_dict()[key], value), key
+    adam = job.optimizer_state()
+    assert adam and all(np.array_equal(v, resumed.optimizer_state()[k]) for k, v in adam.items())
+
+
+def test_inference_compile_equals_pytorch():
+    model, (x, _) = make_mlp(), batch()
+    forward = loom.compile(model, (x,), mesh="dp=2", progress=False)
+    with torch.no_grad():
+        np.testing.assert_allclose(forward(x).numpy(), model(x).numpy(), rtol=1e-5, atol=1e-6)
+    assert "predicted" in forward.explain(top=3)
+
+
+def test_explain_is_the_cli_report():
+    model, (x, _) = make_mlp(), batch()
+    job = loom.parallelize(model, (x,), mesh="dp=2", progress=False)
+    report = job.explain(top=2)
+    assert "/fc1/Gemm" in report or "fc1" in report
+
+
+def test_progress_lines_reach_the_callback():
+    model, (x, _) = make_mlp(), batch()
+    lines = []
+    loom.parallelize(model, (x,), mesh="dp=2,tp=2", mode="auto", progress=lines.append)
+    assert lines and all(line.startswith("loom:") for line in lines)
+
+
+class Det(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 16)
+
+    def forward(self, x):
+        return torch.linalg.det(self.fc(x).reshape(-1, 4, 4)).reshape(-1, 1)
+
+
+def test_unsupported_op_raises_compile_error_naming_the_node():
+    x = torch.randn(2, 4)
+    with pytest.raises(loom.CompileError) as raised:
+        loom.parallelize(Det(), (x,), loss="mse", progress=False)
+    assert "Det" in str(raised.value)
+
+
+def test_bad_arguments_raise_value_errors():
+    model, (x, _) = make_mlp(), batch(n=6)
+    with pytest.raises(ValueError, match="does not split evenly"):
+        loom.parallelize(model, (x,), mesh="dp=4", progress=False)
+    with pytest.raises(ValueError, match="unknown optimizer"):
+        loom.parallelize(model, (x,), optimizer="lion", progress=False)
+    with pytest.raises(ValueError, match="unknown loss"):
+        loom.parallelize(model, (x,), loss="hinge", progress=False)
+    with pytest.raises(ValueError, match="NAME=SIZE"):
+        loom.parallelize(model, (x,), mesh="dp:2", progress=False)
+    with pytest.raises(ValueError, match="lr"):
+        loom.AdamW(lr=-1)
+    with pytest.raises(ValueError, match="unknown compile option"):
+        loom.parallelize(model, (x,), progress=False, bucket_megabytes=4)
