@@ -13,7 +13,10 @@
                onnx: nothing of passes/ and nothing above it) and what
                runs it (compiler/pipeline, driver, explain and the
                registration: passes/ includes none of them);
-    tools/     one-line mains over the libraries.
+    tools/     one-line mains over the libraries;
+    python/    the Python package's extension, beside the driver: the
+               compiler as a library (compiler/pipeline, compiler/explain)
+               and the runtime.
 
 Usage: check_layering.py [ROOT]     (exit 1 and one line per violation)
        check_layering.py --self-test (the check finds planted violations)
@@ -25,7 +28,7 @@ import tempfile
 
 SOURCE_SUFFIXES = (".h", ".cpp", ".cu", ".cuh", ".td", ".inc")
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
-LOOM_TOP = ("common", "runtime", "dialects", "passes", "compiler", "tools")
+LOOM_TOP = ("common", "runtime", "dialects", "passes", "compiler", "tools", "python")
 EXTERNAL_IR = ("mlir/", "llvm/", "llvm-c/")
 # The compiler below passes/ (the passes build on it) and above it (it runs
 # or reports on the passes).
@@ -66,6 +69,16 @@ def allowed(source, target):
                 not target.startswith(BELOW_PASSES):
             return ("passes/ includes of the compiler only what it builds on "
                     "(cost, search, analysis, plan, onnx)")
+    elif top == "python":
+        # The Python package is a front end beside the driver: the compiler
+        # as a library (pipeline/, explain/) and the runtime, nothing deeper.
+        if target_top == "tools":
+            return "nothing includes a tool"
+        if target_top in ("passes", "dialects") or (
+                target_top == "compiler" and
+                not target.startswith(("compiler/pipeline/", "compiler/explain/"))):
+            return ("the Python package includes of the compiler only its "
+                    "library (compiler/pipeline, compiler/explain)")
     return None
 
 
@@ -103,6 +116,8 @@ def self_test():
         "compiler/explain/Good.cpp": '#include "passes/pipeline/Pipeline.h"\n',
         "compiler/driver/Good.cpp": '#include "runtime/Executor.h"\n',
         "runtime/Good.cpp": '#include "common/plan/plan.pb.h"\n',
+        "python/src/Bad.cpp": '#include "passes/Passes.h"\n',
+        "python/src/Good.cpp": '#include "compiler/pipeline/Compiler.h"\n',
     }
     with tempfile.TemporaryDirectory() as root:
         for rel, text in planted.items():

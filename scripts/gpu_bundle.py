@@ -195,6 +195,10 @@ def main():
             runs.append(dict(dtype=dtype, fused=plans["true"], unfused=plans["false"]))
         manifest["bench"][backend] = dict(size, runs=runs)
     shutil.copy(os.path.join(SOURCE, "models", "export.py"), os.path.join(out, "models"))
+    # export.py loads the Python package's export helpers by path (python/loom/).
+    os.makedirs(os.path.join(out, "python", "loom"), exist_ok=True)
+    shutil.copy(os.path.join(SOURCE, "python", "loom", "onnx_export.py"),
+                os.path.join(out, "python", "loom"))
 
     # The ONNX node tests as plans, with their data and the known failures.
     node_plans = os.path.join(args.build, "test", "unit", "node", "loom-node-test-plans")

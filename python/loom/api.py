@@ -4,6 +4,7 @@ compiled, partitioned step out, run by Loom's runtime in this process."""
 import collections
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -94,6 +95,23 @@ def _strategy_file(strategies, workdir):
     return path
 
 
+def _in_user_terms(message, strategies, strategy_file):
+    """The compiler's message about a strategy file this module wrote from a dict, in terms
+    of that dict: "strategies['fc1']" for "<file>: strategy entry 1"."""
+    if not isinstance(strategies, dict) or not strategy_file:
+        return message
+    keys = list(strategies["strategies"] if "strategies" in strategies else strategies)
+
+    def entry(match):
+        k = int(match.group(1)) - 1
+        if "strategies" in strategies or not 0 <= k < len(keys):
+            return f"strategies entry {k + 1}"
+        return f"strategies[{keys[k]!r}]"
+
+    message = re.sub(r"strategy entry (\d+)", entry, message)
+    return message.replace(strategy_file + ": ", "").replace(strategy_file, "strategies")
+
+
 def _numpy(value, what):
     """A C-contiguous numpy array of a tensor or array, without a copy where one is not
     needed (a contiguous CPU tensor shares its memory)."""
@@ -144,6 +162,11 @@ class Job:
     @property
     def num_ranks(self):
         return self._native.num_ranks
+
+    @property
+    def rank(self):
+        """This process's rank: 0, but under mpirun (comm="mpi")."""
+        return self._native.rank
 
     @property
     def steps_taken(self):
@@ -205,6 +228,8 @@ class Job:
         optimizer state and step), the plan, and how the module's names map to Loom's."""
         directory = os.fspath(directory)
         self._native.save(directory)
+        if self._native.rank != 0:
+            return  # under mpirun, rank 0 writes (the checkpoint's own files too)
         with open(os.path.join(directory, _PLAN_FILE), "wb") as f:
             f.write(self._plan)
         with open(os.path.join(directory, _JOB_FILE), "w") as f:
@@ -267,7 +292,10 @@ def _compile_module(module, example_inputs, options, strategies, progress, workd
     strategy_file = _strategy_file(strategies, workdir)
     if strategy_file:
         options["strategy_file"] = strategy_file
-    plan, parallel, _ = _loom.compile(options, _progress(progress))
+    try:
+        plan, parallel, _ = _loom.compile(options, _progress(progress))
+    except _loom.CompileError as e:
+        raise _loom.CompileError(_in_user_terms(str(e), strategies, strategy_file)) from None
     return plan, parallel, inputs, names
 
 
@@ -285,7 +313,7 @@ def _parallel_options(mesh, mode, cluster, zero, precision, micro_batches, sched
 def parallelize(model, example_inputs, loss="cross_entropy", optimizer=None, mesh=None,
                 mode=None, cluster="8xH100-80GB", strategies=None, zero=None,
                 precision="f32", micro_batches=None, schedule=None, recompute=None,
-                backend="cpu", comm="threads", threads=0, progress=True, **options):
+                backend="cpu", comm="auto", threads=0, progress=True, **options):
     """Compiles `model`'s training step for `mesh` and loads it on its ranks.
 
     `example_inputs` fix the input shapes (the global batch). The step's loss is `loss`
@@ -341,7 +369,7 @@ class Compiled:
 
 
 def compile(model, example_inputs, mesh=None, mode=None, cluster="8xH100-80GB",
-            strategies=None, precision="f32", backend="cpu", comm="threads", threads=0,
+            strategies=None, precision="f32", backend="cpu", comm="auto", threads=0,
             progress=True, **options):
     """Compiles `model`'s forward pass for `mesh`; returns a callable."""
     axes = _parse_mesh(mesh)
@@ -391,7 +419,7 @@ def simulate(model, example_inputs, loss="cross_entropy", optimizer=None, mesh=N
     return Simulation(plan, parallel)
 
 
-def load(directory, model, backend="cpu", comm="threads", threads=0):
+def load(directory, model, backend="cpu", comm="auto", threads=0):
     """Resumes a job `Job.save` wrote: the same plan, every tensor and the step count as
     saved. `model` gives the state_dict keys (and the values of any Loom does not hold)."""
     directory = os.fspath(directory)

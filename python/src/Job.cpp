@@ -1,8 +1,9 @@
 //===- Job.cpp - loom._loom.Job: a plan's ranks in this process -----------===//
 //
 // A Job loads a plan on every rank it runs: all of the plan's devices as
-// threads of this process over the threads communicator (the default), or,
-// under mpirun, this process's one rank over MPI. Its interface speaks of
+// threads of this process over the threads communicator, or, under mpirun,
+// this process's one rank over MPI (comm "auto" tells which, as `loom run`
+// does). Its interface speaks of
 // GLOBAL tensors, as the executor's does: inputs are the whole step's
 // batch (each rank keeps its shard), and state is gathered whole.
 //
@@ -145,18 +146,25 @@ public:
     int64_t devices = 1;
     if (rt::meshFromProto(plan->mesh(), mesh, error) && mesh)
       devices = mesh->numDevices();
-    if (comm == "mpi") {
+    std::string kind = comm;
+    // Under mpirun a plan of several devices takes one rank per process; a
+    // one-device plan runs whole in every process.
+    if (kind == "auto")
+      kind = rt::launchedByMpirun() && devices > 1 ? "mpi" : "threads";
+    if (kind == "mpi") {
       mpi = rt::createMpiCommunicator(error);
       if (!mpi)
         throw RunFailure("comm 'mpi': " + error);
       if (mpi->worldSize() != devices)
-        throw py::value_error("the plan has " + std::to_string(devices) +
-                              " devices but mpirun started " +
-                              std::to_string(mpi->worldSize()) + " processes");
+        throw py::value_error(
+            "the plan has " + std::to_string(devices) +
+            " devices but mpirun started " + std::to_string(mpi->worldSize()) +
+            " processes: start one per device, or pass comm='threads' to "
+            "run every rank in each process");
       ranks.resize(1);
       ranks[0].index = mpi->rank();
       ranks[0].comm = devices > 1 ? mpi.get() : nullptr;
-    } else if (comm == "threads") {
+    } else if (kind == "threads") {
       ranks.resize(devices);
       if (devices > 1)
         comms = rt::createThreadsCommunicators(devices);
@@ -165,8 +173,8 @@ public:
         ranks[r].comm = devices > 1 ? comms[r].get() : nullptr;
       }
     } else {
-      throw py::value_error("comm must be 'threads' or 'mpi', not '" + comm +
-                            "'");
+      throw py::value_error("comm must be 'auto', 'threads' or 'mpi', not '" +
+                            comm + "'");
     }
     int total = threads > 0
                     ? threads
@@ -191,6 +199,8 @@ public:
   }
 
   int64_t numRanks() const { return lead().numRanks(); }
+  /// The first rank this process runs (0 but under mpirun).
+  int64_t rank() const { return ranks.front().index; }
   bool isTraining() const { return lead().isTraining(); }
   int64_t stepsTaken() const { return lead().stepsTaken(); }
   py::list inputs() const { return describe(lead().inputs()); }
@@ -382,8 +392,9 @@ void bindJob(py::module_ &m) {
       .def(py::init<const py::bytes &, const std::string &, const std::string &,
                     int>(),
            py::arg("plan"), py::arg("backend") = "cpu",
-           py::arg("comm") = "threads", py::arg("threads") = 0)
+           py::arg("comm") = "auto", py::arg("threads") = 0)
       .def_property_readonly("num_ranks", &Job::numRanks)
+      .def_property_readonly("rank", &Job::rank)
       .def_property_readonly("is_training", &Job::isTraining)
       .def_property_readonly("steps_taken", &Job::stepsTaken)
       .def_property_readonly("step_seconds", &Job::stepSeconds)

@@ -102,12 +102,13 @@ def test_resnet_single_device_equals_pytorch():
     np.testing.assert_allclose(steps(job, x, y), expected, rtol=1e-4)
 
 
-def test_resnet_data_parallel_equals_single_device():
+@pytest.mark.parametrize("mesh,mode", [("dp=2", None), ("dp=2,tp=2", "auto")])
+def test_resnet_partitioned_equals_single_device(mesh, mode):
     model = resnet()
     g = torch.Generator().manual_seed(5)
     x, y = torch.randn(4, 3, 32, 32, generator=g), torch.randint(0, 10, (4,), generator=g)
     single = loom.parallelize(model, (x,), optimizer=loom.SGD(lr=0.02), progress=False)
-    split = loom.parallelize(model, (x,), optimizer=loom.SGD(lr=0.02), mesh="dp=2",
+    split = loom.parallelize(model, (x,), optimizer=loom.SGD(lr=0.02), mesh=mesh, mode=mode,
                              progress=False)
     np.testing.assert_allclose(steps(split, x, y), steps(single, x, y), rtol=1e-5)
     assert_same_state(single, split)

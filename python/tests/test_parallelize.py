@@ -123,3 +123,99 @@ def test_bad_arguments_raise_value_errors():
         loom.AdamW(lr=-1)
     with pytest.raises(ValueError, match="unknown compile option"):
         loom.parallelize(model, (x,), progress=False, bucket_megabytes=4)
+
+
+class Normed(nn.Module):
+    """Two fresh BatchNorms: their weights (ones) and running variances (ones) are equal
+    tensors, which torch.onnx.export stores once."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.bn1 = nn.BatchNorm2d(4)
+        self.bn2 = nn.BatchNorm2d(4)
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.fc(self.bn2(self.bn1(self.conv(x))).mean(dim=(2, 3)))
+
+
+def test_export_gives_every_parameter_its_own_initializer(tmp_path):
+    import onnx
+    from loom import onnx_export
+    model, x = Normed().eval(), torch.randn(2, 3, 6, 6)
+    onnx_export.export_module(model, (x,), str(tmp_path / "m.onnx"))
+    inits = {t.name for t in onnx.load(str(tmp_path / "m.onnx")).graph.initializer}
+    assert set(model.state_dict()) - {k for k in model.state_dict() if "num_batches" in k} \
+        <= inits
+    # And so training moves them apart, as PyTorch's does.
+    y = torch.tensor([0, 2])
+    expected, trained = torch_losses(model, (x,), y, lambda p: torch.optim.SGD(p, lr=0.5), STEPS)
+    job = loom.parallelize(model, (x,), optimizer=loom.SGD(lr=0.5), progress=False)
+    np.testing.assert_allclose(loom_losses(job, x, y), expected, rtol=1e-4)
+    state = job.state_dict()
+    for key in ("bn1.weight", "bn2.weight", "bn1.running_var"):
+        np.testing.assert_allclose(state[key].numpy(), trained.state_dict()[key].numpy(),
+                                   rtol=1e-4, atol=1e-6, err_msg=key)
+
+
+def test_simulate_predicts_a_cluster_this_machine_is_not():
+    model, (x, _) = make_mlp(), batch(n=64)
+    sim = loom.simulate(model, (x,), mesh="dp=8,tp=8", cluster="8xH100-80GB", progress=False)
+    assert sim.step_seconds > 0 and sim.peak_bytes > 0
+    assert sim.parallel["mesh"] == "dp=8,tp=8"
+    assert "8xH100-80GB" in sim.explain(top=3)
+
+
+MPI_SCRIPT = """
+import sys
+import numpy as np
+import loom
+from conftest import make_mlp, batch
+model, (x, y) = make_mlp(), batch()
+single = loom.parallelize(model, (x,), optimizer=loom.SGD(lr=0.1), progress=False)
+# comm="auto" (the default) finds that mpirun started this process.
+job = loom.parallelize(model, (x,), optimizer=loom.SGD(lr=0.1), mesh="dp=2", progress=False)
+assert job.num_ranks == 2
+ours = [job.step(x, labels=y) for _ in range(3)]
+theirs = [single.step(x, labels=y) for _ in range(3)]
+np.testing.assert_allclose(ours, theirs, rtol=1e-5)
+a, b = job.state_dict(), single.state_dict()
+for key in a:
+    np.testing.assert_allclose(a[key].numpy(), b[key].numpy(), rtol=1e-5, atol=1e-6)
+print("rank", job.rank, "agrees")
+"""
+
+
+def test_under_mpirun_each_process_is_one_rank(tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+    if not shutil.which("mpirun"):
+        pytest.skip("no mpirun")
+    script = tmp_path / "mpi_job.py"
+    script.write_text(MPI_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.environ.get("PYTHONPATH", ""), os.path.dirname(__file__)]))
+    done = subprocess.run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2",
+                           sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(line for line in done.stdout.splitlines() if "agrees" in line) == \
+        ["rank 0 agrees", "rank 1 agrees"]
+
+
+def test_strategies_by_submodule_path():
+    model, (x, y) = make_mlp(), batch()
+    single = loom.parallelize(model, (x,), optimizer=loom.SGD(lr=0.1), progress=False)
+    # fc1 column-parallel over tp, its batch over dp; propagation completes the rest.
+    split = loom.parallelize(model, (x,), optimizer=loom.SGD(lr=0.1), mesh="dp=2,tp=2",
+                             strategies={"fc1": [["dp", 1], ["tp", 1]]}, progress=False)
+    fc1 = [line for line in split.explain(top=0).splitlines()
+           if line.strip().startswith("/fc1/Gemm")]
+    assert fc1 and "[dp,-] x [tp,-]" in fc1[0] and fc1[0].endswith("fixed"), fc1
+    np.testing.assert_allclose(loom_losses(split, x, y), loom_losses(single, x, y), rtol=1e-5)
+    with pytest.raises(loom.CompileError, match=r"strategies\['fc1'\]: no op of the model fits"):
+        loom.parallelize(model, (x,), mesh="dp=2,tp=2", progress=False,
+                         strategies={"fc1": [["dp", 1], ["tp", 1], ["tp"]]})
