@@ -75,8 +75,34 @@ class AdamW(Adam):
 _BY_NAME = {"sgd": SGD, "momentum": lambda: SGD(momentum=0.9), "adam": Adam, "adamw": AdamW}
 
 
+def from_torch(optimizer):
+    """Loom's optimizer with the settings of a torch.optim.SGD, Adam or AdamW; ValueError
+    for a setting Loom's update rules do not have."""
+    kind = type(optimizer).__name__
+    groups = optimizer.param_groups
+    settings = {k: v for k, v in groups[0].items() if k != "params"}
+    if any({k: v for k, v in g.items() if k != "params"} != settings for g in groups[1:]):
+        raise ValueError(f"torch.optim.{kind} has parameter groups with different settings; "
+                         "Loom applies one optimizer setting to every parameter")
+    unsupported = {"dampening": 0, "amsgrad": False, "maximize": False, "differentiable": False,
+                   "capturable": False}
+    for key, plain in unsupported.items():
+        if settings.get(key, plain) != plain:
+            raise ValueError(f"torch.optim.{kind}({key}={settings[key]!r}) has no Loom "
+                             f"equivalent; use {key}={plain!r}")
+    lr = float(settings["lr"])
+    if kind == "SGD":
+        return SGD(lr, settings.get("momentum", 0.0), settings.get("nesterov", False),
+                   settings.get("weight_decay", 0.0))
+    if kind in ("Adam", "AdamW"):
+        return (Adam if kind == "Adam" else AdamW)(
+            lr, tuple(settings["betas"]), settings["eps"], settings["weight_decay"])
+    raise ValueError(f"torch.optim.{kind} has no Loom equivalent: use SGD, Adam or AdamW")
+
+
 def resolve(optimizer):
-    """An Optimizer from what `parallelize` was given: an instance, a name, or None
+    """An Optimizer from what `parallelize` was given: one of Loom's, a torch.optim SGD,
+    Adam or AdamW (its settings; Loom trains the parameters itself), a name, or None
     (AdamW with PyTorch's defaults)."""
     if optimizer is None:
         return AdamW()
@@ -84,6 +110,8 @@ def resolve(optimizer):
         return optimizer
     if isinstance(optimizer, str) and optimizer.lower() in _BY_NAME:
         return _BY_NAME[optimizer.lower()]()
+    if hasattr(optimizer, "param_groups") and hasattr(optimizer, "step"):
+        return from_torch(optimizer)
     raise ValueError(
         f"unknown optimizer {optimizer!r}: give loom.SGD(...), loom.Adam(...) or "
         f"loom.AdamW(...), or one of {', '.join(repr(n) for n in _BY_NAME)}")

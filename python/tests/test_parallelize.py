@@ -219,3 +219,17 @@ def test_strategies_by_submodule_path():
     with pytest.raises(loom.CompileError, match=r"strategies\['fc1'\]: no op of the model fits"):
         loom.parallelize(model, (x,), mesh="dp=2,tp=2", progress=False,
                          strategies={"fc1": [["dp", 1], ["tp", 1], ["tp"]]})
+
+
+def test_a_torch_optimizer_gives_its_settings():
+    model, (x, y) = make_mlp(), batch()
+    make = lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, weight_decay=1e-3)  # noqa: E731
+    expected, _ = torch_losses(model, (x,), y, make, STEPS)
+    job = loom.parallelize(model, (x,), optimizer=make(model.parameters()), progress=False)
+    np.testing.assert_allclose(loom_losses(job, x, y), expected, rtol=1e-4, atol=1e-6)
+    with pytest.raises(ValueError, match="amsgrad"):
+        loom.parallelize(model, (x,), progress=False,
+                         optimizer=torch.optim.Adam(model.parameters(), amsgrad=True))
+    with pytest.raises(ValueError, match="RMSprop has no Loom equivalent"):
+        loom.parallelize(model, (x,), progress=False,
+                         optimizer=torch.optim.RMSprop(model.parameters()))
