@@ -233,3 +233,38 @@ def test_a_torch_optimizer_gives_its_settings():
     with pytest.raises(ValueError, match="RMSprop has no Loom equivalent"):
         loom.parallelize(model, (x,), progress=False,
                          optimizer=torch.optim.RMSprop(model.parameters()))
+
+
+def test_inputs_of_the_wrong_shape_or_type_raise_value_errors():
+    model, (x, y) = make_mlp(), batch()
+    job = loom.parallelize(model, (x,), mesh="dp=2", progress=False)
+    with pytest.raises(ValueError, match=r"input 'x' must have shape \[8, 16\], got \[4, 16\]"):
+        job.step(x[:4], labels=y)
+    with pytest.raises(ValueError, match="float64"):
+        job.step(x.double(), labels=y)
+    with pytest.raises(ValueError, match="labels"):
+        job.step(x, labels=y.float())
+    with pytest.raises(ValueError, match=r"takes 1 input\(s\) \(x\), got 2"):
+        job.step(x, x, labels=y)
+    # Nothing half-done: the job still trains after the rejected inputs.
+    assert job.steps_taken == 0
+    assert np.isfinite(job.step(x, labels=y)) and job.steps_taken == 1
+
+
+def test_explain_is_what_loom_explain_prints(tmp_path):
+    import os
+    import subprocess
+    loom_cli = os.path.join(os.path.dirname(os.path.dirname(loom.__file__)), "..", "tools",
+                            "loom", "loom")
+    if not os.path.exists(loom_cli):
+        pytest.skip("not the build tree's package (no tools/loom/loom beside it)")
+    model, (x, _) = make_mlp(), batch()
+    job = loom.parallelize(model, (x,), mesh="dp=2,tp=2", mode="auto", progress=False)
+    plan = tmp_path / "job.plan"
+    plan.write_bytes(job._plan)
+    cli = subprocess.run([loom_cli, "explain", str(plan), "--top", "4"], capture_output=True,
+                         text=True, check=True).stdout
+    ours = job.explain(top=4)
+    # The same report but for its title line (the CLI names the plan file).
+    assert ours.splitlines()[1:] == cli.splitlines()[1:]
+    assert len(ours.splitlines()) > 5
