@@ -95,9 +95,24 @@ def _strategy_file(strategies, workdir):
     return path
 
 
+# `loom compile`'s flags as this module's keywords, where the names differ.
+_KEYWORDS = {"strategy": "strategies", "save-strategy": "save_strategy_file",
+             "train": "a training step (loom.parallelize)"}
+
+
+def _keywords(message):
+    """A compiler message's flags as keyword arguments: "--micro-batches" reads
+    "micro_batches", "--stages auto" "stages_auto=True"."""
+    message = message.replace("--stages auto", "stages_auto=True")
+    return re.sub(r"(?<![\w-])--([a-z][a-z0-9-]*)",
+                  lambda m: _KEYWORDS.get(m.group(1), m.group(1).replace("-", "_")), message)
+
+
 def _in_user_terms(message, strategies, strategy_file):
-    """The compiler's message about a strategy file this module wrote from a dict, in terms
-    of that dict: "strategies['fc1']" for "<file>: strategy entry 1"."""
+    """The compiler's message in this module's terms: keywords for flags, and a strategy
+    file this module wrote from a dict named by that dict's keys ("strategies['fc1']" for
+    "<file>: strategy entry 1")."""
+    message = _keywords(message)
     if not isinstance(strategies, dict) or not strategy_file:
         return message
     keys = list(strategies["strategies"] if "strategies" in strategies else strategies)
@@ -191,11 +206,15 @@ class Job:
         loss before this step's update, as PyTorch's loop computes it)."""
         if not self._native.is_training:
             raise ValueError("step() needs a job from loom.parallelize; this one infers (call it)")
+        if labels is None:
+            raise ValueError("step() needs the batch's labels (labels=...)")
         self._feed(inputs, labels)
         return self._native.train_step()
 
     def run(self, *inputs):
         """A forward pass; the outputs by name, as numpy arrays."""
+        if self._native.is_training:
+            raise ValueError("run() is for a job from loom.compile; this one trains (step)")
         self._feed(inputs, None)
         return self._native.run()
 
@@ -294,8 +313,8 @@ def _compile_module(module, example_inputs, options, strategies, progress, workd
         options["strategy_file"] = strategy_file
     try:
         plan, parallel, _ = _loom.compile(options, _progress(progress))
-    except _loom.CompileError as e:
-        raise _loom.CompileError(_in_user_terms(str(e), strategies, strategy_file)) from None
+    except (_loom.CompileError, ValueError) as e:
+        raise type(e)(_in_user_terms(str(e), strategies, strategy_file)) from None
     return plan, parallel, inputs, names
 
 

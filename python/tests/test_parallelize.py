@@ -246,6 +246,10 @@ def test_inputs_of_the_wrong_shape_or_type_raise_value_errors():
         job.step(x, labels=y.float())
     with pytest.raises(ValueError, match=r"takes 1 input\(s\) \(x\), got 2"):
         job.step(x, x, labels=y)
+    with pytest.raises(ValueError, match="labels"):
+        job.step(x, labels=None)
+    with pytest.raises(ValueError, match="trains"):
+        job.run(x)
     # Nothing half-done: the job still trains after the rejected inputs.
     assert job.steps_taken == 0
     assert np.isfinite(job.step(x, labels=y)) and job.steps_taken == 1
@@ -268,3 +272,13 @@ def test_explain_is_what_loom_explain_prints(tmp_path):
     # The same report but for its title line (the CLI names the plan file).
     assert ours.splitlines()[1:] == cli.splitlines()[1:]
     assert len(ours.splitlines()) > 5
+
+
+def test_compiler_messages_name_keywords_not_flags():
+    model, (x, _) = make_mlp(), batch()
+    with pytest.raises((ValueError, loom.CompileError)) as raised:
+        loom.parallelize(model, (x,), mesh="dp=2", progress=False, virtual_stages=0)
+    assert "virtual_stages" in str(raised.value) and "--" not in str(raised.value)
+    with pytest.raises((ValueError, loom.CompileError)) as raised:
+        loom.parallelize(model, (x,), mesh="dp=2", progress=False, stages_auto=True)
+    assert "stages_auto=True" in str(raised.value) and "--" not in str(raised.value)
