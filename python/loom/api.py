@@ -146,14 +146,48 @@ def _numpy(value, what):
     raise ValueError(f"{what} must be a torch tensor or a numpy array, got {type(value).__name__}")
 
 
-def _progress(progress):
-    """The compiler's log lines go to `progress` (a callable), to stderr (True), or
-    nowhere (False)."""
-    if callable(progress):
-        return progress
-    if progress:
-        return lambda line: print(line, file=sys.stderr, flush=True)
-    return None
+class _Progress:
+    """Where a compile's progress goes. `progress=True`: a tqdm bar over its phases (export,
+    compile, loading the ranks) when tqdm is installed, with the compiler's lines printed
+    above it; plain "loom: ..." lines on stderr otherwise. A callable gets every line
+    instead; False silences it all."""
+
+    PHASES = 3
+
+    def __init__(self, progress):
+        self._callback = progress if callable(progress) else None
+        self._enabled = bool(progress)
+        self._bar = None
+        if progress is True:
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                tqdm = None
+            if tqdm is not None:
+                self._bar = tqdm(total=self.PHASES, desc="loom", file=sys.stderr, leave=False)
+
+    def line(self, text):
+        if self._callback:
+            self._callback(text)
+        elif self._bar is not None:
+            self._bar.write(text, file=sys.stderr)
+        elif self._enabled:
+            print(text, file=sys.stderr, flush=True)
+
+    def phase(self, text):
+        """A phase begins (the one before it is over)."""
+        if self._bar is not None:
+            if self._bar.desc != "loom":
+                self._bar.update(1)
+            self._bar.set_description(f"loom: {text}")
+        else:
+            self.line(f"loom: {text}")
+
+    def close(self):
+        if self._bar is not None:
+            self._bar.update(self.PHASES - self._bar.n)
+            self._bar.close()
+            self._bar = None
 
 
 # --- Jobs -----------------------------------------------------------------------------
@@ -303,6 +337,7 @@ def _compile_module(module, example_inputs, options, strategies, progress, workd
     example_inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) \
         else (example_inputs,)
     path = os.path.join(workdir, "model.onnx")
+    progress.phase(f"exporting {type(module).__name__} to ONNX")
     inputs = onnx_export.export_module(module, example_inputs, path)
     names = _state_names(module, path)
     if options.get("train"):
@@ -311,8 +346,9 @@ def _compile_module(module, example_inputs, options, strategies, progress, workd
     strategy_file = _strategy_file(strategies, workdir)
     if strategy_file:
         options["strategy_file"] = strategy_file
+    progress.phase("compiling" + (f" for mesh {options['mesh']}" if options.get("mesh") else ""))
     try:
-        plan, parallel, _ = _loom.compile(options, _progress(progress))
+        plan, parallel, _ = _loom.compile(options, progress.line)
     except (_loom.CompileError, ValueError) as e:
         raise type(e)(_in_user_terms(str(e), strategies, strategy_file)) from None
     return plan, parallel, inputs, names
@@ -352,13 +388,17 @@ def parallelize(model, example_inputs, loss="cross_entropy", optimizer=None, mes
                                  schedule, recompute, options)
     settings.update(opt.options(), train=True, loss=loss)
     workdir = tempfile.mkdtemp(prefix="loom-")
+    reporter = _Progress(progress)
     try:
         plan, parallel, inputs, names = _compile_module(
-            model, example_inputs, settings, strategies, progress, workdir)
+            model, example_inputs, settings, strategies, reporter, workdir)
+        reporter.phase("loading the plan on its ranks")
         native = _loom.Job(plan, backend, comm, threads)
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
+    finally:
+        reporter.close()
     return Job(native, plan, parallel, inputs, names, _base_state(model), workdir)
 
 
@@ -396,13 +436,17 @@ def compile(model, example_inputs, mesh=None, mode=None, cluster="8xH100-80GB",
     settings = _parallel_options(axes, mode, cluster, None, precision, None, None, None,
                                  options)
     workdir = tempfile.mkdtemp(prefix="loom-")
+    reporter = _Progress(progress)
     try:
         plan, parallel, inputs, names = _compile_module(
-            model, example_inputs, settings, strategies, progress, workdir)
+            model, example_inputs, settings, strategies, reporter, workdir)
+        reporter.phase("loading the plan on its ranks")
         native = _loom.Job(plan, backend, comm, threads)
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
+    finally:
+        reporter.close()
     return Compiled(Job(native, plan, parallel, inputs, names, _base_state(model), workdir))
 
 
@@ -430,11 +474,13 @@ def simulate(model, example_inputs, loss="cross_entropy", optimizer=None, mesh=N
                                  None, None, options)
     settings.update(optim.resolve(optimizer).options(), train=True, loss=loss, simulate=True)
     workdir = tempfile.mkdtemp(prefix="loom-")
+    reporter = _Progress(progress)
     try:
         plan, parallel, _, _ = _compile_module(model, example_inputs, settings, strategies,
-                                               progress, workdir)
+                                               reporter, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+        reporter.close()
     return Simulation(plan, parallel)
 
 

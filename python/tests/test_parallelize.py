@@ -282,3 +282,48 @@ def test_compiler_messages_name_keywords_not_flags():
     with pytest.raises((ValueError, loom.CompileError)) as raised:
         loom.parallelize(model, (x,), mesh="dp=2", progress=False, stages_auto=True)
     assert "stages_auto=True" in str(raised.value) and "--" not in str(raised.value)
+
+
+def test_progress_is_a_tqdm_bar_over_the_phases_when_tqdm_is_installed(monkeypatch):
+    import sys
+    import types
+    events = []
+
+    class Bar:
+        def __init__(self, total, desc, file, leave):
+            self.total, self.desc, self.n = total, desc, 0
+            events.append(("open", total))
+
+        def update(self, k):
+            self.n += k
+
+        def set_description(self, text):
+            self.desc = text
+            events.append(("phase", text))
+
+        def write(self, text, file=None):
+            events.append(("line", text))
+
+        def close(self):
+            events.append(("close", self.n))
+
+    fake = types.ModuleType("tqdm")
+    fake.tqdm = Bar
+    monkeypatch.setitem(sys.modules, "tqdm", fake)
+    model, (x, _) = make_mlp(), batch()
+    loom.parallelize(model, (x,), mesh="dp=2,tp=2", mode="auto")
+    phases = [text for kind, text in events if kind == "phase"]
+    assert [p.split()[1] for p in phases] == ["exporting", "compiling", "loading"], phases
+    assert any(kind == "line" and text.startswith("loom: --mode auto") for kind, text in events)
+    assert events[0] == ("open", 3) and events[-1] == ("close", 3)
+
+
+def test_progress_is_plain_lines_without_tqdm(monkeypatch, capsys):
+    import sys
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm raises ImportError
+    model, (x, _) = make_mlp(), batch()
+    loom.parallelize(model, (x,), mesh="dp=2,tp=2", mode="auto")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("loom: exporting MLP to ONNX")
+    assert any(line.startswith("loom: compiling for mesh dp=2,tp=2") for line in lines)
+    assert any(line.startswith("loom: --mode auto") for line in lines)
