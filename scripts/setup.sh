@@ -20,6 +20,7 @@ PACKAGES=(
   python3-torch python3-onnx python3-numpy python3-torchvision
   # the Python package (python/): its extension and its tests
   pybind11-dev python3-pybind11 python3-dev python3-pytest
+  python3-pip python3-setuptools python3-wheel
   # the benchmarks' PyTorch peer uses OpenBLAS (see ../shared/REFERENCES.md)
   libopenblas0-pthread
 )
