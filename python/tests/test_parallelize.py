@@ -327,3 +327,19 @@ def test_progress_is_plain_lines_without_tqdm(monkeypatch, capsys):
     assert lines[0].startswith("loom: exporting MLP to ONNX")
     assert any(line.startswith("loom: compiling for mesh dp=2,tp=2") for line in lines)
     assert any(line.startswith("loom: --mode auto") for line in lines)
+
+
+def test_cuda_backend_trains_as_the_cpu_does_or_says_why_not():
+    model, (x, y) = make_mlp(), batch()
+    with pytest.raises(ValueError, match="backend must be 'cpu' or 'cuda'"):
+        loom.parallelize(model, (x,), backend="tpu", progress=False)
+    cpu = loom.parallelize(model, (x,), optimizer=loom.SGD(lr=0.1), mesh="dp=2",
+                           progress=False)
+    try:
+        gpu = loom.parallelize(model, (x,), optimizer=loom.SGD(lr=0.1), mesh="dp=2",
+                               backend="cuda", progress=False)
+    except loom.RunError as e:
+        # A build without the CUDA backend, or a machine without a GPU: said, not crashed.
+        assert "cuda" in str(e).lower()
+        pytest.skip(f"no CUDA here: {e}")
+    np.testing.assert_allclose(loom_losses(gpu, x, y), loom_losses(cpu, x, y), rtol=1e-5)
