@@ -317,13 +317,19 @@ def _check_trainable(module, example_inputs, names):
     params = [(k, p) for k, p in module.named_parameters() if p.requires_grad]
     if not params:
         return
-    with torch.enable_grad():
-        out = module(*example_inputs)
-        outputs = out if isinstance(out, (tuple, list)) else (out,)
-        total = sum(o.float().sum() for o in outputs if torch.is_tensor(o) and o.requires_grad)
-        if not torch.is_tensor(total):
-            return
-        grads = torch.autograd.grad(total, [p for _, p in params], allow_unused=True)
+    # The forward moves BatchNorm's running statistics in train(): put them back after.
+    saved = {k: v.detach().clone() for k, v in module.state_dict().items()}
+    try:
+        with torch.enable_grad():
+            out = module(*example_inputs)
+            outputs = out if isinstance(out, (tuple, list)) else (out,)
+            total = sum(o.float().sum() for o in outputs
+                        if torch.is_tensor(o) and o.requires_grad)
+            if not torch.is_tensor(total):
+                return
+            grads = torch.autograd.grad(total, [p for _, p in params], allow_unused=True)
+    finally:
+        onnx_export.restore_state(module, saved)
     lost = [k for (k, _), g in zip(params, grads) if g is not None and k not in names]
     if lost:
         raise _loom.CompileError(

@@ -144,6 +144,16 @@ def input_names(module, count):
     return names
 
 
+def restore_state(module, saved):
+    """Puts back the tensors of `module.state_dict()` saved before a call that changed them
+    (a forward in train() moves BatchNorm's running statistics)."""
+    import torch
+    with torch.no_grad():
+        for key, tensor in module.state_dict().items():
+            if key in saved and not torch.equal(tensor, saved[key]):
+                tensor.copy_(saved[key])
+
+
 def _has_recurrent(module):
     import torch.nn as nn
     return any(isinstance(m, (nn.LSTM, nn.GRU, nn.RNN)) for m in module.modules())
@@ -158,6 +168,9 @@ def export_module(module, example_inputs, path, opset=DEFAULT_OPSET):
     """
     import torch
     names = input_names(module, len(example_inputs))
+    # The export runs the forward, which in train() updates BatchNorm's running statistics:
+    # the module and the file both keep the values from before the call.
+    before = {k: v.detach().clone() for k, v in module.state_dict().items()}
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="It is recommended that constant folding")
         warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
@@ -171,7 +184,14 @@ def export_module(module, example_inputs, path, opset=DEFAULT_OPSET):
             training=torch.onnx.TrainingMode.PRESERVE,
             keep_initializers_as_inputs=False,
         )
+    restore_state(module, before)
     proto = onnx.load(path)
+    for init in proto.graph.initializer:
+        if init.name in before:
+            value = before[init.name].cpu().numpy()
+            exported = numpy_helper.to_array(init)
+            if value.shape == exported.shape and not np.array_equal(value, exported):
+                init.CopyFrom(numpy_helper.from_array(value.astype(exported.dtype), init.name))
     restore_deduplicated(proto, module.state_dict())
     restore_parameters(proto, module.state_dict())
     onnx.save(proto, path)

@@ -343,3 +343,20 @@ def test_cuda_backend_trains_as_the_cpu_does_or_says_why_not():
         assert "cuda" in str(e).lower()
         pytest.skip(f"no CUDA here: {e}")
     np.testing.assert_allclose(loom_losses(gpu, x, y), loom_losses(cpu, x, y), rtol=1e-5)
+
+
+def test_a_module_in_train_mode_trains_its_batchnorm_as_pytorch_does():
+    torch.manual_seed(0)
+    model, x, y = Normed().train(), torch.randn(4, 3, 6, 6), torch.tensor([0, 2, 1, 0])
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    expected, trained = torch_losses(model, (x,), y, lambda p: torch.optim.SGD(p, lr=0.5), STEPS)
+    job = loom.parallelize(model, (x,), optimizer=loom.SGD(lr=0.5), progress=False)
+    # Exporting and checking ran the module's forward; its running statistics are as
+    # they were.
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, before[key]), key
+    np.testing.assert_allclose(loom_losses(job, x, y), expected, rtol=1e-4)
+    state = job.state_dict()
+    for key in ("bn1.running_mean", "bn2.running_var", "bn1.weight"):
+        np.testing.assert_allclose(state[key].numpy(), trained.state_dict()[key].numpy(),
+                                   rtol=1e-4, atol=1e-6, err_msg=key)
