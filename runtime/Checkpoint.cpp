@@ -16,7 +16,7 @@ namespace loom::rt {
 
 namespace fs = std::filesystem;
 
-static const char *kindName(int kind) {
+const char *stateKindName(int kind) {
   switch (kind) {
   case plan::Value::PARAMETER:
     return "parameter";
@@ -70,8 +70,8 @@ bool saveCheckpoint(const Executor &exec, const std::string &dir,
     first = false;
     manifest += "{\"name\": ";
     appendJsonString(manifest, s.name);
-    manifest +=
-        std::string(", \"kind\": \"") + kindName(s.kind) + "\", \"file\": ";
+    manifest += std::string(", \"kind\": \"") + stateKindName(s.kind) +
+                "\", \"file\": ";
     appendJsonString(manifest, file);
     manifest += std::string(", \"dtype\": \"") + dtypeName(global.dtype) +
                 "\", \"shape\": [";

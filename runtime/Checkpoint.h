@@ -35,6 +35,10 @@ bool saveCheckpoint(const Executor &exec, const std::string &dir,
 /// changes nothing. Involves no other rank.
 bool loadCheckpoint(Executor &exec, const std::string &dir, std::string &error);
 
+/// The manifest's name of a state kind (a plan::Value kind): "parameter",
+/// "buffer" or "optimizer_state".
+const char *stateKindName(int kind);
+
 /// The file name a tensor has in a checkpoint ("fc1.weight::m" ->
 /// "fc1.weight__m.npy").
 std::string checkpointFileName(const std::string &name);

@@ -360,6 +360,23 @@ def _compile_module(module, example_inputs, options, strategies, progress, workd
     return plan, parallel, inputs, names
 
 
+def _load_job(model, example_inputs, settings, strategies, progress, backend, comm, threads):
+    """Exports and compiles `model` with `settings`, and loads the plan on its ranks."""
+    workdir = tempfile.mkdtemp(prefix="loom-")
+    reporter = _Progress(progress)
+    try:
+        plan, parallel, inputs, names = _compile_module(
+            model, example_inputs, settings, strategies, reporter, workdir)
+        reporter.phase("loading the plan on its ranks")
+        native = _loom.Job(plan, backend, comm, threads)
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    finally:
+        reporter.close()
+    return Job(native, plan, parallel, inputs, names, _base_state(model), workdir)
+
+
 def _parallel_options(mesh, mode, cluster, zero, precision, micro_batches, schedule,
                       recompute, extra):
     options = {"mesh": _mesh_text(mesh), "cluster": cluster, "precision": precision}
@@ -393,19 +410,8 @@ def parallelize(model, example_inputs, loss="cross_entropy", optimizer=None, mes
     settings = _parallel_options(axes, mode, cluster, zero, precision, micro_batches,
                                  schedule, recompute, options)
     settings.update(opt.options(), train=True, loss=loss)
-    workdir = tempfile.mkdtemp(prefix="loom-")
-    reporter = _Progress(progress)
-    try:
-        plan, parallel, inputs, names = _compile_module(
-            model, example_inputs, settings, strategies, reporter, workdir)
-        reporter.phase("loading the plan on its ranks")
-        native = _loom.Job(plan, backend, comm, threads)
-    except BaseException:
-        shutil.rmtree(workdir, ignore_errors=True)
-        raise
-    finally:
-        reporter.close()
-    return Job(native, plan, parallel, inputs, names, _base_state(model), workdir)
+    return _load_job(model, example_inputs, settings, strategies, progress, backend, comm,
+                     threads)
 
 
 def _batch_of(example_inputs):
@@ -441,19 +447,8 @@ def compile(model, example_inputs, mesh=None, mode=None, cluster="8xH100-80GB",
     _check_batch(axes, _batch_of(example_inputs), mode, strategies)
     settings = _parallel_options(axes, mode, cluster, None, precision, None, None, None,
                                  options)
-    workdir = tempfile.mkdtemp(prefix="loom-")
-    reporter = _Progress(progress)
-    try:
-        plan, parallel, inputs, names = _compile_module(
-            model, example_inputs, settings, strategies, reporter, workdir)
-        reporter.phase("loading the plan on its ranks")
-        native = _loom.Job(plan, backend, comm, threads)
-    except BaseException:
-        shutil.rmtree(workdir, ignore_errors=True)
-        raise
-    finally:
-        reporter.close()
-    return Compiled(Job(native, plan, parallel, inputs, names, _base_state(model), workdir))
+    return Compiled(_load_job(model, example_inputs, settings, strategies, progress, backend,
+                              comm, threads))
 
 
 class Simulation:

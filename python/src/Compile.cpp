@@ -27,6 +27,14 @@ namespace {
 
 using pipeline::CompileOptions;
 
+/// A parser's value, or a ValueError with its message.
+template <typename T>
+T parsedOrThrow(std::optional<T> value, const std::string &error) {
+  if (!value)
+    throw py::value_error(error);
+  return *std::move(value);
+}
+
 /// Reads the options dict, remembering which keys it took.
 class OptionReader {
 public:
@@ -55,10 +63,7 @@ public:
     if (!text)
       return;
     std::string error;
-    std::optional<E> value = parse(*text, error);
-    if (!value)
-      throw py::value_error(error);
-    target = *value;
+    target = parsedOrThrow(parse(*text, error), error);
   }
   /// Every key of the dict was taken.
   void checkAllTaken() const {
@@ -124,19 +129,14 @@ CompileOptions readOptions(const py::dict &dict) {
   }
   if (auto zero = r.get<int64_t>("zero")) {
     std::string error;
-    std::optional<int> level =
-        pipeline::parseZero(std::to_string(*zero), error);
-    if (!level)
-      throw py::value_error(error);
-    p.zero = *level;
+    p.zero =
+        parsedOrThrow(pipeline::parseZero(std::to_string(*zero), error), error);
   }
   if (auto recompute = r.get<std::string>("recompute"))
     p.recompute = *recompute;
   if (std::optional<std::string> mode = r.get<std::string>("mode")) {
     std::string error;
-    o.mode = pipeline::parseShardingMode(*mode, error);
-    if (!o.mode)
-      throw py::value_error(error);
+    o.mode = parsedOrThrow(pipeline::parseShardingMode(*mode, error), error);
   }
   r.set("cluster", o.cluster);
   r.set("memory_limit", o.memoryLimit);
@@ -147,10 +147,7 @@ CompileOptions readOptions(const py::dict &dict) {
   r.set("fuse", o.fuse);
   if (auto mb = r.get<double>("bucket_mb")) {
     std::string error;
-    std::optional<int64_t> bytes = pipeline::parseBucketMb(*mb, error);
-    if (!bytes)
-      throw py::value_error(error);
-    o.bucketBytes = *bytes;
+    o.bucketBytes = parsedOrThrow(pipeline::parseBucketMb(*mb, error), error);
   }
   r.parse("init", o.init, pipeline::parseInit);
   r.set("seed", o.seed);

@@ -56,48 +56,26 @@ DType dtypeOf(const py::array &a, const std::string &name) {
                         "; Loom takes float32, float16, int32, int64 or bool");
 }
 
-/// A copy of `v` as a numpy array (bf16 widened to float32).
+/// A copy of `v` as a numpy array (bf16, which numpy lacks, widened to
+/// float32).
 py::array toNumpy(const rt::TensorView &v) {
   std::vector<py::ssize_t> shape(v.shape.begin(), v.shape.end());
-  int64_t n = v.numElements();
-  switch (v.dtype) {
-  case DType::F32: {
-    py::array_t<float> a(shape);
-    std::memcpy(a.mutable_data(), v.data, v.bytes());
-    return std::move(a);
-  }
-  case DType::BF16: {
+  if (v.dtype == DType::BF16) {
     py::array_t<float> a(shape);
     const uint16_t *in = v.as<uint16_t>();
     float *out = a.mutable_data();
-    for (int64_t i = 0; i < n; ++i) {
-      uint32_t bits = static_cast<uint32_t>(in[i]) << 16;
-      std::memcpy(&out[i], &bits, 4);
-    }
+    for (int64_t i = 0, n = v.numElements(); i < n; ++i)
+      out[i] = rt::bf16ToFloat(in[i]);
     return std::move(a);
   }
-  case DType::F16: {
-    py::array a(py::dtype("float16"), shape);
-    std::memcpy(a.mutable_data(), v.data, v.bytes());
-    return a;
-  }
-  case DType::I32: {
-    py::array_t<int32_t> a(shape);
-    std::memcpy(a.mutable_data(), v.data, v.bytes());
-    return std::move(a);
-  }
-  case DType::I64: {
-    py::array_t<int64_t> a(shape);
-    std::memcpy(a.mutable_data(), v.data, v.bytes());
-    return std::move(a);
-  }
-  case DType::Bool: {
-    py::array_t<bool> a(shape);
-    std::memcpy(a.mutable_data(), v.data, v.bytes());
-    return std::move(a);
-  }
-  }
-  throw RunFailure("an output of an unknown element type");
+  py::dtype dtype = v.dtype == DType::F32   ? py::dtype::of<float>()
+                    : v.dtype == DType::F16 ? py::dtype("float16")
+                    : v.dtype == DType::I32 ? py::dtype::of<int32_t>()
+                    : v.dtype == DType::I64 ? py::dtype::of<int64_t>()
+                                            : py::dtype::of<bool>();
+  py::array a(dtype, shape);
+  std::memcpy(a.mutable_data(), v.data, v.bytes());
+  return a;
 }
 
 /// A C-contiguous numpy array's data as a TensorView (no copy).
@@ -115,17 +93,6 @@ py::list describe(const std::vector<rt::IOInfo> &infos) {
   for (const rt::IOInfo &i : infos)
     out.append(py::make_tuple(i.name, rt::dtypeName(i.dtype), i.shape));
   return out;
-}
-
-const char *kindName(int kind) {
-  switch (kind) {
-  case plan::Value::PARAMETER:
-    return "parameter";
-  case plan::Value::BUFFER:
-    return "buffer";
-  default:
-    return "optimizer_state";
-  }
 }
 
 class Job {
@@ -208,7 +175,7 @@ public:
   py::list state() const {
     py::list out;
     for (const rt::StateInfo &s : lead().state())
-      out.append(py::make_tuple(s.name, kindName(s.kind),
+      out.append(py::make_tuple(s.name, rt::stateKindName(s.kind),
                                 rt::dtypeName(s.dtype), s.shape));
     return out;
   }
