@@ -384,16 +384,45 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
              << "' must be an integer from 1 to 3 on an argument";
     return success();
   }
+  auto fn = dyn_cast<FunctionOpInterface>(op);
+  auto logical = fn ? fn.getArgAttrOfType<DenseI64ArrayAttr>(
+                          argIndex, kLogicalShapeAttrName)
+                    : DenseI64ArrayAttr();
+  if (name == kLogicalShapeAttrName) {
+    // Checked against the global type before partitioning; after it, the
+    // argument's type is one device's and only the rank is checked.
+    auto type = dyn_cast<RankedTensorType>(argType);
+    bool valid = logical && type && logical.size() == type.getRank();
+    bool spmd = fn && fn->hasAttr(kSpmdAttrName);
+    for (int64_t d = 0; valid && d < type.getRank(); ++d)
+      valid = logical[d] >= 0 && (spmd || logical[d] <= type.getDimSize(d));
+    if (!valid)
+      return op->emitError()
+             << "'" << name << "' of argument #" << argIndex
+             << " must be a shape of the argument's rank, each dimension at "
+                "most the argument's";
+    return success();
+  }
   if (name == kInitAttrName) {
     // After partitioning, the argument is one device's shard and the
     // initial value stays global: its shape is the local one times the
-    // split counts of the argument's layout.
+    // split counts of the argument's layout. A padded argument's initial
+    // value has its logical shape.
     auto init = dyn_cast<ElementsAttr>(attr.getValue());
     auto local = dyn_cast<RankedTensorType>(argType);
-    auto fn = dyn_cast<FunctionOpInterface>(op);
     TensorLayoutAttr layout =
         fn ? fn.getArgAttrOfType<TensorLayoutAttr>(argIndex, kLayoutAttrName)
            : TensorLayoutAttr();
+    if (logical && init && local) {
+      auto global = cast<ShapedType>(init.getType());
+      if (global.getShape() != logical.asArrayRef() ||
+          global.getElementType() != local.getElementType())
+        return op->emitError()
+               << "'" << name << "' of argument #" << argIndex
+               << " must have the argument's element type and its "
+                  "loom.logical_shape";
+      return success();
+    }
     bool matches = init && init.getType() == argType;
     if (!matches && init && local && layout &&
         layout.getRank() == local.getRank()) {

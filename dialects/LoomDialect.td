@@ -91,6 +91,12 @@ def Loom_Dialect : Dialect {
     /// (optimizer state; + gradients; + parameters). On an argument: the
     /// level its layout was split over the data-parallel axes by.
     static constexpr ::llvm::StringLiteral kZeroAttrName = "loom.zero";
+    /// On a parameter or optimizer-state argument that optimizer sharding
+    /// padded with zeros so that its ways divide it: the shape the model
+    /// sees (each dimension at most the argument's), the argument's leading
+    /// block. Its loom.init has this shape.
+    static constexpr ::llvm::StringLiteral kLogicalShapeAttrName =
+        "loom.logical_shape";
     /// Set by loom-partition on the gathers of a ZeRO-3 parameter made for
     /// the backward pass, so that they are not merged with the forward's
     /// (the point is not to keep the gathered parameter across the step).

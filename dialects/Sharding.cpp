@@ -557,10 +557,13 @@ ShardingRule SliceGradOp::getShardingRule() {
 /// A pad (or its gradient): a dimension padded at neither end keeps its
 /// factor; a padded one is whole, since its border reads the other end of
 /// the dimension (reflect, edge) or sits on one device only.
-/// Operand and result have the same factors either way.
+/// Operand and result have the same factors either way. A pad with zeros
+/// is linear: it pads a partial sum's terms as well as their sum (optimizer
+/// sharding pads a weight gradient before its reduce-scatter so).
 static ShardingRule padRule(RankedTensorType unpadded, ArrayRef<int64_t> low,
-                            ArrayRef<int64_t> high) {
+                            ArrayRef<int64_t> high, bool zeros) {
   ShardingRule rule;
+  rule.linear = zeros;
   DimFactors dims;
   for (int64_t d = 0; d < unpadded.getRank(); ++d) {
     if (low[d] == 0 && high[d] == 0)
@@ -574,10 +577,11 @@ static ShardingRule padRule(RankedTensorType unpadded, ArrayRef<int64_t> low,
 }
 
 ShardingRule PadOp::getShardingRule() {
-  return padRule(typeOf(getInput()), getLow(), getHigh());
+  return padRule(typeOf(getInput()), getLow(), getHigh(),
+                 getMode() == "constant" && getValue().isZero());
 }
 ShardingRule PadGradOp::getShardingRule() {
-  return padRule(typeOf(getResult()), getLow(), getHigh());
+  return padRule(typeOf(getResult()), getLow(), getHigh(), /*zeros=*/false);
 }
 
 /// A resize (or its gradient): a dimension of scale 1 that keeps its size

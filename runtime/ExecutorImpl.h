@@ -100,6 +100,9 @@ struct Executor::Impl {
   /// global shape and its layout.
   std::vector<TensorView> views;
   std::vector<Shape> globalShapes;
+  /// What the model sees of a padded persistent value (logical_shape); the
+  /// global shape for every other.
+  std::vector<Shape> logicalShapes;
   std::vector<layout::TensorLayout> layouts;
   struct Step {
     enum Kind { Kernel, Collective, Send, Recv };
@@ -154,8 +157,8 @@ struct Executor::Impl {
   /// their bytes, and the layout relating them.
   struct ValueType {
     DType dtype = DType::F32;
-    Shape shape, global;
-    int64_t bytes = 0, globalBytes = 0;
+    Shape shape, global, logical;
+    int64_t bytes = 0, globalBytes = 0, logicalBytes = 0;
     layout::TensorLayout layout;
   };
   /// What validate() learns of every value of the program: whether it is
@@ -259,6 +262,9 @@ struct Executor::Impl {
   //===--- State (ExecutorTraining.cpp) -----------------------------------===//
 
   /// gatherState among the ranks of this rank's stage.
+  /// gatherInStage, then a padded value's logical block.
+  bool gatherLogical(const StateInfo &s, HostBuffer &global,
+                     std::string &error) const;
   bool gatherInStage(const StateInfo &s, HostBuffer &global,
                      std::string &error) const;
 };

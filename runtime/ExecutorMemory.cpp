@@ -73,15 +73,34 @@ std::string Executor::Impl::load() {
     if (!isPersistent(v.kind()))
       continue;
     Shard mine = shard(v.id());
-    if (!v.data().empty()) {
+    const Shape &logical = logicalShapes[v.id()];
+    bool padded = logical != globalShapes[v.id()];
+    bool seeded = (v.kind() == plan::Value::PARAMETER ||
+                   v.kind() == plan::Value::BUFFER) &&
+                  v.data().empty() && v.has_init();
+    if (padded && (seeded || !v.data().empty())) {
+      // The plan gives the logical block: the whole of it, padded here.
+      HostBuffer block;
+      block.dtype = view.dtype;
+      block.shape = logical;
+      if (seeded) {
+        block.bytes.resize(numElements(logical) * dtypeSize(view.dtype));
+        if (!fillFromInitializer(v.init(), v.name(), block.view(), error))
+          return error;
+      } else {
+        block.bytes.assign(v.data().begin(), v.data().end());
+      }
+      HostBuffer global = padBlock(block.view(), globalShapes[v.id()]);
+      onHost(view, false, true, [&](const TensorView &local) {
+        copyShardOut(global.view(), mine, local);
+      });
+    } else if (!v.data().empty()) {
       TensorView global{view.dtype, globalShapes[v.id()],
                         const_cast<char *>(v.data().data())};
       onHost(view, false, true, [&](const TensorView &local) {
         copyShardOut(global, mine, local);
       });
-    } else if ((v.kind() == plan::Value::PARAMETER ||
-                v.kind() == plan::Value::BUFFER) &&
-               v.has_init() && mine.holdsValue) {
+    } else if (seeded && mine.holdsValue) {
       bool filled = true;
       onHost(view, false, true, [&](const TensorView &local) {
         filled = fillShardFromInitializer(v.init(), v.name(), mine.globalShape,

@@ -157,10 +157,19 @@ bool Executor::Impl::gatherInStage(const StateInfo &s, HostBuffer &global,
   return true;
 }
 
+bool Executor::Impl::gatherLogical(const StateInfo &s, HostBuffer &global,
+                                   std::string &error) const {
+  if (!gatherInStage(s, global, error))
+    return false;
+  if (global.shape != logicalShapes[s.value])
+    global = leadingBlock(global.view(), logicalShapes[s.value]);
+  return true;
+}
+
 bool Executor::gatherState(const StateInfo &s, HostBuffer &global,
                            std::string &error) const {
   if (impl->stages.numStages() == 1)
-    return impl->gatherInStage(s, global, error);
+    return impl->gatherLogical(s, global, error);
   // Pipelined: the owner stage gathers, its first rank sends the result to
   // every other rank. The barrier first: once every rank is here, every
   // message of the plan has been received, so the runtime's tags cannot be
@@ -178,7 +187,7 @@ bool Executor::gatherState(const StateInfo &s, HostBuffer &global,
   int64_t bytes =
       numElements(s.shape) * static_cast<int64_t>(dtypeSize(s.dtype));
   if (s.stage == impl->stage) {
-    if (!impl->gatherInStage(s, global, error))
+    if (!impl->gatherLogical(s, global, error))
       return false;
     if (impl->rank != owners[0])
       return true;
@@ -211,29 +220,33 @@ bool Executor::setStateFromGlobal(const StateInfo &s, const TensorView &global,
   if (s.stage != impl->stage)
     return true;
   const TensorView &local = impl->views[s.value];
-  const Shape &shape = impl->globalShapes[s.value];
+  const Shape &shape = impl->logicalShapes[s.value];
   if (global.shape != shape) {
     error = "'" + s.name + "' has shape " + formatShape(shape) + ", got " +
             formatShape(global.shape);
     return false;
   }
   Shard mine = impl->shard(s.value);
-  if (global.dtype == local.dtype) {
-    impl->onHost(local, false, true, [&](const TensorView &host) {
-      copyShardOut(global, mine, host);
-    });
-    return true;
-  }
   HostBuffer converted;
-  if (!isFloat(global.dtype) || !isFloat(local.dtype) ||
-      !convertTensor(global, local.dtype, converted, "'" + s.name + "'",
-                     error)) {
-    error = "'" + s.name + "' has element type " + dtypeName(local.dtype) +
-            ", got " + dtypeName(global.dtype);
-    return false;
+  TensorView value = global;
+  if (global.dtype != local.dtype) {
+    if (!isFloat(global.dtype) || !isFloat(local.dtype) ||
+        !convertTensor(global, local.dtype, converted, "'" + s.name + "'",
+                       error)) {
+      error = "'" + s.name + "' has element type " + dtypeName(local.dtype) +
+              ", got " + dtypeName(global.dtype);
+      return false;
+    }
+    value = converted.view();
+  }
+  // A padded value: the given block, and zeros.
+  HostBuffer padded;
+  if (shape != impl->globalShapes[s.value]) {
+    padded = padBlock(value, impl->globalShapes[s.value]);
+    value = padded.view();
   }
   impl->onHost(local, false, true, [&](const TensorView &host) {
-    copyShardOut(converted.view(), mine, host);
+    copyShardOut(value, mine, host);
   });
   return true;
 }

@@ -160,6 +160,25 @@ std::string Executor::Impl::readValueType(const plan::Value &v,
   type.globalBytes =
       numElements(type.global) * static_cast<int64_t>(dtypeSize(*dtype));
   type.layout = std::move(*layout);
+  // A padded value: persistent state whose leading block the model sees.
+  type.logical = type.global;
+  type.logicalBytes = type.globalBytes;
+  if (!v.logical_shape().empty()) {
+    if (v.kind() != plan::Value::PARAMETER && v.kind() != plan::Value::BUFFER &&
+        v.kind() != plan::Value::OPTIMIZER_STATE)
+      return where + " has a logical shape, but only parameters, buffers "
+                     "and optimizer state are padded";
+    type.logical.assign(v.logical_shape().begin(), v.logical_shape().end());
+    bool within = type.logical.size() == type.global.size();
+    for (size_t d = 0; within && d < type.logical.size(); ++d)
+      within = type.logical[d] >= 0 && type.logical[d] <= type.global[d];
+    if (!within)
+      return where + " has logical shape " + formatShape(type.logical) +
+             ", not a leading block of its global shape " +
+             formatShape(type.global);
+    type.logicalBytes =
+        numElements(type.logical) * static_cast<int64_t>(dtypeSize(*dtype));
+  }
   return "";
 }
 
@@ -206,8 +225,8 @@ std::string Executor::Impl::checkValueStorage(const plan::Value &v,
 }
 
 /// A parameter's, buffer's or constant's initial data is the GLOBAL tensor
-/// (every rank keeps its shard), unless a seeded initializer computes it;
-/// an optimizer state's is optional.
+/// (every rank keeps its shard; a padded value's logical block), unless a
+/// seeded initializer computes it; an optimizer state's is optional.
 std::string Executor::Impl::checkInitialData(const plan::Value &v,
                                              const std::string &where,
                                              const ValueType &type) {
@@ -216,16 +235,18 @@ std::string Executor::Impl::checkInitialData(const plan::Value &v,
       v.data().empty() && v.has_init();
   if (isPersistent(v.kind()) && v.kind() != plan::Value::OPTIMIZER_STATE &&
       !seeded) {
-    if (v.data().empty() && type.globalBytes > 0)
+    if (v.data().empty() && type.logicalBytes > 0)
       return where + " has no initial data (was the model compiled "
                      "without weights?)";
-    if (static_cast<int64_t>(v.data().size()) != type.globalBytes)
+    if (static_cast<int64_t>(v.data().size()) != type.logicalBytes)
       return where + " has " + std::to_string(v.data().size()) +
-             " bytes of data but needs " + std::to_string(type.globalBytes) +
-             (type.global != type.shape ? " (its global type)" : "");
+             " bytes of data but needs " + std::to_string(type.logicalBytes) +
+             (type.logical != type.global ? " (its logical shape)"
+              : type.global != type.shape ? " (its global type)"
+                                          : "");
   }
   if (v.kind() == plan::Value::OPTIMIZER_STATE && !v.data().empty() &&
-      static_cast<int64_t>(v.data().size()) != type.globalBytes)
+      static_cast<int64_t>(v.data().size()) != type.logicalBytes)
     return where + " has initial data of the wrong size";
   return "";
 }
@@ -252,6 +273,7 @@ std::string Executor::Impl::validateValue(const plan::Value &v,
     return e;
   views[i] = {type.dtype, std::move(type.shape), nullptr};
   globalShapes[i] = std::move(type.global);
+  logicalShapes[i] = std::move(type.logical);
   layouts[i] = std::move(type.layout);
   defined[i] = v.kind() != plan::Value::TEMPORARY;
   return "";
@@ -410,6 +432,7 @@ std::string Executor::Impl::validate() {
   int n = program->values_size();
   views.assign(n, {});
   globalShapes.assign(n, {});
+  logicalShapes.assign(n, {});
   layouts.assign(n, {});
   Liveness live{std::vector<bool>(n, false), std::vector<int>(n, -1),
                 std::vector<int>(n, -1)};

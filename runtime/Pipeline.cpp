@@ -47,6 +47,22 @@ const plan::TensorType &globalTypeOf(const plan::Value &v) {
   return v.has_global_type() ? v.global_type() : v.type();
 }
 
+/// What the model sees of a value: the logical shape of a padded one (a
+/// leading block of its global shape), else its global shape; nullopt when
+/// either is not valid.
+std::optional<Shape> logicalShapeOf(const plan::Value &v) {
+  std::optional<Shape> global = shapeOf(globalTypeOf(v));
+  if (!global || v.logical_shape().empty())
+    return global;
+  Shape logical(v.logical_shape().begin(), v.logical_shape().end());
+  if (logical.size() != global->size())
+    return std::nullopt;
+  for (size_t d = 0; d < logical.size(); ++d)
+    if (logical[d] < 0 || logical[d] > (*global)[d])
+      return std::nullopt;
+  return logical;
+}
+
 /// "value #3 ('x')", prefixed with its stage in a pipelined plan.
 std::string describeValue(const plan::Plan &plan, int32_t stage,
                           const plan::Value &v) {
@@ -355,7 +371,7 @@ std::string collectPlanInputs(const plan::Plan &plan,
       if (!validId(table) || !validId(indices) ||
           program.values(indices).kind() != plan::Value::INPUT)
         continue;
-      std::optional<Shape> shape = shapeOf(globalTypeOf(program.values(table)));
+      std::optional<Shape> shape = logicalShapeOf(program.values(table));
       if (!shape || shape->empty())
         continue;
       int64_t axis = gather ? intAttr(inst, "axis").value_or(0)
@@ -382,7 +398,7 @@ std::string collectPlanState(const plan::Plan &plan,
       if (!isPersistentState(v.kind()))
         continue;
       std::optional<DType> dtype = dtypeOf(v.type());
-      std::optional<Shape> shape = shapeOf(globalTypeOf(v));
+      std::optional<Shape> shape = logicalShapeOf(v);
       if (!dtype || !shape)
         return describeValue(plan, s, v) + " has an invalid type";
       state.push_back({s, v.id(), v.kind(), v.name(), *dtype, *shape});

@@ -131,7 +131,7 @@ std::string collectPlanInputs(const plan::Plan &plan,
 
 /// One persistent non-constant value of some stage (a parameter, buffer or
 /// optimizer state): its stage, id there, kind, name, element type and
-/// global shape.
+/// global shape (a padded value's logical shape, what checkpoints hold).
 struct PlanStateValue {
   int32_t stage = 0;
   int32_t value = 0;

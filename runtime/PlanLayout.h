@@ -89,6 +89,13 @@ void copyShardOut(const TensorView &global, const Shard &shard,
 void copyShardIn(const TensorView &local, const Shard &shard,
                  const TensorView &global, bool accumulate);
 
+/// The tensor of shape `padded` whose leading block is `logical` and the
+/// rest zeros: a value optimizer sharding padded (plan::Value's
+/// logical_shape) from what the model and its checkpoints see.
+HostBuffer padBlock(const TensorView &logical, const Shape &padded);
+/// The leading block of shape `logical` of `padded`.
+HostBuffer leadingBlock(const TensorView &padded, const Shape &logical);
+
 } // namespace loom::rt
 
 #endif // LOOM_RUNTIME_PLANLAYOUT_H

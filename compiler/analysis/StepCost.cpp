@@ -151,30 +151,44 @@ static double bytesOf(RankedTensorType t) {
          static_cast<double>(elementBytes(t));
 }
 
-/// How many ways ZeRO splits the update of parameter operand `i` (1: not
-/// at all): the size of its gradient's axes, when a dimension divides.
-static int64_t zeroWays(Operation *op, unsigned i, const OpLayouts &layouts,
-                        const layout::Mesh &mesh, const StepShape &step) {
+/// How ZeRO splits the update of a parameter operand.
+struct ZeroSplit {
+  /// The size of its gradient's axes (1: not split).
+  int64_t ways = 1;
+  /// The padded tensor's size over the parameter's, when no dimension
+  /// divides (zeroPadding).
+  double padding = 1;
+};
+
+static ZeroSplit zeroSplit(Operation *op, unsigned i, const OpLayouts &layouts,
+                           const layout::Mesh &mesh, const StepShape &step) {
   if (!step.training || step.zeroLevel == 0)
-    return 1;
+    return {};
   std::vector<int> axes = gradientAxes(layouts, i);
   auto global = cast<RankedTensorType>(op->getOperand(i).getType());
-  if (!zeroLayout(layouts.operands[i], axes, global.getShape(), mesh))
-    return 1;
   int64_t ways = 1;
   for (int a : axes)
     ways *= mesh.axisSize(a);
-  return ways;
+  if (zeroLayout(layouts.operands[i], axes, global.getShape(), mesh))
+    return {ways, 1.0};
+  std::optional<ZeroPadding> pad =
+      zeroPadding(layouts.operands[i], axes, global.getShape(), mesh);
+  if (!pad)
+    return {};
+  return {ways, static_cast<double>(pad->extent) /
+                    static_cast<double>(global.getDimSize(pad->dim))};
 }
 
 /// Bytes per device a parameter of `bytes` (its layout's share) holds for
-/// the step with its gradient and optimizer state, its update split
-/// `ways` ways by ZeRO.
+/// the step with its gradient and optimizer state, its update split by
+/// ZeRO as `split` says (padded when no dimension divides).
 static double parameterBytes(double bytes, const StepShape &step,
-                             int64_t ways) {
+                             ZeroSplit split) {
   if (!step.training)
     return bytes;
-  double n = static_cast<double>(ways), s = step.optimizerStateFactor;
+  if (split.ways > 1)
+    bytes *= split.padding;
+  double n = static_cast<double>(split.ways), s = step.optimizerStateFactor;
   switch (step.zeroLevel) {
   case 1:
     return bytes * (2.0 + s / n);
@@ -202,7 +216,7 @@ static void forEachHeld(Operation *op, const OpLayouts &layouts,
     double bytes = bytesOf(localType(cast<RankedTensorType>(param.getType()),
                                      mesh, layouts.operands[i]));
     f(v, layouts.operands[i],
-      parameterBytes(bytes, step, zeroWays(op, i, layouts, mesh, step)), true);
+      parameterBytes(bytes, step, zeroSplit(op, i, layouts, mesh, step)), true);
   }
   // A result the backward reads only as its consumers' copies is counted
   // with those (the search's edges).
@@ -282,8 +296,9 @@ NodeTerms NodeCoster::terms(Operation *op, const ShardingRule &rule,
     // its gradient and its state, and writes the parameter and the state
     // (about ten operations per element for Adam).
     // With ZeRO, each device updates a 1/ways slice.
-    int64_t ways = zeroWays(op, i, layouts, mesh, step);
-    double share = 1.0 / static_cast<double>(ways);
+    ZeroSplit split = zeroSplit(op, i, layouts, mesh, step);
+    int64_t ways = split.ways;
+    double share = split.padding / static_cast<double>(ways);
     // The update is in the parameter's type; the gradient is reduced in
     // the operand's (the compute precision under --precision).
     RankedTensorType master = localType(cast<RankedTensorType>(param.getType()),
@@ -316,12 +331,13 @@ NodeTerms NodeCoster::terms(Operation *op, const ShardingRule &rule,
           profile, cost::CollectiveKind::AllReduce, bytes, group);
       continue;
     }
+    double padded = bytes * split.padding;
     t.commSeconds +=
         cost::collectiveSeconds(profile, cost::CollectiveKind::ReduceScatter,
-                                bytes, group) +
+                                padded, group) +
         (step.zeroLevel == 3 ? 2.0 : 1.0) *
             cost::collectiveSeconds(profile, cost::CollectiveKind::AllGather,
-                                    bytes, group);
+                                    padded, group);
   }
   return t;
 }

@@ -30,6 +30,33 @@ zeroLayout(const layout::TensorLayout &update, ArrayRef<int> axes,
   return std::nullopt;
 }
 
+std::optional<ZeroPadding> zeroPadding(const layout::TensorLayout &update,
+                                       ArrayRef<int> axes,
+                                       ArrayRef<int64_t> shape,
+                                       const layout::Mesh &mesh) {
+  if (axes.empty() || zeroLayout(update, axes, shape, mesh))
+    return std::nullopt;
+  int64_t ways = 1;
+  for (int a : axes)
+    ways *= mesh.axisSize(a);
+  int64_t elements = 1;
+  for (int64_t n : shape)
+    elements *= n;
+  std::optional<ZeroPadding> best;
+  int64_t fewest = 0;
+  for (int d = 0; d < update.rank(); ++d) {
+    if (update.splitCount(mesh, d) != 1 || shape[d] == 0)
+      continue;
+    int64_t extent = (shape[d] + ways - 1) / ways * ways;
+    int64_t added = elements / shape[d] * (extent - shape[d]);
+    if (!best || added < fewest) {
+      best = ZeroPadding{d, extent};
+      fewest = added;
+    }
+  }
+  return best;
+}
+
 std::vector<int> gradientAxes(const OpLayouts &layouts, unsigned operand) {
   std::vector<int> used;
   auto add = [&](const layout::TensorLayout &l) {

@@ -26,6 +26,27 @@ std::optional<layout::TensorLayout>
 zeroLayout(const layout::TensorLayout &update, llvm::ArrayRef<int> axes,
            llvm::ArrayRef<int64_t> shape, const layout::Mesh &mesh);
 
+/// How ZeRO splits an update no dimension of which its ways divide: the
+/// parameter and its optimizer state are padded with zeros along `dim` to
+/// `extent`, a multiple of the ways, and split there. The padding stays
+/// zero (its gradient is zero, and so is every optimizer's update of a zero
+/// parameter with zero state), and the model reads the leading block.
+struct ZeroPadding {
+  int dim = 0;
+  int64_t extent = 0;
+};
+
+/// The padding for an update of layout `update` over `axes` when
+/// zeroLayout finds no dimension: of the dimensions `update` does not split
+/// (a split one would move its other splits' borders), the one whose
+/// padding adds the fewest elements, the first of equals. Nullopt when
+/// zeroLayout splits it unpadded, or `update` splits every dimension, or
+/// `axes` is empty.
+std::optional<ZeroPadding> zeroPadding(const layout::TensorLayout &update,
+                                       llvm::ArrayRef<int> axes,
+                                       llvm::ArrayRef<int64_t> shape,
+                                       const layout::Mesh &mesh);
+
 /// The axes a parameter operand's gradient sums over: those an op's
 /// layouts use (split or partial) that the operand's layout does not.
 std::vector<int> gradientAxes(const OpLayouts &layouts, unsigned operand);

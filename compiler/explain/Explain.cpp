@@ -167,6 +167,8 @@ void ExplanationBuilder::recordZero(const sharding::ZeroReport &zero) {
   explanation.set_zero_sharded(static_cast<int32_t>(zero.sharded.size()));
   for (const std::string &name : zero.whole)
     explanation.add_zero_whole(name);
+  for (const std::string &name : zero.padded)
+    explanation.add_zero_padded(name);
   explanation.set_zero_saved_bytes(static_cast<int64_t>(zero.savedBytes));
 }
 
@@ -301,11 +303,20 @@ void printZero(const plan::Explanation &e, llvm::raw_ostream &os) {
      << what[std::min(e.zero_level(), 3)]
      << " split over the data-parallel axes), " << e.zero_sharded()
      << (e.zero_sharded() == 1 ? " parameter" : " parameters") << " split";
+  // Up to four names, in parentheses.
+  auto names = [&](const auto &list) {
+    os << " (";
+    for (int i = 0; i < list.size() && i < 4; ++i)
+      os << (i ? ", " : "") << list.Get(i);
+    os << (list.size() > 4 ? ", ...)" : ")");
+  };
+  if (e.zero_padded_size() > 0) {
+    os << ", " << e.zero_padded_size() << " of them padded to divide";
+    names(e.zero_padded());
+  }
   if (e.zero_whole_size() > 0) {
-    os << ", " << e.zero_whole_size() << " left whole (";
-    for (int i = 0; i < e.zero_whole_size() && i < 4; ++i)
-      os << (i ? ", " : "") << e.zero_whole(i);
-    os << (e.zero_whole_size() > 4 ? ", ...)" : ")");
+    os << ", " << e.zero_whole_size() << " left whole";
+    names(e.zero_whole());
   }
   os << "; saves "
      << sharding::formatBytes(static_cast<double>(e.zero_saved_bytes()))

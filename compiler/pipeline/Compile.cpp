@@ -363,7 +363,11 @@ void CompileSession::finishPlan(plan::Plan &plan,
       for (plan::Value &v : *stage.mutable_program()->mutable_values()) {
         if (v.kind() != plan::Value::PARAMETER)
           continue;
-        auto [low, high] = seededBounds(v.global_type().shape(), v.name());
+        // A padded parameter's bounds are its logical shape's.
+        auto [low, high] =
+            seededBounds(v.logical_shape().empty() ? v.global_type().shape()
+                                                   : v.logical_shape(),
+                         v.name());
         v.clear_data();
         plan::Initializer *init = v.mutable_init();
         init->set_distribution("uniform");

@@ -407,11 +407,21 @@ bool Emitter::emitArguments(func::FuncOp func) {
     if (auto layout = func.getArgAttrOfType<TensorLayoutAttr>(
             i, LoomDialect::kLayoutAttrName))
       setLayout(pv, layout);
+    // A padded value's initial value is its logical (leading) block.
+    int64_t initBytes = globalBytes(*pv);
+    if (auto logical = func.getArgAttrOfType<DenseI64ArrayAttr>(
+            i, LoomDialect::kLogicalShapeAttrName)) {
+      initBytes = elementBytes(pv->type().dtype());
+      for (int64_t d : logical.asArrayRef()) {
+        pv->add_logical_shape(d);
+        initBytes *= d;
+      }
+    }
     // Initial values are global: each rank takes its slice at load time.
     if (auto init = func.getArgAttrOfType<ElementsAttr>(
             i, LoomDialect::kInitAttrName)) {
       std::optional<std::string> bytes = elementsBytes(init);
-      if (!bytes || static_cast<int64_t>(bytes->size()) != globalBytes(*pv)) {
+      if (!bytes || static_cast<int64_t>(bytes->size()) != initBytes) {
         fail(func, "the initial value of '" + pv->name() +
                        "' is unreadable or of the wrong size");
         return false;

@@ -54,6 +54,242 @@ private:
   SmallVector<std::tuple<unsigned, StringRef, Attribute>> updates;
 };
 
+/// `type` with dimension `pad.dim` of `pad.extent`.
+RankedTensorType paddedType(RankedTensorType type, const ZeroPadding &pad) {
+  SmallVector<int64_t> shape(type.getShape());
+  shape[pad.dim] = pad.extent;
+  return RankedTensorType::get(shape, type.getElementType());
+}
+
+/// Sets `op`'s loom.sharding to what `layout` for its operand `index`
+/// (or result, when `result`) implies, the partial axes given passed on
+/// when the op is linear; false if that is not a valid sharding.
+bool layOut(Operation *op, bool result, unsigned index,
+            const layout::TensorLayout &layout, ArrayRef<int> partial,
+            const layout::Mesh &mesh) {
+  ShardingRule rule = cast<ShardingOpInterface>(op).getShardingRule();
+  FactorAxes factors(rule.factors.size());
+  if (!(result ? induceFromResult(rule, index, layout, factors)
+               : induceFromOperand(rule, index, layout, factors)))
+    return false;
+  std::string error;
+  if (rule.linear && !partial.empty()) {
+    FactorAxes through = factors;
+    through.emplace_back(partial.begin(), partial.end());
+    if (deriveLayouts(rule, through, mesh, error)) {
+      op->setAttr(LoomDialect::kShardingAttrName,
+                  factorsToAttr(op->getContext(), through, mesh));
+      return true;
+    }
+  }
+  if (!deriveLayouts(rule, factors, mesh, error))
+    return false;
+  op->setAttr(LoomDialect::kShardingAttrName,
+              factorsToAttr(op->getContext(), factors, mesh));
+  return true;
+}
+
+/// The dimension of reshape `op`'s operand that its result dimension `dim`
+/// is, when the reshape only adds or drops dimensions of size 1 and `dim`
+/// is not one: padding that dimension then commutes with the reshape.
+std::optional<int64_t> unitReshapeDim(Operation *op, int64_t dim) {
+  ArrayRef<int64_t>
+      in = cast<RankedTensorType>(op->getOperand(0).getType()).getShape(),
+      out = cast<RankedTensorType>(op->getResult(0).getType()).getShape();
+  if (out[dim] == 1)
+    return std::nullopt;
+  SmallVector<int64_t> inDims, outDims;
+  for (auto [d, n] : llvm::enumerate(in))
+    if (n != 1)
+      inDims.push_back(d);
+  for (auto [d, n] : llvm::enumerate(out))
+    if (n != 1)
+      outDims.push_back(d);
+  if (inDims.size() != outDims.size())
+    return std::nullopt;
+  std::optional<int64_t> found;
+  for (auto [i, o] : llvm::zip(inDims, outDims)) {
+    if (in[i] != out[o])
+      return std::nullopt;
+    if (o == dim)
+      found = i;
+  }
+  return found;
+}
+
+/// Gives every use of padded parameter `update`'s but the update the
+/// leading block of shape `logical`: a slice before the use, after the
+/// casts and transposes the parameter goes through (retyped, each laid out
+/// from what it reads), so that ZeRO-3 runs them on the shard and gathers
+/// the compute precision. The slices are laid out as the parameter was
+/// (`before`). One slice per use: ZeRO-3 gathers the parameter again for
+/// the backward (loom-partition), and a slice shared by the forward and
+/// the backward would keep the gathered block alive between them.
+LogicalResult readLeadingBlock(Operation *update, const ZeroPadding &pad,
+                               RankedTensorType logical,
+                               const layout::TensorLayout &before,
+                               const layout::Mesh &mesh) {
+  Value param = update->getOperand(0);
+  // `dim` is the padded dimension of the value used, `layout` its layout.
+  struct Use {
+    OpOperand *operand;
+    int64_t dim;
+    layout::TensorLayout layout;
+  };
+  SmallVector<Use> uses;
+  for (OpOperand &use : param.getUses())
+    if (use.getOwner() != update)
+      uses.push_back({&use, pad.dim, before});
+  while (!uses.empty()) {
+    Use use = uses.pop_back_val();
+    Operation *user = use.operand->getOwner();
+    auto type = cast<RankedTensorType>(use.operand->get().getType());
+    if (isa<CastOp, TransposeOp>(user)) {
+      int64_t dim = use.dim;
+      if (auto transpose = dyn_cast<TransposeOp>(user))
+        dim = llvm::find(transpose.getPermutation(), use.dim) -
+              transpose.getPermutation().begin();
+      Value result = user->getResult(0);
+      auto resultType = cast<RankedTensorType>(result.getType());
+      result.setType(
+          paddedType(resultType, {static_cast<int>(dim), pad.extent}));
+      std::string error;
+      std::optional<OpLayouts> l;
+      if (layOut(user, /*result=*/false, 0, use.layout, {}, mesh))
+        l = layoutsOf(user, mesh, error);
+      if (!l)
+        return user->emitOpError("cannot be laid out as ")
+               << use.layout.toString(mesh) << " once padded";
+      for (OpOperand &next : result.getUses())
+        uses.push_back({&next, dim, l->results[0]});
+      continue;
+    }
+    SmallVector<int64_t> sizes(type.getShape());
+    sizes[use.dim] = logical.getDimSize(pad.dim);
+    OpBuilder builder(user);
+    int64_t rank = type.getRank();
+    auto slice = SliceOp::create(
+        builder, user->getLoc(), use.operand->get(),
+        builder.getDenseI64ArrayAttr(SmallVector<int64_t>(rank, 0)),
+        builder.getDenseI64ArrayAttr(sizes),
+        builder.getDenseI64ArrayAttr(SmallVector<int64_t>(rank, 1)));
+    if (!layOut(slice, /*result=*/false, 0, use.layout, {}, mesh))
+      return user->emitOpError("cannot read the padded parameter as ")
+             << use.layout.toString(mesh);
+    // Recomputed with its user: the backward slices (and gathers) again
+    // instead of keeping the forward's block.
+    if (Attribute mark = user->getAttr(LoomDialect::kRecomputeAttrName))
+      slice->setAttr(LoomDialect::kRecomputeAttrName, mark);
+    use.operand->set(slice);
+  }
+  return success();
+}
+
+/// Pads the gradient padded parameter `update` reads with zeros where it is
+/// made, before the casts, transposes and unit reshapes on its way to the
+/// update (retyped), but not past a value read elsewhere: ZeRO 2 and 3 then
+/// reduce-scatter it there (loom-partition), in the precision it is made
+/// in, and only the slice moves on. The pad passes the gradient's partial
+/// sums on.
+LogicalResult padGradient(Operation *update, const ZeroPadding &pad,
+                          const layout::Mesh &mesh) {
+  SmallVector<Operation *> chain;
+  SmallVector<int64_t> dims; // the padded dimension of each op's result
+  int64_t dim = pad.dim;
+  Value grad = update->getOperand(1);
+  while (Operation *def = grad.getDefiningOp()) {
+    if (!isa<CastOp, TransposeOp, ReshapeOp>(def) || !grad.hasOneUse())
+      break;
+    std::optional<int64_t> from = dim;
+    if (auto transpose = dyn_cast<TransposeOp>(def))
+      from = transpose.getPermutation()[dim];
+    if (isa<ReshapeOp>(def))
+      from = unitReshapeDim(def, dim);
+    if (!from)
+      break;
+    chain.push_back(def);
+    dims.push_back(dim);
+    dim = *from;
+    grad = def->getOperand(0);
+  }
+  layout::TensorLayout made = layout::TensorLayout::replicated(
+      cast<RankedTensorType>(grad.getType()).getRank());
+  if (auto result = dyn_cast<OpResult>(grad)) {
+    std::string error;
+    if (std::optional<OpLayouts> l = layoutsOf(result.getOwner(), mesh, error))
+      made = l->results[result.getResultNumber()];
+  }
+  OpBuilder builder(update);
+  builder.setInsertionPointAfterValue(grad);
+  auto gradType = cast<RankedTensorType>(grad.getType());
+  SmallVector<int64_t> low(gradType.getRank(), 0), high(gradType.getRank(), 0);
+  high[dim] = pad.extent - gradType.getDimSize(dim);
+  auto padded = PadOp::create(
+      builder, update->getLoc(), grad, builder.getDenseI64ArrayAttr(low),
+      builder.getDenseI64ArrayAttr(high), builder.getStringAttr("constant"),
+      builder.getF32FloatAttr(0.0f));
+  // Laid out as the gradient is made, else (a split of the padded
+  // dimension) replicated: a valid sharding the propagation that follows
+  // refines.
+  if (!layOut(padded, /*result=*/false, 0, made, made.partialAxes(), mesh) &&
+      !layOut(padded, /*result=*/false, 0,
+              layout::TensorLayout::replicated(gradType.getRank()), {}, mesh))
+    return update->emitOpError("cannot pad its gradient");
+  Operation *first = chain.empty() ? update : chain.back();
+  first->setOperand(chain.empty() ? 1 : 0, padded);
+  std::string error;
+  std::optional<OpLayouts> last = layoutsOf(padded, mesh, error);
+  for (auto [op, resultDim] : llvm::reverse(llvm::zip(chain, dims))) {
+    Value result = op->getResult(0);
+    result.setType(paddedType(cast<RankedTensorType>(result.getType()),
+                              {static_cast<int>(resultDim), pad.extent}));
+    if (!last || !layOut(op, /*result=*/false, 0, last->results[0],
+                         last->results[0].partialAxes(), mesh))
+      return op->emitOpError("cannot carry the padded gradient");
+    last = layoutsOf(op, mesh, error);
+  }
+  return success();
+}
+
+/// Pads the parameter `update` updates, and the optimizer state it reads,
+/// with zeros as `pad` says (ZeroPadding): retypes the arguments, the
+/// update's results and so the function's (the caller retypes the
+/// function), gives the model the leading block of the parameter
+/// (readLeadingBlock) and pads the gradient where it is made
+/// (padGradient).
+LogicalResult padUpdate(func::FuncOp func, Operation *update,
+                        const ZeroPadding &pad,
+                        const layout::TensorLayout &before,
+                        const layout::Mesh &mesh, ArgAttrUpdates &argAttrs) {
+  auto param = cast<BlockArgument>(update->getOperand(0));
+  auto logical = cast<RankedTensorType>(param.getType());
+  for (Value r : update->getResults())
+    for (Operation *user : r.getUsers())
+      if (!isa<func::ReturnOp>(user))
+        return update->emitOpError(
+                   "cannot be padded for optimizer sharding: its result is "
+                   "used by ")
+               << describeOp(user);
+  Builder b(func.getContext());
+  DenseI64ArrayAttr logicalAttr = b.getDenseI64ArrayAttr(logical.getShape());
+  for (Value v : update->getOperands()) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    if (!arg || arg.getOwner() != &func.getBody().front() ||
+        arg.getType() != logical ||
+        (arg != param &&
+         !func.getArgAttr(arg.getArgNumber(), LoomDialect::kStateAttrName)))
+      continue;
+    arg.setType(paddedType(logical, pad));
+    argAttrs.set(arg.getArgNumber(), LoomDialect::kLogicalShapeAttrName,
+                 logicalAttr);
+  }
+  for (Value r : update->getResults())
+    r.setType(paddedType(cast<RankedTensorType>(r.getType()), pad));
+  if (failed(readLeadingBlock(update, pad, logical, before, mesh)))
+    return failure();
+  return padGradient(update, pad, mesh);
+}
+
 } // namespace
 
 FailureOr<ZeroReport> shardOptimizer(func::FuncOp func, int level) {
@@ -129,6 +365,13 @@ FailureOr<ZeroReport> shardOptimizer(func::FuncOp func, int level) {
       if (update.isUnused(a))
         axes.push_back(a);
     auto global = cast<RankedTensorType>(param.getType());
+    if (std::optional<ZeroPadding> pad =
+            zeroPadding(update, axes, global.getShape(), m)) {
+      if (failed(padUpdate(func, &op, *pad, update, m, argAttrs)))
+        return failure();
+      global = paddedType(global, *pad);
+      report.padded.push_back(name.str());
+    }
     std::optional<layout::TensorLayout> split =
         zeroLayout(update, axes, global.getShape(), m);
     if (!split) {
@@ -170,6 +413,10 @@ FailureOr<ZeroReport> shardOptimizer(func::FuncOp func, int level) {
     report.sharded.push_back(name.str());
   }
   argAttrs.apply(func);
+  if (!report.padded.empty())
+    func.setType(FunctionType::get(
+        ctx, func.getBody().getArgumentTypes(),
+        func.getBody().front().getTerminator()->getOperandTypes()));
   func->setAttr(LoomDialect::kZeroAttrName, b.getI64IntegerAttr(level));
   return report;
 }

@@ -16,8 +16,10 @@
 // The data-parallel axes are those gradients are partial sums over where
 // they are made (the axes that split the batch); a parameter's update is
 // split over those of them it is replicated over, on the first dimension
-// they divide. A parameter no dimension of which they divide stays whole
-// (and is reported).
+// they divide. A parameter no dimension of which they divide is padded with
+// zeros until one does (as ZeRO pads its flat buffers; zeroPadding), its
+// model reading the leading block; one every dimension of which is split
+// already stays whole (and is reported).
 //
 // All of it is layouts: the update op gets the split layout, the optimizer
 // state (and at level 3 the parameter) argument takes it, and loom-partition
@@ -44,8 +46,10 @@ struct ZeroReport {
   /// The data-parallel axes (mesh axis indices).
   std::vector<int> axes;
   /// Parameters whose updates were split, and those left whole (no
-  /// data-parallel axis, or no dimension it divides).
+  /// data-parallel axis, or every dimension split already).
   std::vector<std::string> sharded, whole;
+  /// Those of `sharded` that were padded first (no dimension divided).
+  std::vector<std::string> padded;
   /// Bytes per device saved against level 0: optimizer state, gradients
   /// (level 2 and up) and parameters (level 3).
   double savedBytes = 0;

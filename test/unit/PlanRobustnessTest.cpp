@@ -13,11 +13,13 @@
 #include "compiler/plan/PlanEmitter.h"
 #include "runtime/Backend.h"
 #include "runtime/Executor.h"
+#include "runtime/PlanLayout.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "gtest/gtest.h"
 
+#include <cstring>
 #include <random>
 
 using namespace loom;
@@ -195,6 +197,35 @@ TEST_P(PlanRobustness, MissingWeightsAreAClearError) {
   EXPECT_NE(error.find("has no initial data"), std::string::npos) << error;
 }
 
+// A logical shape (a value optimizer sharding padded) is a leading block
+// of a parameter's, buffer's or optimizer state's global shape, and its
+// initial data has the logical shape's size.
+TEST_P(PlanRobustness, BadLogicalShapesAreRejected) {
+  auto withLogical = [&](plan::Value::Kind kind, int64_t delta) {
+    plan::Plan copy = plan;
+    for (plan::Value &v :
+         *copy.mutable_stages(0)->mutable_program()->mutable_values())
+      if (v.kind() == kind && v.global_type().shape_size() > 0) {
+        for (int64_t d : v.global_type().shape())
+          v.add_logical_shape(d);
+        v.set_logical_shape(0, v.logical_shape(0) + delta);
+        break;
+      }
+    return loadAndRun(copy.SerializeAsString(), *backend);
+  };
+  std::string error = withLogical(plan::Value::PARAMETER, 1);
+  EXPECT_NE(error.find("not a leading block of its global shape"),
+            std::string::npos)
+      << error;
+  error = withLogical(plan::Value::INPUT, 0);
+  EXPECT_NE(error.find("only parameters, buffers and optimizer state are "
+                       "padded"),
+            std::string::npos)
+      << error;
+  error = withLogical(plan::Value::PARAMETER, -1);
+  EXPECT_NE(error.find("(its logical shape)"), std::string::npos) << error;
+}
+
 TEST_P(PlanRobustness, OverlappingLiveValuesAreRejected) {
   plan::Plan copy = plan;
   plan::Program *program = copy.mutable_stages(0)->mutable_program();
@@ -300,6 +331,21 @@ INSTANTIATE_TEST_SUITE_P(Models, PlanRobustness,
                            std::string name = info.param;
                            return name.substr(0, name.find('.'));
                          });
+
+// A padded value holds its logical tensor as the leading block, zeros
+// after it in every padded dimension; the block reads back unchanged.
+TEST(PaddedValues, TheLeadingBlockRoundTrips) {
+  std::vector<float> logical = {1, 2, 3, 4, 5, 6}; // 2x3
+  rt::TensorView view{rt::DType::F32, {2, 3}, logical.data()};
+  rt::HostBuffer padded = rt::padBlock(view, {3, 4});
+  const auto *p = reinterpret_cast<const float *>(padded.bytes.data());
+  std::vector<float> got(p, p + 12);
+  EXPECT_EQ(got, (std::vector<float>{1, 2, 3, 0, 4, 5, 6, 0, 0, 0, 0, 0}));
+  rt::HostBuffer back = rt::leadingBlock(padded.view(), {2, 3});
+  ASSERT_EQ(back.shape, (rt::Shape{2, 3}));
+  EXPECT_EQ(std::memcmp(back.bytes.data(), logical.data(), 6 * sizeof(float)),
+            0);
+}
 
 // A chain x -> a -> b -> c: the peak is where b is made while a is still
 // read (x + a + b), and it lists those, largest first, with their makers.
