@@ -28,6 +28,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <limits>
 #include <memory>
 
 using namespace llvm;
@@ -78,9 +80,70 @@ int64_t peakBytes(const plan::Plan &plan) {
   return peak;
 }
 
+/// `value` as the flags print it: "inf", "nan", "-1", "1.5".
+static std::string formatValue(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
+/// The first training hyperparameter outside its range: the flag, the
+/// range and the value given. Checked before any work, so that a bad value
+/// is not found at step 2 as a loss that is not finite.
+static std::optional<std::string>
+verifyHyperparameters(const TrainingOptions &t, const ParallelConfig &p,
+                      int64_t memoryLimit) {
+  struct Range {
+    const char *flag;
+    double value, low, high;
+    bool lowOpen, highOpen;
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  // Finite everywhere; open ends are excluded.
+  const Range ranges[] = {
+      {"--lr", t.lr, 0, inf, true, true},
+      {"--momentum", t.momentum, 0, 1, false, true},
+      {"--beta1", t.beta1, 0, 1, false, true},
+      {"--beta2", t.beta2, 0, 1, false, true},
+      {"--eps", t.epsilon, 0, inf, true, true},
+      {"--weight-decay", t.weightDecay, 0, inf, false, true},
+      {"--min-lr", t.minLr, 0, t.lr, false, false},
+      {"--loss-scale", t.lossScale.value_or(1), 0, inf, true, true},
+  };
+  for (const Range &r : ranges) {
+    bool above = r.lowOpen ? r.value > r.low : r.value >= r.low;
+    bool below = r.highOpen ? r.value < r.high : r.value <= r.high;
+    if (std::isfinite(r.value) && above && below)
+      continue;
+    std::string high = std::isinf(r.high) ? "" : formatValue(r.high);
+    std::string range =
+        std::string(r.lowOpen ? "(" : "[") + formatValue(r.low) + ", " +
+        (high.empty() ? "inf" : high) + (r.highOpen ? ")" : "]");
+    return std::string(r.flag) + " must be a finite number in " + range +
+           ", got " + formatValue(r.value);
+  }
+  if (t.warmupSteps < 0)
+    return "--warmup-steps must be 0 or more, got " +
+           std::to_string(t.warmupSteps);
+  if (t.totalSteps < 1)
+    return "--total-steps must be 1 or more, got " +
+           std::to_string(t.totalSteps);
+  if (p.microBatches < 1)
+    return "--micro-batches must be 1 or more, got " +
+           std::to_string(p.microBatches);
+  if (memoryLimit < 0)
+    return "--memory-limit must be 0 (the profile's memory) or a number of "
+           "bytes, got " +
+           std::to_string(memoryLimit);
+  return std::nullopt;
+}
+
 std::optional<std::string> verifyOptions(const CompileOptions &options) {
   const bool train = options.training.enabled;
   const ParallelConfig &parallel = options.parallel;
+  if (std::optional<std::string> bad = verifyHyperparameters(
+          options.training, parallel, options.memoryLimit))
+    return bad;
   if (!parallel.stageMeshes.empty() &&
       (!parallel.mesh.empty() || options.searchStages || !train))
     return std::string("--stage-meshes pipelines a training step (--train) "
@@ -88,8 +151,6 @@ std::optional<std::string> verifyOptions(const CompileOptions &options) {
                        "--stages");
   if (options.training.lossScale && !train)
     return std::string("--loss-scale needs --train");
-  if (train && !(options.training.lr > 0))
-    return std::string("--lr must be positive");
   if (parallel.recompute && !parallel.recompute->empty() && !train)
     return std::string("--recompute needs --train");
   if (parallel.zero && *parallel.zero > 0 && !train)

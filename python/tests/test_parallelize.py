@@ -55,6 +55,28 @@ def test_mlp_partitioned_equals_single_device(mesh, mode):
                                    err_msg=key)
 
 
+def test_padded_zero_equals_pytorch():
+    """ZeRO-3 over 3 ranks: no dimension of the MLP divides by 3, so every parameter and
+    its Adam state are padded to split; the job trains as PyTorch does and speaks of the
+    model's own shapes."""
+    model, (x, y) = make_mlp(), batch(n=6)
+    expected, trained = torch_losses(
+        model, (x,), y, lambda p: torch.optim.Adam(p, lr=1e-2, foreach=False), STEPS)
+    job = loom.parallelize(model, (x,), optimizer=loom.Adam(lr=1e-2), mesh="dp=3", zero=3,
+                           progress=False)
+    assert "padded to divide" in job.explain()
+    np.testing.assert_allclose(loom_losses(job, x, y), expected, rtol=1e-4, atol=1e-6)
+    state = job.state_dict()
+    for key, value in trained.state_dict().items():
+        assert state[key].shape == value.shape, key
+        np.testing.assert_allclose(state[key].numpy(), value.numpy(), rtol=1e-4, atol=1e-5,
+                                   err_msg=key)
+    moments = job.optimizer_state()
+    assert len(moments) == 2 * len(trained.state_dict())
+    for key, value in moments.items():
+        assert value.shape == tuple(state[key.split("::")[0]].shape), key
+
+
 def test_save_then_load_resumes_bit_for_bit(tmp_path):
     model, (x, y) = make_mlp(), batch()
     job = loom.parallelize(model, (x,), optimizer=loom.Adam(lr=1e-2), mesh="dp=2",
