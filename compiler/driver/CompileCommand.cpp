@@ -15,6 +15,8 @@
 #include "compiler/pipeline/LoomPipeline.h"
 
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -75,6 +77,49 @@ void printSummary(const pipeline::CompileOptions &options,
          << program->arena_bytes() << " bytes of activations\n";
 }
 
+/// "" when every file `options` writes can be written and none of them is
+/// a file it reads; else what is wrong, naming the flag. Checked before any
+/// work: `-o MODEL.onnx` would destroy the model, and a path that cannot be
+/// written was found only after the compile.
+std::string checkOutputs(const pipeline::CompileOptions &options) {
+  struct Output {
+    const char *flag;
+    std::string path;
+  };
+  const Output outputs[] = {{"-o", planOutputFlag()},
+                            {"--emit-mlir", options.emitMlir},
+                            {"--save-strategy", options.saveStrategyFile}};
+  const Output inputs[] = {{"the model", options.model.path},
+                           {"--strategy", options.strategyFile},
+                           {"--cluster", options.cluster}};
+  for (const Output &out : outputs) {
+    if (out.path.empty() || out.path == "-")
+      continue;
+    for (const Output &in : inputs)
+      if (!in.path.empty() &&
+          (out.path == in.path || sys::fs::equivalent(out.path, in.path)))
+        return std::string(out.flag) + " " + out.path + " is " + in.flag +
+               " this command reads; write it elsewhere";
+    if (sys::fs::is_directory(out.path))
+      return std::string(out.flag) + " " + out.path +
+             " is a directory; give a file name";
+    SmallString<256> dir(out.path);
+    sys::path::remove_filename(dir);
+    if (dir.empty())
+      dir = ".";
+    bool exists = sys::fs::exists(out.path);
+    if (!sys::fs::is_directory(dir) ||
+        sys::fs::access(exists ? StringRef(out.path) : StringRef(dir),
+                        sys::fs::AccessMode::Write))
+      return std::string(out.flag) + " " + out.path + " cannot be written (" +
+             (sys::fs::is_directory(dir)
+                  ? "no write permission"
+                  : "no such directory " + dir.str().str()) +
+             ")";
+  }
+  return "";
+}
+
 int runCompile() {
   std::string error;
   std::optional<pipeline::CompileOptions> options =
@@ -83,6 +128,8 @@ int runCompile() {
     return reportError(error);
   if (!options->simulate && planOutputFlag().empty())
     return reportError("compile needs -o MODEL.plan");
+  if (std::string bad = checkOutputs(*options); !bad.empty())
+    return reportError(bad);
   std::optional<pipeline::CompileResult> result =
       pipeline::compile(*options, outs(), error);
   if (!result)
