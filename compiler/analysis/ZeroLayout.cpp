@@ -34,7 +34,7 @@ std::optional<ZeroPadding> zeroPadding(const layout::TensorLayout &update,
                                        ArrayRef<int> axes,
                                        ArrayRef<int64_t> shape,
                                        const layout::Mesh &mesh) {
-  if (axes.empty() || zeroLayout(update, axes, shape, mesh))
+  if (axes.empty())
     return std::nullopt;
   int64_t ways = 1;
   for (int a : axes)

@@ -36,12 +36,11 @@ struct ZeroPadding {
   int64_t extent = 0;
 };
 
-/// The padding for an update of layout `update` over `axes` when
-/// zeroLayout finds no dimension: of the dimensions `update` does not split
-/// (a split one would move its other splits' borders), the one whose
-/// padding adds the fewest elements, the first of equals. Nullopt when
-/// zeroLayout splits it unpadded, or `update` splits every dimension, or
-/// `axes` is empty.
+/// The padding for an update of layout `update` over `axes`, for when
+/// zeroLayout finds no dimension (callers ask it first): of the dimensions
+/// `update` does not split (a split one would move its other splits'
+/// borders), the one whose padding adds the fewest elements, the first of
+/// equals. Nullopt when `update` splits every dimension or `axes` is empty.
 std::optional<ZeroPadding> zeroPadding(const layout::TensorLayout &update,
                                        llvm::ArrayRef<int> axes,
                                        llvm::ArrayRef<int64_t> shape,

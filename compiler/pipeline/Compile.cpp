@@ -115,10 +115,9 @@ verifyHyperparameters(const TrainingOptions &t, const ParallelConfig &p,
     bool below = r.highOpen ? r.value < r.high : r.value <= r.high;
     if (std::isfinite(r.value) && above && below)
       continue;
-    std::string high = std::isinf(r.high) ? "" : formatValue(r.high);
-    std::string range =
-        std::string(r.lowOpen ? "(" : "[") + formatValue(r.low) + ", " +
-        (high.empty() ? "inf" : high) + (r.highOpen ? ")" : "]");
+    std::string range = std::string(r.lowOpen ? "(" : "[") +
+                        formatValue(r.low) + ", " + formatValue(r.high) +
+                        (r.highOpen ? ")" : "]");
     return std::string(r.flag) + " must be a finite number in " + range +
            ", got " + formatValue(r.value);
   }

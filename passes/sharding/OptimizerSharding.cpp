@@ -365,15 +365,17 @@ FailureOr<ZeroReport> shardOptimizer(func::FuncOp func, int level) {
       if (update.isUnused(a))
         axes.push_back(a);
     auto global = cast<RankedTensorType>(param.getType());
-    if (std::optional<ZeroPadding> pad =
-            zeroPadding(update, axes, global.getShape(), m)) {
+    std::optional<layout::TensorLayout> split =
+        zeroLayout(update, axes, global.getShape(), m);
+    std::optional<ZeroPadding> pad =
+        split ? std::nullopt : zeroPadding(update, axes, global.getShape(), m);
+    if (pad) {
       if (failed(padUpdate(func, &op, *pad, update, m, argAttrs)))
         return failure();
       global = paddedType(global, *pad);
+      split = zeroLayout(update, axes, global.getShape(), m);
       report.padded.push_back(name.str());
     }
-    std::optional<layout::TensorLayout> split =
-        zeroLayout(update, axes, global.getShape(), m);
     if (!split) {
       report.whole.push_back(name.str());
       continue;
