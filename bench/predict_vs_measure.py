@@ -133,7 +133,7 @@ def describe(profile):
     return (f"peak f32 {profile['peak_flops']['f32'] / 1e9:.1f} GFLOP/s, memory "
             f"{profile['memory_bandwidth'] / 1e9:.2f} GB/s, efficiency "
             + " ".join(f"{k} {eff.get(k, 1):.2f}" for k in
-                       ("matmul", "elementwise", "reduction", "other", "conv"))
+                       ("matmul", "elementwise", "transcendental", "reduction", "other", "conv"))
             + f"; link {link['latency'] * 1e6:.2f} us/step, {link['bandwidth'] / 1e9:.2f} GB/s bus")
 
 

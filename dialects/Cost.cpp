@@ -7,6 +7,7 @@
 
 #include "dialects/LoomDialect.h"
 
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -90,6 +91,17 @@ OpWork estimateWork(Operation *op, ArrayRef<RankedTensorType> operands,
         // computations and, in linear mode, a weighted tap per neighbour.
         work.flops = 4.0 * std::max(in, out);
         work.kernelClass = "other";
+      })
+      .Case<ExpOp, LogOp, PowOp, ErfOp, TanhOp, SigmoidOp, GeluOp, GeluGradOp,
+            CosOp, SinOp, SoftplusOp, MishOp, EluOp, SeluOp>(
+          [&](Operation *) { work.kernelClass = "transcendental"; })
+      .Case<UnaryGradOp>([&](UnaryGradOp grad) {
+        // The derivative of a smooth function evaluates one; that of a
+        // piecewise-linear one (abs, clip, hard_swish, ...) compares.
+        static const llvm::StringSet<> smooth = {"cos",  "sin", "softplus",
+                                                 "mish", "elu", "selu"};
+        if (smooth.contains(grad.getFn()))
+          work.kernelClass = "transcendental";
       })
       .Case<AdamUpdateOp>([&](AdamUpdateOp) { work.flops = 12.0 * in; })
       .Case<MomentumUpdateOp>([&](MomentumUpdateOp) { work.flops = 4.0 * in; })

@@ -33,7 +33,7 @@ namespace loom::cost {
 
 const std::vector<std::string> kProfileDtypes = {"f32", "bf16", "f16"};
 const std::vector<std::string> kKernelClasses = {
-    "matmul", "conv", "elementwise", "reduction", "other"};
+    "matmul", "conv", "elementwise", "transcendental", "reduction", "other"};
 
 double HardwareProfile::peak(const std::string &dtype) const {
   auto it = peakFlops.find(dtype);
@@ -47,6 +47,10 @@ double HardwareProfile::efficiencyOf(const std::string &kernelClass) const {
   auto it = efficiency.find(kernelClass);
   if (it != efficiency.end())
     return it->second;
+  // Transcendental functions are elementwise ops: a profile that does not
+  // tell them apart gives them its elementwise figure.
+  if (kernelClass == "transcendental")
+    return efficiencyOf("elementwise");
   bool known = std::find(kKernelClasses.begin(), kKernelClasses.end(),
                          kernelClass) != kKernelClasses.end();
   if (!known) {
@@ -189,10 +193,13 @@ std::string validateProfile(const HardwareProfile &p) {
            formatNumber(p.opOverhead);
   for (const auto &[cls, v] : p.efficiency) {
     if (std::find(kKernelClasses.begin(), kKernelClasses.end(), cls) ==
-        kKernelClasses.end())
-      return "unknown key \"efficiency." + cls +
-             "\" (expected \"matmul\", \"conv\", \"elementwise\", "
-             "\"reduction\", \"other\")";
+        kKernelClasses.end()) {
+      std::string expected;
+      for (const std::string &known : kKernelClasses)
+        expected += (expected.empty() ? "\"" : ", \"") + known + "\"";
+      return "unknown key \"efficiency." + cls + "\" (expected " + expected +
+             ")";
+    }
     if (!positive(v) || v > 1)
       return "\"efficiency." + cls +
              "\" must be a fraction of peak in (0, 1], got " + formatNumber(v);

@@ -66,8 +66,9 @@ struct HardwareProfile {
   /// Peak FLOP/s for `dtype`; element types the profile does not list
   /// (integers, bool) use the f32 peak.
   double peak(const std::string &dtype) const;
-  /// The efficiency of `kernelClass`: the profile's figure, else that of
-  /// "other" when the class is not one of kKernelClasses, else 1.0.
+  /// The efficiency of `kernelClass`: the profile's figure; else, for
+  /// "transcendental", that of "elementwise"; else that of "other" when the
+  /// class is not one of kKernelClasses; else 1.0.
   double efficiencyOf(const std::string &kernelClass) const;
 
   /// The profile as pretty-printed JSON text (keys in a fixed order,
@@ -82,7 +83,10 @@ struct HardwareProfile {
 /// The element types a profile gives peaks for.
 extern const std::vector<std::string> kProfileDtypes;
 /// The kernel classes a profile may give efficiencies for: "matmul",
-/// "conv", "elementwise", "reduction", "other".
+/// "conv", "elementwise" (arithmetic, comparisons, selects: a few
+/// operations per element), "transcendental" (elementwise functions a
+/// processor evaluates as a series: exp, log, erf, tanh, sigmoid, ...),
+/// "reduction", "other" (data movement).
 extern const std::vector<std::string> kKernelClasses;
 
 /// Parses and validates a profile from JSON `text`. `source` names the text

@@ -236,10 +236,17 @@ std::vector<ClassMix> classMixes(const Settings &s, int64_t r, int64_t c) {
         [=] { return f32Call(op, {{n}, {n}}, {n}); }, 1, "elementwise"));
   elementwise.kernels.push_back(mixKernel(
       [=] { return f32Call("add", {{r, c}, {c}}, {r, c}); }, 1, "elementwise"));
-  for (const char *op : {"erf", "neg"})
-    elementwise.kernels.push_back(mixKernel(
-        [=] { return f32Call(op, {{n}}, {n}); }, 1, "elementwise"));
+  elementwise.kernels.push_back(
+      mixKernel([=] { return f32Call("neg", {{n}}, {n}); }, 1, "elementwise"));
   mixes.push_back(std::move(elementwise));
+
+  // Functions a processor evaluates as a series: on a CPU, compute-bound
+  // at rates that depend on the function, far below an add's.
+  ClassMix transcendental{"transcendental", {}};
+  for (const char *op : {"erf", "exp", "tanh", "sigmoid"})
+    transcendental.kernels.push_back(mixKernel(
+        [=] { return f32Call(op, {{n}}, {n}); }, 1, "transcendental"));
+  mixes.push_back(std::move(transcendental));
 
   ClassMix reduction{"reduction", {}};
   reduction.kernels.push_back(mixKernel(

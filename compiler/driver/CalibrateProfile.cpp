@@ -237,7 +237,8 @@ std::vector<std::string> profileNotes(const Run &run, const Findings &found) {
           std::to_string(s.stepRows / 4) + " x " + std::to_string(s.stepCols) +
           " and " + std::to_string(s.stepRows) + " x " +
           std::to_string(s.stepCols) +
-          " f32): add, bias add, mul, sub, erf, neg (elementwise); "
+          " f32): add, bias add, mul, sub, neg (elementwise); erf, exp, tanh, "
+          "sigmoid (transcendental); "
           "reduce_sum, softmax, layer_norm (reduction); transpose and a copy "
           "(other); linear-layer and attention matmuls against the peak "
           "(matmul); a 3x3 conv2d (conv)",

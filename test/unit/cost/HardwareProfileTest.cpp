@@ -261,7 +261,8 @@ TEST(HardwareProfileErrors, UnknownKeys) {
             "\"bf16\", \"f16\")");
   EXPECT_EQ(parseError(edited("\"matmul\"", "\"gemm\"")),
             "p.json: unknown key \"efficiency.gemm\" (expected \"matmul\", "
-            "\"conv\", \"elementwise\", \"reduction\", \"other\")");
+            "\"conv\", \"elementwise\", \"transcendental\", \"reduction\", "
+            "\"other\")");
 }
 
 // Every required field is required, nested ones included.
