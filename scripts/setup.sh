@@ -14,8 +14,9 @@ PACKAGES=(
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libopenmpi-dev openmpi-bin
   # tests
   libgtest-dev googletest
-  # loom run's and loom-run's command line (header-only)
-  libcli11-dev
+  # loom run's and loom-run's command line, checkpoint manifests (header-only);
+  # checkpoint checksums (CRC-32)
+  libcli11-dev nlohmann-json3-dev zlib1g-dev
   # model export and the PyTorch oracle
   python3-torch python3-onnx python3-numpy python3-torchvision
   # the Python package (python/): its extension and its tests

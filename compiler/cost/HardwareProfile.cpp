@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/cost/HardwareProfile.h"
+#include "common/text/InputLimits.h"
 
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -328,6 +329,10 @@ private:
 std::optional<HardwareProfile> parseProfile(const std::string &text,
                                             const std::string &source,
                                             std::string &error) {
+  if (std::string deep = limits::jsonNestingError(text); !deep.empty()) {
+    error = source + ": not a hardware profile: " + deep;
+    return std::nullopt;
+  }
   llvm::Expected<Value> parsed = llvm::json::parse(text);
   if (!parsed) {
     error = source + ": not valid JSON: " + llvm::toString(parsed.takeError());
@@ -390,13 +395,12 @@ std::optional<HardwareProfile> parseProfile(const std::string &text,
 
 std::optional<HardwareProfile> loadProfile(const std::string &path,
                                            std::string &error) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-      llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-  if (!buffer) {
-    error = path + ": cannot read the profile: " + buffer.getError().message();
+  std::string text, why;
+  if (!limits::readBoundedFile(path, limits::kMaxJsonBytes, text, why)) {
+    error = path + ": cannot read the profile: " + why;
     return std::nullopt;
   }
-  return parseProfile((*buffer)->getBuffer().str(), path, error);
+  return parseProfile(text, path, error);
 }
 
 bool saveProfile(const HardwareProfile &profile, const std::string &path,

@@ -31,10 +31,12 @@ cl::SubCommand exportCmd("export",
 cl::opt<std::string> planPath(cl::Positional, cl::Required,
                               cl::desc("<MODEL.plan>"), cl::sub(exportCmd),
                               cl::cat(loomCategory()));
-cl::opt<std::string> checkpointDir("checkpoint",
-                                   cl::desc("The checkpoint (loom run --save)"),
-                                   cl::value_desc("DIR"), cl::Required,
-                                   cl::sub(exportCmd), cl::cat(loomCategory()));
+cl::opt<std::string> checkpointDir(
+    "checkpoint",
+    cl::desc("The checkpoint: a loom run --save DIR (its latest) or "
+             "one of its step directories"),
+    cl::value_desc("DIR"), cl::Required, cl::sub(exportCmd),
+    cl::cat(loomCategory()));
 cl::opt<std::string> outputPath("o", cl::desc("The ONNX file to write"),
                                 cl::value_desc("MODEL.onnx"), cl::Required,
                                 cl::sub(exportCmd), cl::cat(loomCategory()));
@@ -70,6 +72,10 @@ int runExport() {
     if (!in || !model.ParseFromIstream(&in))
       return reportError(source + ": cannot read the ONNX model");
   }
+  std::optional<rt::CheckpointManifest> ckpt =
+      rt::openCheckpoint(checkpointDir, error);
+  if (!ckpt)
+    return reportError(error);
   // The tensors the plan trains and keeps: parameters and buffers, of
   // every pipeline stage.
   std::map<std::string, bool> wanted;
@@ -82,9 +88,18 @@ int runExport() {
     auto it = wanted.find(init.name());
     if (it == wanted.end())
       continue;
+    const rt::CheckpointEntry *entry = ckpt->find(init.name());
     std::string file =
-        checkpointDir + "/" + rt::checkpointFileName(init.name());
-    std::optional<rt::HostBuffer> value = rt::readNpy(file, error);
+        ckpt->dir + "/" +
+        (entry ? entry->file : rt::checkpointFileName(init.name()));
+    std::optional<rt::HostBuffer> value;
+    if (entry)
+      value = rt::readCheckpointTensor(*ckpt, *entry, error);
+    else if (ckpt->format == 1) // its manifest need not list every tensor
+      value = rt::readNpy(file, error);
+    else
+      error = ckpt->dir + "/manifest.json: has no '" + init.name() +
+              "', which the plan trains";
     if (!value)
       return reportError(error);
     std::vector<int64_t> dims(init.dims().begin(), init.dims().end());
@@ -109,7 +124,8 @@ int runExport() {
   if (!out || !model.SerializeToOstream(&out))
     return reportError("cannot write '" + outputPath + "'");
   outs() << "loom: wrote " << wanted.size() << " trained tensors from "
-         << checkpointDir << " into " << outputPath << "\n";
+         << ckpt->dir << " (step " << ckpt->step << ") into " << outputPath
+         << "\n";
   return 0;
 }
 

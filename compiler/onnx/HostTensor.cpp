@@ -6,6 +6,7 @@
 
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
@@ -118,6 +119,32 @@ static void appendLE(std::string &out, uint64_t v, size_t n) {
     out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
 
+std::string externalDataPathError(StringRef location, StringRef baseDir) {
+  if (location.empty())
+    return "an empty location";
+  if (llvm::sys::path::is_absolute(location) || location.starts_with("~"))
+    return "an absolute path (external data must lie in the model's "
+           "directory)";
+  for (auto it = llvm::sys::path::begin(location),
+            end = llvm::sys::path::end(location);
+       it != end; ++it)
+    if (*it == "..")
+      return "a path with '..' (external data must lie in the model's "
+             "directory)";
+  // A symbolic link may still lead out.
+  SmallString<256> path(baseDir), real, realBase;
+  llvm::sys::path::append(path, location);
+  if (llvm::sys::fs::real_path(path, real) ||
+      llvm::sys::fs::real_path(baseDir.empty() ? "." : baseDir, realBase))
+    return "which cannot be read";
+  llvm::StringRef r(real), b(realBase);
+  if (!r.starts_with(b) || r.size() <= b.size() ||
+      !llvm::sys::path::is_separator(r[b.size()]))
+    return "which resolves outside the model's directory (to " +
+           real.str().str() + ")";
+  return "";
+}
+
 std::optional<std::string> tensorBytes(const onnx::TensorProto &t, DType dtype,
                                        StringRef baseDir, std::string &error) {
   SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
@@ -131,31 +158,58 @@ std::optional<std::string> tensorBytes(const onnx::TensorProto &t, DType dtype,
   if (t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
     std::string location;
     int64_t offset = 0, length = -1;
+    bool numbersOk = true;
+    auto number = [&](const std::string &text, int64_t &out) {
+      llvm::StringRef s(text);
+      unsigned long long v = 0;
+      if (s.getAsInteger(10, v) || v > uint64_t(INT64_MAX))
+        numbersOk = false;
+      else
+        out = static_cast<int64_t>(v);
+    };
     for (const auto &entry : t.external_data()) {
       if (entry.key() == "location")
         location = entry.value();
       else if (entry.key() == "offset")
-        offset = std::atoll(entry.value().c_str());
+        number(entry.value(), offset);
       else if (entry.key() == "length")
-        length = std::atoll(entry.value().c_str());
+        number(entry.value(), length);
+    }
+    if (!numbersOk) {
+      error = "has an external-data offset or length that is not a "
+              "non-negative integer";
+      return std::nullopt;
+    }
+    // As ONNX's checker requires: the data stays inside the model's
+    // directory (a relative path without "..", resolving there).
+    std::string why = externalDataPathError(location, baseDir);
+    if (!why.empty()) {
+      error = "stores its data in external file '" + location + "', " + why;
+      return std::nullopt;
     }
     SmallString<256> path(baseDir);
     llvm::sys::path::append(path, location);
-    auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
-    if (location.empty() || !file) {
+    uint64_t size = 0;
+    if (llvm::sys::fs::file_size(path, size) ||
+        !llvm::sys::fs::is_regular_file(path)) {
       error = "stores its data in external file '" + location +
               "', which cannot be read";
       return std::nullopt;
     }
     if (length < 0)
       length = static_cast<int64_t>(expected);
-    if (offset < 0 ||
-        static_cast<uint64_t>(offset) + length > (*file)->getBufferSize()) {
+    if (static_cast<uint64_t>(offset) > size ||
+        static_cast<uint64_t>(length) > size - static_cast<uint64_t>(offset)) {
       error = "external data range is outside file '" + location + "'";
       return std::nullopt;
     }
-    bytes.assign((*file)->getBufferStart() + offset, length);
+    auto file = llvm::MemoryBuffer::getFileSlice(path, length, offset);
+    if (!file) {
+      error = "stores its data in external file '" + location +
+              "', which cannot be read";
+      return std::nullopt;
+    }
+    bytes.assign((*file)->getBufferStart(), length);
   } else if (t.has_raw_data()) {
     bytes = t.raw_data();
   } else {

@@ -57,9 +57,16 @@ inline constexpr int64_t kMaxElements = int64_t(1) << 48;
 /// Host tensors larger than this are not folded.
 inline constexpr int64_t kMaxFoldElements = int64_t(1) << 24;
 
+/// "" if the external-data `location` of a tensor of a model in `baseDir`
+/// stays inside that directory (a relative path without "..", whose real
+/// path, symbolic links resolved, lies there), else why not.
+std::string externalDataPathError(llvm::StringRef location,
+                                  llvm::StringRef baseDir);
+
 /// The little-endian bytes of a TensorProto's elements, from raw_data, the
-/// typed fields, or external data next to the model in `baseDir`. Fails with
-/// `error` set if the data is missing, of the wrong size, or unreadable.
+/// typed fields, or external data next to the model in `baseDir` (only
+/// there: see externalDataPathError). Fails with `error` set if the data is
+/// missing, of the wrong size, outside the directory, or unreadable.
 std::optional<std::string> tensorBytes(const onnx::TensorProto &tensor,
                                        DType dtype, llvm::StringRef baseDir,
                                        std::string &error);

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/onnx/OnnxImporter.h"
+#include "common/text/InputLimits.h"
 #include "compiler/onnx/NodeContext.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -16,6 +17,7 @@
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/GlobPattern.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -338,6 +340,27 @@ static std::optional<StaticType> staticTypeOf(const onnx::TypeProto &type) {
 }
 
 std::optional<ImportResult> Importer::inferShapes() {
+  // First strictly and without data propagation: a node whose shapes do
+  // not agree (a sequence longer than the position table, bound by
+  // --input-shape) is an error naming it. ONNX's data propagation goes on
+  // past such a node and crashes on the next Shape op.
+  try {
+    onnx::shape_inference::InferShapes(
+        model, onnx::OpSchemaRegistry::Instance(),
+        onnx::ShapeInferenceOptions(/*check_type=*/false, /*error_mode=*/1,
+                                    /*data_prop=*/false));
+  } catch (const std::exception &e) {
+    // The first node's error; the ones after it follow from it.
+    std::string what = e.what();
+    if (size_t at = what.find("(op_type:"); at != std::string::npos)
+      what = what.substr(at);
+    what = what.substr(0, what.find('\n'));
+    return error(ImportStatus::InvalidModel,
+                 Twine("ONNX shape inference rejects the model: ") + what +
+                     (inputs.empty() ? ""
+                                     : " (check the input shapes bound by "
+                                       "--batch, --dim or --input-shape)"));
+  }
   try {
     onnx::shape_inference::InferShapes(
         model, onnx::OpSchemaRegistry::Instance(),
@@ -713,6 +736,22 @@ ImportResult importOnnxBytes(StringRef bytes, StringRef name,
 
 ImportResult importOnnxFile(StringRef path, const ImportOptions &options,
                             MLIRContext &context) {
+  // A regular file of a bounded size: a device such as /dev/zero never
+  // ends, and protobuf reads no message over 2 GiB.
+  uint64_t size = 0;
+  if (llvm::sys::fs::exists(path) &&
+      (!llvm::sys::fs::is_regular_file(path) ||
+       llvm::sys::fs::file_size(path, size) || size > limits::kMaxModelBytes)) {
+    ImportResult r;
+    r.status = ImportStatus::InvalidModel;
+    r.message = (path + ": " +
+                 (size > limits::kMaxModelBytes
+                      ? "larger than 2 GiB, the most a protobuf holds (store "
+                        "the weights as external data)"
+                      : "not a regular file"))
+                    .str();
+    return r;
+  }
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer) {

@@ -137,11 +137,47 @@ verifyHyperparameters(const TrainingOptions &t, const ParallelConfig &p,
   return std::nullopt;
 }
 
+/// The devices a --mesh or --stage-meshes names, bounded: every axis size
+/// and their product at most kMaxDevices (larger than any machine, small
+/// enough that per-device tables fit in memory).
+std::optional<std::string> verifyDeviceCounts(const ParallelConfig &parallel) {
+  constexpr int64_t kMaxDevices = int64_t(1) << 20;
+  auto check = [&](const std::string &flag,
+                   const std::string &spec) -> std::optional<std::string> {
+    llvm::SmallVector<llvm::StringRef> meshes, axes;
+    llvm::StringRef(spec).split(meshes, '/');
+    for (llvm::StringRef mesh : meshes) {
+      int64_t devices = 1;
+      axes.clear();
+      mesh.split(axes, ',');
+      for (llvm::StringRef axis : axes) {
+        uint64_t size = 0;
+        llvm::StringRef value = axis.split('=').second.trim();
+        // Malformed text is the mesh parser's to report.
+        if (value.getAsInteger(10, size) || size == 0)
+          continue;
+        if (size > uint64_t(kMaxDevices) ||
+            devices > kMaxDevices / static_cast<int64_t>(size))
+          return flag + " " + spec + " names more than " +
+                 std::to_string(kMaxDevices) +
+                 " devices, the most Loom plans for";
+        devices *= static_cast<int64_t>(size);
+      }
+    }
+    return std::nullopt;
+  };
+  if (auto bad = check("--mesh", parallel.mesh))
+    return bad;
+  return check("--stage-meshes", parallel.stageMeshes);
+}
+
 std::optional<std::string> verifyOptions(const CompileOptions &options) {
   const bool train = options.training.enabled;
   const ParallelConfig &parallel = options.parallel;
   if (std::optional<std::string> bad = verifyHyperparameters(
           options.training, parallel, options.memoryLimit))
+    return bad;
+  if (std::optional<std::string> bad = verifyDeviceCounts(parallel))
     return bad;
   if (!parallel.stageMeshes.empty() &&
       (!parallel.mesh.empty() || options.searchStages || !train))

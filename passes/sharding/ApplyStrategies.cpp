@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "common/text/InputLimits.h"
 #include "compiler/analysis/ShardingSupport.h"
 #include "passes/Passes.h"
 #include "passes/sharding/StrategyFile.h"
@@ -32,14 +33,13 @@ struct ApplyStrategiesPass
     auto mesh = sharding::meshOf(func, "loom-apply-strategies");
     if (failed(mesh))
       return signalPassFailure();
-    auto buffer = llvm::MemoryBuffer::getFile(file);
-    if (!buffer) {
-      func.emitError() << file << ": " << buffer.getError().message();
+    std::string text, error;
+    if (!limits::readBoundedFile(file, limits::kMaxJsonBytes, text, error)) {
+      func.emitError() << file << ": cannot read the strategy file: " << error;
       return signalPassFailure();
     }
-    std::string error;
     std::optional<sharding::StrategyFile> strategies =
-        sharding::parseStrategyFile((*buffer)->getBuffer(), file, error);
+        sharding::parseStrategyFile(text, file, error);
     if (!strategies || !sharding::applyStrategies(func, *strategies, file,
                                                   mesh->second, error)) {
       func.emitError() << error;

@@ -1,6 +1,7 @@
 //===- StrategyFile.cpp - User strategies as JSON -------------------------===//
 
 #include "passes/sharding/StrategyFile.h"
+#include "common/text/InputLimits.h"
 #include "compiler/analysis/StepCost.h"
 
 #include "llvm/ADT/StringMap.h"
@@ -57,6 +58,12 @@ std::string meshSpec(const layout::Mesh &mesh) {
 
 std::optional<StrategyFile>
 parseStrategyFile(StringRef text, StringRef fileName, std::string &error) {
+  if (std::string deep =
+          limits::jsonNestingError(std::string_view(text.data(), text.size()));
+      !deep.empty()) {
+    error = fileName.str() + ": not a strategy file: " + deep;
+    return std::nullopt;
+  }
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
   if (!parsed) {
     error = fileName.str() +

@@ -58,9 +58,24 @@ std::optional<RunOptions> parseRunOptions(int argc, const char *const *argv,
                  "communicator), the bytes the compiler's layout math "
                  "predicted, and its time")
       ->type_name("FILE.jsonl");
-  app.add_option("--save", o.saveDir, "Write a checkpoint after the last step")
+  app.add_option("--save", o.saveDir,
+                 "Write a checkpoint after the last step, atomically, as "
+                 "DIR/step-N (DIR/latest names the newest)")
       ->type_name("DIR");
-  app.add_option("--resume", o.resumeDir, "Start from a checkpoint")
+  app.add_option("--save-every", o.saveEvery,
+                 "With --save, also write one after every step whose number "
+                 "N divides")
+      ->type_name("N")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--keep-last", o.keepLast,
+                 "With --save, keep only the newest K checkpoints in DIR "
+                 "(default: all)")
+      ->type_name("K")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--resume", o.resumeDir,
+                 "Start from a checkpoint: a --save DIR (its latest) or one "
+                 "of its step directories; every file is checked against "
+                 "the manifest's CRC-32")
       ->type_name("DIR");
   app.add_option("--tokens", o.tokensFile,
                  "Character-level language-model data: each byte of FILE is "
@@ -91,6 +106,11 @@ std::optional<RunOptions> parseRunOptions(int argc, const char *const *argv,
   } catch (const CLI::ParseError &e) {
     std::cerr << "loom: error: " << e.what() << "; run `" << command
               << " --help`\n";
+    exitCode = 1;
+    return std::nullopt;
+  }
+  if ((o.saveEvery || o.keepLast) && o.saveDir.empty()) {
+    std::cerr << "loom: error: --save-every and --keep-last need --save DIR\n";
     exitCode = 1;
     return std::nullopt;
   }

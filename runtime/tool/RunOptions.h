@@ -32,6 +32,10 @@ struct RunOptions {
   std::string metricsFile;
   std::string commReportFile;
   std::string saveDir;
+  /// Also save after every step whose number this divides (0: only last).
+  int64_t saveEvery = 0;
+  /// Keep only the newest this many checkpoints in saveDir (0: all).
+  int64_t keepLast = 0;
   std::string resumeDir;
   std::string tokensFile;
   int repeat = 1;

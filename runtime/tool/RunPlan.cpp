@@ -35,6 +35,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/tool/RunOptions.h"
+#include "runtime/tool/RunOutputs.h"
 
 #include "runtime/Backend.h"
 #include "runtime/Checkpoint.h"
@@ -275,6 +276,28 @@ std::string setUpRank(Rank &rank, plan::Plan plan, Shared &shared,
   for (Shared::Input &in : shared.inputs)
     if (!exec.setInput(in.name, in.value.view(), error))
       return in.file + ": " + error;
+  if (exec.isTraining() && o.tokensFile.empty()) {
+    // Training on data for some inputs and random values for others (the
+    // labels, typically) is never what was meant.
+    std::string missing;
+    for (const IOInfo &in : exec.inputs())
+      if (std::none_of(
+              shared.inputs.begin(), shared.inputs.end(),
+              [&](const Shared::Input &i) { return i.name == in.name; }))
+        missing += (missing.empty() ? "'" : ", '") + in.name + "'";
+    if (!shared.inputs.empty() && !missing.empty())
+      return "--data gives no data for the plan's input" +
+             std::string(missing.find(',') == std::string::npos ? " " : "s ") +
+             missing +
+             "; give every input (--data NAME=FILE.npy,...), or "
+             "none to train on seeded random data";
+    if (shared.inputs.empty() && rank.leader()) {
+      std::lock_guard<std::mutex> lock(printMutex);
+      std::cerr << "loom: note: no --data or --tokens: training on seeded "
+                   "random inputs and labels (--seed "
+                << o.seed << ")\n";
+    }
+  }
   if (!exec.isTraining()) {
     if (!o.resumeDir.empty() || !o.saveDir.empty() || o.steps != 1)
       return "--steps, --save and --resume need a training plan (loom "
@@ -334,30 +357,6 @@ std::string writeTrace(Rank &rank, Shared &shared) {
   if (!rank.leader())
     return "";
   return shared.trace.write(shared.o.traceFile, error) ? "" : error;
-}
-
-/// --comm-report: rank 0's per-collective statistics.
-std::string writeCommReport(const Executor &exec, const std::string &path) {
-  if (path.empty())
-    return "";
-  std::ofstream os(path);
-  if (!os)
-    return "cannot write '" + path + "': " + std::strerror(errno);
-  for (const Executor::CollectiveStat &s : exec.collectiveStats()) {
-    double calls = static_cast<double>(std::max<int64_t>(s.calls, 1));
-    os << "{\"instruction\": " << s.instruction << ", \"op\": \"" << s.op
-       << "\", \"location\": \"" << s.location << "\", \"shape\": \""
-       << formatShape(s.shape) << "\", \"calls\": " << s.calls
-       << ", \"bytes_per_call\": "
-       << format("%.1f", static_cast<double>(s.bytesReceived) / calls)
-       << ", \"predicted_bytes\": " << s.predictedBytes
-       << ", \"ms_per_call\": " << format("%.4f", 1e3 * s.seconds / calls)
-       << "}\n";
-  }
-  os.close();
-  if (!os)
-    return "cannot write '" + path + "': " + std::strerror(errno);
-  return "";
 }
 
 /// Bytes for people: "512 bytes", "27.5 KiB", "1.2 MiB", "3.0 GiB".
@@ -470,6 +469,23 @@ void printReports(const std::vector<RankReport> &reports, const Executor &exec,
   }
 }
 
+/// Saves the checkpoint of the step taken (`--save`), every rank taking
+/// part; the metrics so far are flushed first.
+std::string save(Rank &rank, const RunOptions &o) {
+  if (rank.metrics)
+    rank.metrics->flush();
+  std::string error, dir;
+  if (!saveCheckpoint(*rank.exec, o.saveDir, error, o.keepLast, &dir))
+    return error;
+  if (rank.leader()) {
+    std::lock_guard<std::mutex> lock(printMutex);
+    std::cout << "loom: saved a checkpoint of step " << rank.exec->stepsTaken()
+              << " to " << dir << "\n";
+    std::cout.flush();
+  }
+  return "";
+}
+
 /// Training steps, then the trace and the checkpoint.
 std::string trainRank(Rank &rank, Shared &shared) {
   const RunOptions &o = shared.o;
@@ -505,6 +521,10 @@ std::string trainRank(Rank &rank, Shared &shared) {
       return "the loss is not finite at step " +
              std::to_string(exec.stepsTaken()) +
              "; lower --lr or check the data";
+    if (o.saveEvery > 0 && exec.stepsTaken() % o.saveEvery == 0 &&
+        i + 1 < o.steps)
+      if (std::string e = save(rank, o); !e.empty())
+        return e;
   }
   if (rank.metrics)
     rank.metrics->flush();
@@ -522,15 +542,8 @@ std::string trainRank(Rank &rank, Shared &shared) {
   if (!o.traceFile.empty() && !shared.threaded)
     if (std::string e = writeTrace(rank, shared); !e.empty())
       return e;
-  if (!o.saveDir.empty()) {
-    if (!saveCheckpoint(exec, o.saveDir, error))
-      return error;
-    if (rank.leader()) {
-      std::lock_guard<std::mutex> lock(printMutex);
-      std::cout << "loom: saved a checkpoint of step " << exec.stepsTaken()
-                << " to " << o.saveDir << "\n";
-    }
-  }
+  if (!o.saveDir.empty())
+    return save(rank, o);
   return "";
 }
 
@@ -714,6 +727,8 @@ int runPlan(const RunOptions &o) {
                        "--backend cuda");
   if (comm == "nccl" && !ncclAvailable())
     return reportError("--comm nccl: this Loom was built without NCCL");
+  if (std::string bad = checkRunOutputs(o); !bad.empty())
+    return reportError(bad);
   std::optional<plan::Plan> plan = readPlanFile(o.planPath, error);
   if (!plan)
     return reportError(error);

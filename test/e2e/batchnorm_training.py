@@ -172,9 +172,9 @@ def train_loom(args, work, onnx_path, name, mesh=None, sync=False, micro=1, extr
         raise SystemExit(f"{name}: run failed:\n{output}")
     with open(os.path.join(d, "metrics.jsonl")) as f:
         losses = [json.loads(line)["loss"] for line in f if line.strip()]
-    with open(os.path.join(d, "ckpt", "manifest.json")) as f:
+    with open(os.path.join(d, "ckpt", "latest", "manifest.json")) as f:
         manifest = json.load(f)
-    tensors = {t["name"]: (t["kind"], np.load(os.path.join(d, "ckpt", t["file"])))
+    tensors = {t["name"]: (t["kind"], np.load(os.path.join(d, "ckpt", "latest", t["file"])))
                for t in manifest["tensors"]}
     return losses, tensors
 

@@ -206,9 +206,9 @@ class Runner:
 
 def parameters(directory):
     """The checkpointed parameters of a run, by file name, in f64."""
-    with open(os.path.join(directory, "ckpt", "manifest.json")) as f:
+    with open(os.path.join(directory, "ckpt", "latest", "manifest.json")) as f:
         manifest = json.load(f)
-    return {t["file"]: (t["name"], np.load(os.path.join(directory, "ckpt", t["file"]))
+    return {t["file"]: (t["name"], np.load(os.path.join(directory, "ckpt", "latest", t["file"]))
                         .astype(np.float64))
             for t in manifest["tensors"] if t["kind"] == "parameter"}
 

@@ -52,6 +52,8 @@ import subprocess
 import sys
 import tempfile
 
+import zlib
+
 import numpy as np
 
 TOLERANCE = 1e-4
@@ -319,12 +321,20 @@ def read_metrics(path):
 
 
 def read_checkpoint(directory):
-    """Returns (manifest, {name: (kind, declared dtype, declared shape, array)})."""
+    """Returns (manifest, {name: (kind, declared dtype, declared shape, array)}) of the
+    latest checkpoint of a `--save` root, each file's size and CRC-32 checked against the
+    manifest's."""
+    directory = os.path.join(directory, "latest")
     with open(os.path.join(directory, "manifest.json")) as f:
         manifest = json.load(f)
     tensors = {}
     for entry in manifest.get("tensors", []):
-        array = np.load(os.path.join(directory, entry["file"]))
+        path = os.path.join(directory, entry["file"])
+        with open(path, "rb") as f:
+            data = f.read()
+        if len(data) != entry.get("bytes") or zlib.crc32(data) != entry.get("crc32"):
+            raise SystemExit(f"{path}: size or CRC-32 differs from the manifest's")
+        array = np.load(path)
         tensors[entry["name"]] = (entry.get("kind"), entry.get("dtype"), entry.get("shape"), array)
     return manifest, tensors
 
@@ -392,8 +402,8 @@ def run_loom(case, args, ref, work, model=None):
 
     # Checkpoint.
     manifest, tensors = read_checkpoint(ckpt)
-    if manifest.get("format") != 1:
-        problems.append(f"manifest format {manifest.get('format')!r}, expected 1")
+    if manifest.get("format") != 2:
+        problems.append(f"manifest format {manifest.get('format')!r}, expected 2")
     if manifest.get("step") != steps:
         problems.append(f"manifest step {manifest.get('step')!r}, expected {steps}")
     for name, (kind, dtype, shape, array) in tensors.items():

@@ -133,7 +133,7 @@ def losses(d):
 
 def compare(single, other, rtol):
     """(None or what differs, the worst relative difference)."""
-    with open(os.path.join(single, "ckpt", "manifest.json")) as f:
+    with open(os.path.join(single, "ckpt", "latest", "manifest.json")) as f:
         manifest = json.load(f)
     worst = 0.0
     params = 0
@@ -141,8 +141,8 @@ def compare(single, other, rtol):
         if t["kind"] != "parameter":
             continue
         params += 1
-        a = np.load(os.path.join(single, "ckpt", t["file"])).astype(np.float64)
-        b = np.load(os.path.join(other, "ckpt", t["file"])).astype(np.float64)
+        a = np.load(os.path.join(single, "ckpt", "latest", t["file"])).astype(np.float64)
+        b = np.load(os.path.join(other, "ckpt", "latest", t["file"])).astype(np.float64)
         if a.shape != b.shape:
             return f"parameter {t['name']}: shape {b.shape}, expected {a.shape}", worst
         error = np.abs(a - b).max() / max(np.abs(a).max(), 1e-30)

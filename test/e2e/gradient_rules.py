@@ -1281,6 +1281,7 @@ def run_case(args, case, work):
             problems.append(f"printed loss {printed}, torch {loss_ref!r}")
 
     # The checkpoint: exactly the expected parameters; the buffers unchanged.
+    ckpt = os.path.join(ckpt, "latest")
     with open(os.path.join(ckpt, "manifest.json")) as f:
         manifest = json.load(f)
     entries = {e["name"]: e for e in manifest.get("tensors", [])}

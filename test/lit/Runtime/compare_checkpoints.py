@@ -6,6 +6,7 @@ Prints 'N parameters and M losses agree' or the first disagreement (exit 1).
 Parameters agree when max|a - b| <= RTOL * max|a| (normwise).
 """
 import json
+import os
 import sys
 
 import numpy as np
@@ -14,6 +15,9 @@ import numpy as np
 def main():
     a_dir, b_dir, a_metrics, b_metrics, rtol = sys.argv[1:6]
     rtol = float(rtol)
+    # A --save root: its latest checkpoint.
+    a_dir, b_dir = (os.path.join(d, "latest") if os.path.isdir(os.path.join(d, "latest"))
+                    else d for d in (a_dir, b_dir))
     manifest = json.load(open(f"{a_dir}/manifest.json"))
     params = 0
     for t in manifest["tensors"]:

@@ -230,8 +230,9 @@ TEST(HardwareProfile, SaveAndLoad) {
   std::remove(path.c_str());
 
   EXPECT_FALSE(loadProfile(path, error));
-  EXPECT_EQ(error, path + ": cannot read the profile: No such file or "
-                          "directory");
+  EXPECT_EQ(error,
+            path + ": cannot read the profile: cannot open: No such file or "
+                   "directory");
   std::string bad = ::testing::TempDir() + "no-such-dir/p.json";
   EXPECT_FALSE(saveProfile(p, bad, error));
   EXPECT_EQ(error,

@@ -547,8 +547,8 @@ TEST(MultiRank, CheckpointsAreGlobal) {
   ASSERT_EQ(error, "");
   int files = 0;
   for (const fs::directory_entry &entry :
-       fs::directory_iterator(root / "one")) {
-    fs::path other = root / "four" / entry.path().filename();
+       fs::directory_iterator(root / "one" / "latest")) {
+    fs::path other = root / "four" / "latest" / entry.path().filename();
     EXPECT_EQ(readFile(entry.path()), readFile(other)) << other;
     ++files;
   }

@@ -362,9 +362,9 @@ TEST(Pipeline, CheckpointsSpanTheStages) {
   ASSERT_EQ(error, "");
   int files = 0;
   for (const fs::directory_entry &entry :
-       fs::directory_iterator(root / "one")) {
+       fs::directory_iterator(root / "one" / "latest")) {
     EXPECT_EQ(readFile(entry.path()),
-              readFile(root / "pp" / entry.path().filename()))
+              readFile(root / "pp" / "latest" / entry.path().filename()))
         << entry.path().filename();
     ++files;
   }

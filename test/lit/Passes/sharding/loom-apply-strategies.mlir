@@ -22,4 +22,4 @@ func.func @main(%x: tensor<8x16xf32> {loom.input = "x"},
 // CHECK: loom.matmul %arg0, %arg1 {loom.sharding = {{\[\[\], \["tp"\], \[\]\]}}}
 // CHECK-NEXT: loom.matmul %0, %arg2 :
 // NODE: error: {{.*}}none.json{{.*}}/fc9/MatMul
-// FILE: error: {{.*}}missing.json: No such file or directory
+// FILE: error: {{.*}}missing.json: cannot read the strategy file: cannot open: No such file or directory

@@ -1,0 +1,33 @@
+//===- RunOutputs.h - What `loom run` writes, and checks first --*- C++ -*-===//
+//
+// The files `loom run` writes besides its messages: the checks of every
+// output path, made before any step runs (a run of hours must not end in
+// "cannot write"), and the --comm-report file.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_TOOL_RUNOUTPUTS_H
+#define LOOM_RUNTIME_TOOL_RUNOUTPUTS_H
+
+#include "runtime/Executor.h"
+#include "runtime/tool/RunOptions.h"
+
+#include <string>
+
+namespace loom::rt {
+
+/// "" when every path `options` writes can be written, else what is wrong,
+/// naming the flag and the path: a file (--trace, --metrics, --comm-report)
+/// that is a directory, lies in a directory that does not exist or cannot
+/// be written, or is one of the run's inputs (the plan, a --data file, the
+/// --tokens file); a directory (--save, --outputs) that is a file, cannot be
+/// created or written, or (--save) holds a checkpoint of the first format.
+std::string checkRunOutputs(const RunOptions &options);
+
+/// --comm-report: rank 0's per-collective statistics, one JSON object per
+/// line; "" or why it could not be written.
+std::string writeCommReport(const Executor &exec, const std::string &path);
+
+} // namespace loom::rt
+
+#endif // LOOM_RUNTIME_TOOL_RUNOUTPUTS_H
