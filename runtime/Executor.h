@@ -47,11 +47,20 @@ class Communicator;
 class TraceWriter;
 
 /// Parses a serialized plan. Fails on anything that is not a plan of a
-/// version this runtime reads.
-std::optional<plan::Plan>
-parsePlan(std::string_view bytes, const std::string &name, std::string &error);
+/// version this runtime reads, and (with `requireChecksum`, as every reader
+/// of plans from outside asks) on a plan whose CRC-32 is missing or does not
+/// match its contents (common/plan/PlanChecksum.h).
+std::optional<plan::Plan> parsePlan(std::string_view bytes,
+                                    const std::string &name, std::string &error,
+                                    bool requireChecksum = true);
 std::optional<plan::Plan> readPlanFile(const std::string &path,
                                        std::string &error);
+
+/// Checks every stage of `plan` as Executor::create checks its rank's (the
+/// mesh, the stages, every value and instruction, the memory plan), against
+/// `backend`'s kernels: "" or the first problem. For readers that do not
+/// run the plan (loom explain).
+std::string validatePlan(const plan::Plan &plan, Backend &backend);
 
 struct IOInfo {
   std::string name;
@@ -216,6 +225,7 @@ public:
 private:
   Executor() = default;
   struct Impl;
+  friend std::string validatePlan(const plan::Plan &plan, Backend &backend);
   std::unique_ptr<Impl> impl;
   std::vector<IOInfo> inputInfo, outputInfo;
   std::vector<StateInfo> stateInfo;

@@ -61,6 +61,9 @@ struct Executor::Impl {
   Backend *backend = nullptr;
   /// The plan's mesh; unset for a plan without one (a single device).
   std::optional<layout::Mesh> mesh;
+  /// Whether parameters and buffers must carry their initial data (not
+  /// for validatePlan: a simulated plan has none, and nothing runs it).
+  bool requireData = true;
   int64_t rank = 0, numDevices = 1;
   Communicator *comm = nullptr;
   /// A one-rank communicator for a one-device mesh run without one.
@@ -189,9 +192,8 @@ struct Executor::Impl {
                             ValueType &type) const;
   std::string checkValueStorage(const plan::Value &v, const std::string &where,
                                 const ValueType &type) const;
-  static std::string checkInitialData(const plan::Value &v,
-                                      const std::string &where,
-                                      const ValueType &type);
+  std::string checkInitialData(const plan::Value &v, const std::string &where,
+                               const ValueType &type) const;
   /// The parts of validateInstruction and planMessages.
   std::string checkPointToPoint(Step &step) const;
   std::string checkStageAxisUnused(const Step &step) const;

@@ -12,6 +12,8 @@
 
 #include "runtime/ExecutorImpl.h"
 
+#include "common/plan/PlanChecksum.h"
+
 #include <algorithm>
 #include <fstream>
 #include <sstream>
@@ -42,8 +44,9 @@ int64_t checkedCount(const Shape &shape, DType dtype) {
 
 } // namespace
 
-std::optional<plan::Plan>
-parsePlan(std::string_view bytes, const std::string &name, std::string &error) {
+std::optional<plan::Plan> parsePlan(std::string_view bytes,
+                                    const std::string &name, std::string &error,
+                                    bool requireChecksum) {
   plan::Plan plan;
   if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
       !plan.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
@@ -59,6 +62,11 @@ parsePlan(std::string_view bytes, const std::string &name, std::string &error) {
             "; recompile the model with this Loom";
     return std::nullopt;
   }
+  if (requireChecksum)
+    if (std::string bad = plan::checkPlanChecksum(plan); !bad.empty()) {
+      error = name + ": " + bad;
+      return std::nullopt;
+    }
   return plan;
 }
 
@@ -229,15 +237,18 @@ std::string Executor::Impl::checkValueStorage(const plan::Value &v,
 /// seeded initializer computes it; an optimizer state's is optional.
 std::string Executor::Impl::checkInitialData(const plan::Value &v,
                                              const std::string &where,
-                                             const ValueType &type) {
+                                             const ValueType &type) const {
   bool seeded =
       (v.kind() == plan::Value::PARAMETER || v.kind() == plan::Value::BUFFER) &&
       v.data().empty() && v.has_init();
   if (isPersistent(v.kind()) && v.kind() != plan::Value::OPTIMIZER_STATE &&
       !seeded) {
-    if (v.data().empty() && type.logicalBytes > 0)
+    if (v.data().empty() && type.logicalBytes > 0) {
+      if (!requireData)
+        return "";
       return where + " has no initial data (was the model compiled "
                      "without weights?)";
+    }
     if (static_cast<int64_t>(v.data().size()) != type.logicalBytes)
       return where + " has " + std::to_string(v.data().size()) +
              " bytes of data but needs " + std::to_string(type.logicalBytes) +
@@ -464,6 +475,39 @@ std::string Executor::Impl::validate() {
   if (stages.numStages() == 1)
     return "";
   return planMessages();
+}
+
+std::string validatePlan(const plan::Plan &plan, Backend &backend) {
+  // Each stage as its first rank checks it, in an executor of its own (a
+  // check leaves its steps behind); the one copy of the plan moves between
+  // them.
+  plan::Plan copy = plan;
+  int32_t numStages = 1;
+  for (int32_t s = 0; s < numStages; ++s) {
+    Executor::Impl impl;
+    impl.plan = std::move(copy);
+    impl.backend = &backend;
+    // A plan loom simulate wrote has no weights; nothing here runs it.
+    impl.requireData = false;
+    std::string e = impl.validateMesh();
+    if (e.empty())
+      e = mapStages(impl.plan, impl.meshPtr(), impl.stages);
+    if (e.empty()) {
+      numStages = impl.stages.numStages();
+      impl.stage = s;
+      impl.rank = impl.stages.ranks[s].front();
+      e = impl.validate();
+      if (!e.empty() && numStages > 1)
+        e = "stage " + std::to_string(s) + ": " + e;
+    }
+    if (!e.empty())
+      return e;
+    copy = std::move(impl.plan);
+  }
+  std::vector<PlanInput> inputs;
+  std::vector<PlanStateValue> state;
+  std::string e = collectPlanInputs(copy, inputs);
+  return e.empty() ? collectPlanState(copy, state) : e;
 }
 
 } // namespace loom::rt

@@ -10,6 +10,7 @@
 #include "compiler/driver/Commands.h"
 #include "compiler/driver/FrontEndFlags.h"
 
+#include "common/plan/PlanChecksum.h"
 #include "compiler/explain/Explain.h"
 #include "compiler/pipeline/Compiler.h"
 #include "compiler/pipeline/LoomPipeline.h"
@@ -135,13 +136,13 @@ int runCompile() {
   if (!result)
     return reportError(error);
   if (!planOutputFlag().empty()) {
-    std::string bytes;
-    if (!result->plan.SerializeToString(&bytes))
-      return reportError("cannot serialise the plan");
+    std::optional<std::string> bytes = plan::sealPlan(result->plan);
+    if (!bytes)
+      return reportError("cannot serialise the plan (over 2 GiB)");
     auto output = mlir::openOutputFile(planOutputFlag(), &error);
     if (!output)
       return reportError(error);
-    output->os() << bytes;
+    output->os() << *bytes;
     output->keep();
   }
   if (options->simulate) {

@@ -10,6 +10,7 @@
 #include "compiler/driver/Commands.h"
 
 #include "compiler/explain/Explain.h"
+#include "runtime/Backend.h"
 #include "runtime/Executor.h"
 
 #include "llvm/Support/raw_ostream.h"
@@ -37,6 +38,11 @@ int runExplain() {
   std::optional<plan::Plan> plan = rt::readPlanFile(planPath, error);
   if (!plan)
     return reportError(error);
+  // Checked as loom run checks it: the explanation's indices into the
+  // program are trusted only after the program is.
+  std::unique_ptr<rt::Backend> cpu = rt::createCpuBackend();
+  if (std::string bad = rt::validatePlan(*plan, *cpu); !bad.empty())
+    return reportError(planPath + ": invalid plan: " + bad);
   if (topFlag < 0)
     return reportError("--top must be at least 0");
   std::string title = "plan " + planPath;

@@ -11,8 +11,11 @@
 
 #include "python/src/Bindings.h"
 
+#include "common/plan/PlanChecksum.h"
 #include "compiler/explain/Explain.h"
 #include "compiler/pipeline/Compiler.h"
+#include "runtime/Backend.h"
+#include "runtime/Executor.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -209,10 +212,11 @@ py::tuple compile(const py::dict &dict, py::object progress) {
     throw std::move(*log.raised);
   if (!result)
     throw CompileFailure(error);
-  std::string bytes;
-  if (!result->plan.SerializeToString(&bytes))
+  std::optional<std::string> sealed = plan::sealPlan(result->plan);
+  if (!sealed)
     throw CompileFailure(options.model.path +
                          ": the plan is too large to serialize");
+  std::string &bytes = *sealed;
   const pipeline::ParallelConfig &p = result->parallel;
   py::dict parallel;
   parallel["mesh"] = p.mesh;
@@ -228,9 +232,16 @@ py::tuple compile(const py::dict &dict, py::object progress) {
 }
 
 std::string explain(const py::bytes &bytes, const std::string &title, int top) {
-  plan::Plan plan;
-  if (!plan.ParseFromString(std::string(bytes)))
-    throw py::value_error("explain: not a serialized Loom plan");
+  std::string error;
+  std::optional<plan::Plan> parsed =
+      rt::parsePlan(std::string(bytes), "explain", error);
+  std::unique_ptr<rt::Backend> cpu = rt::createCpuBackend();
+  if (parsed)
+    if (std::string bad = rt::validatePlan(*parsed, *cpu); !bad.empty())
+      error = "explain: invalid plan: " + bad;
+  if (!parsed || !error.empty())
+    throw py::value_error(error);
+  plan::Plan &plan = *parsed;
   if (top < 0)
     throw py::value_error("explain: top must be at least 0");
   explain::PrintOptions options;

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "common/plan/PlanChecksum.h"
 #include "compiler/Registration.h"
 #include "compiler/onnx/OnnxImporter.h"
 #include "compiler/plan/PlanEmitter.h"
@@ -45,7 +46,10 @@ plan::Plan compileModel(const std::string &file) {
 /// the error, or "" if the plan loaded and ran.
 std::string loadAndRun(const std::string &bytes, rt::Backend &backend) {
   std::string error;
-  std::optional<plan::Plan> plan = rt::parsePlan(bytes, "plan", error);
+  // Unsealed: these tests are of the validator, which a checksum would
+  // shield from every mutated plan.
+  std::optional<plan::Plan> plan =
+      rt::parsePlan(bytes, "plan", error, /*requireChecksum=*/false);
   if (!plan)
     return error;
   std::unique_ptr<rt::Executor> exec =
@@ -136,6 +140,33 @@ TEST_P(PlanRobustness, ShapeMismatchNamesTheInstruction) {
   EXPECT_NE(error.find("instruction #0 (" + program->instructions(0).op()),
             std::string::npos)
       << error;
+}
+
+// Proves a plan carries the CRC-32 of its contents: the sealed plan
+// parses, one patched after sealing (a changed value's shape, as an edit of
+// an operand or a learning rate would be) is refused naming why, and so is
+// a plan with no checksum; validatePlan (loom explain's check) catches what
+// the validator catches without running anything.
+TEST_P(PlanRobustness, ChecksumsCatchEditedPlans) {
+  plan::Plan sealed = plan;
+  std::optional<std::string> bytes = plan::sealPlan(sealed);
+  ASSERT_TRUE(bytes);
+  std::string error;
+  EXPECT_TRUE(rt::parsePlan(*bytes, "p.plan", error)) << error;
+  plan::Plan edited = sealed;
+  plan::Value *v = edited.mutable_stages(0)->mutable_program()->mutable_values(
+      edited.stages(0).program().instructions(0).results(0));
+  v->mutable_type()->set_shape(0, v->type().shape(0) + 1);
+  EXPECT_FALSE(rt::parsePlan(edited.SerializeAsString(), "p.plan", error));
+  EXPECT_EQ(error.find("p.plan: its contents do not match its checksum"), 0u)
+      << error;
+  EXPECT_FALSE(rt::parsePlan(plan.SerializeAsString(), "p.plan", error));
+  EXPECT_EQ(error.find("p.plan: carries no checksum"), 0u) << error;
+  EXPECT_EQ(rt::validatePlan(sealed, *backend), "");
+  std::string invalid = rt::validatePlan(edited, *backend);
+  EXPECT_NE(invalid, "");
+  EXPECT_EQ("invalid plan: " + invalid,
+            loadAndRun(edited.SerializeAsString(), *backend));
 }
 
 // Proves the validator checks every instruction's attributes against the

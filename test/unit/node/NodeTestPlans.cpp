@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "common/plan/PlanChecksum.h"
 #include "compiler/Registration.h"
 #include "compiler/onnx/OnnxImporter.h"
 #include "compiler/plan/PlanEmitter.h"
@@ -58,8 +59,9 @@ int main(int argc, char **argv) {
     fs::path caseDir = out / dir.filename();
     fs::create_directories(caseDir);
     if (plan) {
+      std::optional<std::string> bytes = plan::sealPlan(*plan);
       std::ofstream file(caseDir / "model.plan", std::ios::binary);
-      if (!plan->SerializeToOstream(&file)) {
+      if (!bytes || !(file << *bytes)) {
         std::cerr << "cannot write " << (caseDir / "model.plan") << "\n";
         return 1;
       }
