@@ -150,7 +150,7 @@ public:
     std::vector<std::string> errors(ranks.size());
     {
       py::gil_scoped_release release;
-      onEveryRank([&](size_t i, Rank &rank) {
+      onEveryRank(errors, [&](size_t i, Rank &rank) {
         std::string e;
         rank.backend =
             rt::createBackend(backend, static_cast<int>(rank.index), e);
@@ -209,7 +209,7 @@ public:
     std::vector<double> losses(ranks.size());
     {
       py::gil_scoped_release release;
-      onEveryRank([&](size_t i, Rank &rank) {
+      onEveryRank(errors, [&](size_t i, Rank &rank) {
         double lr = 0;
         if (!rank.exec->trainStep(errors[i], nullptr, losses[i], lr) &&
             errors[i].empty())
@@ -225,7 +225,8 @@ public:
     std::vector<std::string> errors(ranks.size());
     {
       py::gil_scoped_release release;
-      onEveryRank([&](size_t i, Rank &rank) { rank.exec->run(errors[i]); });
+      onEveryRank(errors,
+                  [&](size_t i, Rank &rank) { rank.exec->run(errors[i]); });
     }
     raiseFirst(errors);
     py::dict out;
@@ -241,7 +242,7 @@ public:
     std::vector<std::string> errors(ranks.size());
     {
       py::gil_scoped_release release;
-      onEveryRank([&](size_t i, Rank &rank) {
+      onEveryRank(errors, [&](size_t i, Rank &rank) {
         for (const rt::StateInfo &s : rank.exec->state()) {
           rt::HostBuffer global;
           if (!rank.exec->gatherState(s, global, errors[i]))
@@ -312,15 +313,22 @@ private:
   const rt::Executor &lead() const { return *ranks.front().exec; }
 
   /// `fn(i, rank)` on every rank of this process at once (one thread per
-  /// rank; the calling thread alone for one rank).
-  void onEveryRank(const std::function<void(size_t, Rank &)> &fn) {
+  /// rank; the calling thread alone for one rank). A rank that fails
+  /// (errors[i] set) aborts its communicator's world, so that no other rank
+  /// waits for it in a collective; the job cannot go on after that.
+  void onEveryRank(std::vector<std::string> &errors,
+                   const std::function<void(size_t, Rank &)> &fn) {
     if (ranks.size() == 1) {
       fn(0, ranks[0]);
       return;
     }
     std::vector<std::thread> workers;
     for (size_t i = 0; i < ranks.size(); ++i)
-      workers.emplace_back([&, i] { fn(i, ranks[i]); });
+      workers.emplace_back([&, i] {
+        fn(i, ranks[i]);
+        if (!errors[i].empty() && ranks[i].comm)
+          ranks[i].comm->abort(errors[i]);
+      });
     for (std::thread &t : workers)
       t.join();
   }
@@ -338,7 +346,7 @@ private:
     std::vector<std::string> errors(ranks.size());
     {
       py::gil_scoped_release release;
-      onEveryRank([&](size_t i, Rank &rank) {
+      onEveryRank(errors, [&](size_t i, Rank &rank) {
         if (!fn(*rank.exec, errors[i]) && errors[i].empty())
           errors[i] = "the checkpoint failed";
       });

@@ -66,6 +66,11 @@ public:
                                void *recv, int64_t bytesPerRank) = 0;
   /// Returns when every member has called it.
   virtual std::string barrier(const RankGroup &group) = 0;
+  /// Tells the other ranks that this one failed (`reason`), so that none
+  /// waits for it: their waits, now and later, return an error naming it.
+  /// The threads communicator wakes its world; others do nothing (a dead
+  /// MPI process ends the job through mpirun).
+  virtual void abort(const std::string &reason) {}
 
   /// A device communicator whose collectives run on a stream of their own
   /// may return from them once they are queued instead of complete; the
@@ -111,10 +116,17 @@ private:
   int64_t bytesReceived_ = 0;
 };
 
+/// How long, by default, a rank waits in a collective or a recv for its
+/// partners before it reports the ranks that did not come (seconds;
+/// LOOM_COLLECTIVE_TIMEOUT or --collective-timeout set another).
+inline constexpr double kDefaultCollectiveTimeout = 1800;
+
 /// N communicators, one per rank, that share one in-process world; hand
-/// communicator r to the thread that runs rank r.
+/// communicator r to the thread that runs rank r. A wait longer than
+/// `timeoutSeconds` is an error naming the ranks that did not arrive.
 std::vector<std::unique_ptr<Communicator>>
-createThreadsCommunicators(int64_t worldSize);
+createThreadsCommunicators(int64_t worldSize,
+                           double timeoutSeconds = kDefaultCollectiveTimeout);
 
 /// Whether this build has MPI.
 bool mpiAvailable();

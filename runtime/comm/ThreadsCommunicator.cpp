@@ -16,8 +16,13 @@
 // Point-to-point messages go through the world's mailboxes, one FIFO queue
 // per (source, destination, tag): `send` copies the message into its queue
 // and wakes the destination, `recv` waits on its own condition variable
-// until the queue it reads is not empty. Like a collective whose partner
-// never arrives, a `recv` whose message is never sent waits forever.
+// until the queue it reads is not empty.
+//
+// Failures. Every wait has a deadline (the world's timeout): a member whose
+// partners have not all arrived by then returns an error naming the ranks
+// that did not, and so does a `recv` whose message never comes. A rank that
+// fails calls abort(), which wakes every rank waiting in the world with an
+// error naming it, so that no rank waits for one that will never come.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +30,7 @@
 #include "runtime/comm/Sum.h"
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -88,30 +94,62 @@ void copyBytes(void *dst, const void *src, size_t bytes) {
     std::memmove(dst, src, bytes);
 }
 
+using Clock = std::chrono::steady_clock;
+
+/// Why the world was aborted ("" while it was not), shared by all ranks.
+struct Abort {
+  std::mutex mutex;
+  std::string reason;
+  /// The condition variables ranks wait on, each with the mutex its
+  /// waiters hold, to wake them all.
+  std::vector<std::pair<std::mutex *, std::condition_variable *>> waiters;
+};
+
 /// The meeting point of one group's members, reused by every collective on
 /// that group. `posts` and `scratch` are written and read between barriers
 /// only, which order those accesses.
 class Rendezvous {
 public:
-  explicit Rendezvous(size_t size) : posts(size), size_(size) {}
+  Rendezvous(const RankGroup &group, Abort &abort)
+      : posts(group.size()), group_(group), present_(group.size()),
+        abort_(abort) {
+    std::lock_guard<std::mutex> lock(abort.mutex);
+    abort.waiters.emplace_back(&mutex_, &cv_);
+  }
 
-  /// Blocks until all members have arrived. The last to arrive runs
-  /// `onLast` first, while the others are still waiting.
-  template <typename Fn> void arrive(Fn onLast) {
+  /// Blocks until all members have arrived, member `index` being this
+  /// rank. The last to arrive runs `onLast` first, while the others are
+  /// still waiting. "" or, at `deadline` or when the world is aborted, the
+  /// error that says who did not arrive or why the world stopped.
+  template <typename Fn>
+  std::string arrive(size_t index, Clock::time_point deadline, Fn onLast) {
     std::unique_lock<std::mutex> lock(mutex_);
     uint64_t generation = generation_;
-    if (++arrived_ == size_) {
+    present_[index] = true;
+    if (++arrived_ == group_.size()) {
       onLast();
       arrived_ = 0;
+      std::fill(present_.begin(), present_.end(), false);
       ++generation_;
       lock.unlock();
       cv_.notify_all();
-      return;
+      return "";
     }
-    cv_.wait(lock, [&] { return generation_ != generation; });
+    auto done = [&] { return generation_ != generation || !aborted().empty(); };
+    if (cv_.wait_until(lock, deadline, done) && generation_ != generation)
+      return "";
+    if (std::string why = aborted(); !why.empty())
+      return why;
+    std::string missing;
+    for (size_t m = 0; m < group_.size(); ++m)
+      if (!present_[m])
+        missing += (missing.empty() ? "" : ", ") + std::to_string(group_[m]);
+    return "rank" +
+           std::string(missing.find(',') == std::string::npos ? " " : "s ") +
+           missing + " of group " + formatGroup(group_) + " did not arrive";
   }
-  void arrive() {
-    arrive([] {});
+  std::string arrive(size_t index, Clock::time_point deadline) {
+    return arrive(index, deadline, [] {});
   }
 
   std::vector<Post> posts;
@@ -119,7 +157,14 @@ public:
   std::vector<unsigned char> scratch;
 
 private:
-  const size_t size_;
+  std::string aborted() {
+    std::lock_guard<std::mutex> lock(abort_.mutex);
+    return abort_.reason;
+  }
+
+  const RankGroup group_;
+  std::vector<bool> present_;
+  Abort &abort_;
   std::mutex mutex_;
   std::condition_variable cv_;
   size_t arrived_ = 0;
@@ -133,18 +178,46 @@ using MailboxKey = std::tuple<int64_t, int64_t, int64_t>;
 /// group that has been used, created by the first member to use it, and
 /// the messages sent but not yet received.
 struct World {
-  explicit World(int64_t size)
-      : size(size), delivered(static_cast<size_t>(size)) {}
+  World(int64_t size, double timeoutSeconds)
+      : size(size), delivered(static_cast<size_t>(size)),
+        timeout(std::chrono::duration_cast<Clock::duration>(
+            std::chrono::duration<double>(timeoutSeconds))) {
+    for (std::condition_variable &cv : delivered)
+      abort.waiters.emplace_back(&mutex, &cv);
+  }
 
   Rendezvous &rendezvous(const RankGroup &group) {
     std::lock_guard<std::mutex> lock(mutex);
     std::unique_ptr<Rendezvous> &slot = groups[group];
     if (!slot)
-      slot = std::make_unique<Rendezvous>(group.size());
+      slot = std::make_unique<Rendezvous>(group, abort);
     return *slot;
   }
 
+  /// Stops the world: every wait, now or later, returns `reason`.
+  void stop(const std::string &reason) {
+    std::vector<std::pair<std::mutex *, std::condition_variable *>> waiters;
+    {
+      std::lock_guard<std::mutex> lock(abort.mutex);
+      if (abort.reason.empty())
+        abort.reason = reason;
+      waiters = abort.waiters;
+    }
+    // Under each waiter's mutex, so that none checks the reason, misses
+    // it, and then sleeps through the notification.
+    for (auto [m, cv] : waiters) {
+      std::lock_guard<std::mutex> lock(*m);
+      cv->notify_all();
+    }
+  }
+
+  std::string aborted() {
+    std::lock_guard<std::mutex> lock(abort.mutex);
+    return abort.reason;
+  }
+
   const int64_t size;
+  Abort abort;
   /// Guards `groups` and `mailboxes`.
   std::mutex mutex;
   std::map<RankGroup, std::unique_ptr<Rendezvous>> groups;
@@ -153,7 +226,17 @@ struct World {
   std::map<MailboxKey, std::deque<std::vector<unsigned char>>> mailboxes;
   /// delivered[r] is notified when a message for rank r arrives.
   std::vector<std::condition_variable> delivered;
+  /// How long a rank waits for its partners.
+  const Clock::duration timeout;
 };
+
+/// "N s" for the timeout in messages.
+std::string seconds(Clock::duration d) {
+  double s = std::chrono::duration<double>(d).count();
+  char text[32];
+  std::snprintf(text, sizeof text, "%g s", s);
+  return text;
+}
 
 class ThreadsCommunicator final : public Communicator {
 public:
@@ -178,6 +261,9 @@ public:
                    int64_t bytes) override;
   std::string recv(int64_t peer, int64_t tag, void *data,
                    int64_t bytes) override;
+  void abort(const std::string &reason) override {
+    world_->stop("rank " + std::to_string(rank_) + " failed: " + reason);
+  }
 
 private:
   /// Checks the peer and size of a send or recv.
@@ -246,10 +332,22 @@ ThreadsCommunicator::collective(const RankGroup &group, const Member &member,
                                 Compute compute, Finish finish) {
   Rendezvous &rv = *member.rendezvous;
   rv.posts[member.index] = post;
-  rv.arrive([&] {
-    if (rv.scratch.size() < scratchBytes)
-      rv.scratch.resize(scratchBytes);
-  });
+  Clock::time_point deadline = Clock::now() + world_->timeout;
+  auto waited = [&](const std::string &e) {
+    return std::string(kindName(post.kind)) + " on group " +
+           formatGroup(group) + ": " + e +
+           (e.find("did not arrive") != std::string::npos
+                ? " within " + seconds(world_->timeout) +
+                      " (--collective-timeout)"
+                : "");
+  };
+  if (std::string e = rv.arrive(member.index, deadline,
+                                [&] {
+                                  if (rv.scratch.size() < scratchBytes)
+                                    rv.scratch.resize(scratchBytes);
+                                });
+      !e.empty())
+    return waited(e);
   // Every member finds the same first disagreement, so all return it.
   std::string error;
   const Post &first = rv.posts[0];
@@ -265,7 +363,9 @@ ThreadsCommunicator::collective(const RankGroup &group, const Member &member,
   }
   if (error.empty())
     compute(rv.posts, member.index);
-  rv.arrive();
+  if (std::string e = rv.arrive(member.index, Clock::now() + world_->timeout);
+      !e.empty())
+    return waited(e);
   if (error.empty())
     finish(rv);
   return error;
@@ -438,8 +538,18 @@ std::string ThreadsCommunicator::recv(int64_t peer, int64_t tag, void *data,
   std::unique_lock<std::mutex> lock(world_->mutex);
   // Only this rank receives on the channel, so no one else erases it.
   auto box = world_->mailboxes.try_emplace(MailboxKey{peer, rank_, tag}).first;
-  world_->delivered[static_cast<size_t>(rank_)].wait(
-      lock, [&] { return !box->second.empty(); });
+  std::string stopped;
+  auto ready = [&] {
+    stopped = world_->aborted();
+    return !box->second.empty() || !stopped.empty();
+  };
+  if (!world_->delivered[static_cast<size_t>(rank_)].wait_until(
+          lock, Clock::now() + world_->timeout, ready))
+    return "recv: nothing came from rank " + std::to_string(peer) + " (tag " +
+           std::to_string(tag) + ") within " + seconds(world_->timeout) +
+           " (--collective-timeout)";
+  if (box->second.empty())
+    return "recv from rank " + std::to_string(peer) + ": " + stopped;
   std::vector<unsigned char> &message = box->second.front();
   const int64_t size = static_cast<int64_t>(message.size());
   if (size != bytes)
@@ -458,8 +568,8 @@ std::string ThreadsCommunicator::recv(int64_t peer, int64_t tag, void *data,
 } // namespace
 
 std::vector<std::unique_ptr<Communicator>>
-createThreadsCommunicators(int64_t worldSize) {
-  auto world = std::make_shared<World>(worldSize);
+createThreadsCommunicators(int64_t worldSize, double timeoutSeconds) {
+  auto world = std::make_shared<World>(worldSize, timeoutSeconds);
   std::vector<std::unique_ptr<Communicator>> comms;
   for (int64_t r = 0; r < worldSize; ++r)
     comms.push_back(std::make_unique<ThreadsCommunicator>(world, r));

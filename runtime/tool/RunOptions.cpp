@@ -9,6 +9,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include "runtime/comm/Communicator.h"
+
+#include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 namespace loom::rt {
@@ -85,6 +89,15 @@ std::optional<RunOptions> parseRunOptions(int argc, const char *const *argv,
   app.add_option("--repeat", o.repeat,
                  "Run the step N times and report the mean time")
       ->type_name("N");
+  o.collectiveTimeout = kDefaultCollectiveTimeout;
+  if (const char *env = std::getenv("LOOM_COLLECTIVE_TIMEOUT"); env && *env)
+    o.collectiveTimeout = std::atof(env);
+  app.add_option("--collective-timeout", o.collectiveTimeout,
+                 "Seconds a rank waits for the others in a collective or a "
+                 "message before it reports the ranks that did not arrive "
+                 "and the run ends (threads; default 1800, or "
+                 "LOOM_COLLECTIVE_TIMEOUT)")
+      ->type_name("SECONDS");
   app.add_option("--ranks", o.ranks,
                  "Ranks to run the plan on (default: the plan's device "
                  "count); with --comm threads each rank is a thread of this "
@@ -108,6 +121,26 @@ std::optional<RunOptions> parseRunOptions(int argc, const char *const *argv,
               << " --help`\n";
     exitCode = 1;
     return std::nullopt;
+  }
+  if (!(o.collectiveTimeout > 0)) {
+    std::cerr << "loom: error: --collective-timeout must be a positive "
+                 "number of seconds\n";
+    exitCode = 1;
+    return std::nullopt;
+  }
+  if (const char *fault = std::getenv("LOOM_FAULT"); fault && *fault) {
+    long long rank = -1, step = -1;
+    char end = 0;
+    if (std::sscanf(fault, "rank:%lld,step:%lld%c", &rank, &step, &end) != 2 ||
+        rank < 0 || step < 1) {
+      std::cerr << "loom: error: LOOM_FAULT must be rank:R,step:S (R >= 0, "
+                   "S >= 1), got '"
+                << fault << "'\n";
+      exitCode = 1;
+      return std::nullopt;
+    }
+    o.faultRank = rank;
+    o.faultStep = step;
   }
   if ((o.saveEvery || o.keepLast) && o.saveDir.empty()) {
     std::cerr << "loom: error: --save-every and --keep-last need --save DIR\n";

@@ -43,6 +43,12 @@ struct RunOptions {
   int ranks = 0;
   /// threads, mpi or nccl; empty: mpi under mpirun, else threads.
   std::string comm;
+  /// Seconds a rank waits for its partners in a collective or a recv
+  /// (threads communicator) before it reports the ranks that did not come.
+  double collectiveTimeout = 0;
+  /// Fault injection (LOOM_FAULT=rank:R,step:S): rank R dies as step S
+  /// begins (a thread rank stops taking part, an MPI process is killed).
+  int64_t faultRank = -1, faultStep = -1;
 };
 
 /// Parses the arguments after the subcommand (`argv[0]` names the command,

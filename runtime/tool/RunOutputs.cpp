@@ -109,6 +109,23 @@ std::string checkRunOutputs(const RunOptions &o) {
   return checkDirectory("--outputs", o.outputsDir);
 }
 
+std::string checkTrainingData(const std::vector<IOInfo> &planInputs,
+                              const std::vector<std::string> &given) {
+  if (given.empty())
+    return "";
+  std::string missing;
+  for (const IOInfo &in : planInputs)
+    if (std::find(given.begin(), given.end(), in.name) == given.end())
+      missing += (missing.empty() ? "'" : ", '") + in.name + "'";
+  if (missing.empty())
+    return "";
+  return "--data gives no data for the plan's input" +
+         std::string(missing.find(',') == std::string::npos ? " " : "s ") +
+         missing +
+         "; give every input (--data NAME=FILE.npy,...), or none to train on "
+         "seeded random data";
+}
+
 std::string writeCommReport(const Executor &exec, const std::string &path) {
   if (path.empty())
     return "";

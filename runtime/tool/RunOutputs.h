@@ -24,6 +24,13 @@ namespace loom::rt {
 /// created or written, or (--save) holds a checkpoint of the first format.
 std::string checkRunOutputs(const RunOptions &options);
 
+/// "" unless some but not all of a training plan's inputs (`planInputs`)
+/// were given data (`given`, their names): training on data for some and
+/// random values for others (the labels, typically) is never what was
+/// meant, so that is an error naming the inputs left out.
+std::string checkTrainingData(const std::vector<IOInfo> &planInputs,
+                              const std::vector<std::string> &given);
+
 /// --comm-report: rank 0's per-collective statistics, one JSON object per
 /// line; "" or why it could not be written.
 std::string writeCommReport(const Executor &exec, const std::string &path);

@@ -52,6 +52,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <csignal>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -277,20 +279,11 @@ std::string setUpRank(Rank &rank, plan::Plan plan, Shared &shared,
     if (!exec.setInput(in.name, in.value.view(), error))
       return in.file + ": " + error;
   if (exec.isTraining() && o.tokensFile.empty()) {
-    // Training on data for some inputs and random values for others (the
-    // labels, typically) is never what was meant.
-    std::string missing;
-    for (const IOInfo &in : exec.inputs())
-      if (std::none_of(
-              shared.inputs.begin(), shared.inputs.end(),
-              [&](const Shared::Input &i) { return i.name == in.name; }))
-        missing += (missing.empty() ? "'" : ", '") + in.name + "'";
-    if (!shared.inputs.empty() && !missing.empty())
-      return "--data gives no data for the plan's input" +
-             std::string(missing.find(',') == std::string::npos ? " " : "s ") +
-             missing +
-             "; give every input (--data NAME=FILE.npy,...), or "
-             "none to train on seeded random data";
+    std::vector<std::string> given;
+    for (const Shared::Input &in : shared.inputs)
+      given.push_back(in.name);
+    if (std::string bad = checkTrainingData(exec.inputs(), given); !bad.empty())
+      return bad;
     if (shared.inputs.empty() && rank.leader()) {
       std::lock_guard<std::mutex> lock(printMutex);
       std::cerr << "loom: note: no --data or --tokens: training on seeded "
@@ -469,6 +462,23 @@ void printReports(const std::vector<RankReport> &reports, const Executor &exec,
   }
 }
 
+/// LOOM_FAULT: this rank dies as its step begins. A thread rank stops
+/// taking part for good (its peers time out waiting for it); an MPI process
+/// is killed, as a lost node's would be.
+[[noreturn]] void dieForFault(const Rank &rank, const Shared &shared) {
+  {
+    std::lock_guard<std::mutex> lock(printMutex);
+    std::cerr << "loom: LOOM_FAULT: rank " << rank.index << " dies at step "
+              << shared.o.faultStep << "\n";
+  }
+  if (!shared.threaded)
+    std::raise(SIGKILL);
+  std::mutex never;
+  std::unique_lock<std::mutex> lock(never);
+  std::condition_variable().wait(lock, [] { return false; });
+  std::abort(); // unreachable
+}
+
 /// Saves the checkpoint of the step taken (`--save`), every rank taking
 /// part; the metrics so far are flushed first.
 std::string save(Rank &rank, const RunOptions &o) {
@@ -496,6 +506,9 @@ std::string trainRank(Rank &rank, Shared &shared) {
     double loss = 0, lr = 0;
     if (rank.tokens && !rank.tokens->feed(exec, exec.stepsTaken(), error))
       return error;
+    if (static_cast<int64_t>(rank.index) == o.faultRank &&
+        exec.stepsTaken() + 1 == o.faultStep)
+      dieForFault(rank, shared);
     auto start = std::chrono::steady_clock::now();
     if (!exec.trainStep(error, trace, loss, lr))
       return o.planPath + ": step " + std::to_string(exec.stepsTaken() + 1) +
@@ -628,7 +641,7 @@ int runThreadRanks(plan::Plan plan, int64_t n, Shared &shared) {
                   : static_cast<int>(std::thread::hardware_concurrency());
   int perRank = std::max(1, total / static_cast<int>(n));
   std::vector<std::unique_ptr<Communicator>> comms =
-      createThreadsCommunicators(n);
+      createThreadsCommunicators(n, o.collectiveTimeout);
   std::vector<Rank> ranks(n);
   std::vector<std::string> errors(n);
   auto onEveryRank = [&](const std::function<void(Rank &)> &fn) {

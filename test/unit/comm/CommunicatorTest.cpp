@@ -15,7 +15,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <numeric>
+#include <thread>
 
 using namespace loom;
 using namespace loom::rt;
@@ -396,4 +398,51 @@ TEST(Communicator, PointToPointUnsupportedByDefault) {
   EXPECT_EQ(comm.recv(1, 0, &v, 8),
             "recv: the test communicator has no point-to-point send/recv "
             "(pipeline stages need the threads or mpi communicator)");
+}
+
+// Proves a rank that never arrives is reported, not waited for: the others'
+// collective (and a recv whose message never comes) returns at the
+// deadline with an error naming the missing rank; and a rank that fails
+// and aborts wakes every waiting rank with an error naming it, at once.
+TEST(ThreadsCommunicator, MissingRanksTimeOutAndFailuresAbort) {
+  std::vector<std::unique_ptr<Communicator>> comms =
+      createThreadsCommunicators(3, /*timeoutSeconds=*/0.2);
+  std::vector<std::string> errors(3);
+  commtest::RankPool pool(3);
+  pool.run([&](int64_t rank) {
+    float x = 1;
+    if (rank != 2) // rank 2 never comes
+      errors[rank] = comms[rank]->allReduceSum(world(3), DType::F32, &x, 1);
+  });
+  for (int64_t r : {0, 1})
+    EXPECT_EQ(errors[r], "allReduceSum on group [0, 1, 2]: rank 2 of group "
+                         "[0, 1, 2] did not arrive within 0.2 s "
+                         "(--collective-timeout)");
+  float y = 0;
+  EXPECT_EQ(comms[1]->recv(2, 7, &y, sizeof y),
+            "recv: nothing came from rank 2 (tag 7) within 0.2 s "
+            "(--collective-timeout)");
+
+  std::vector<std::unique_ptr<Communicator>> fresh =
+      createThreadsCommunicators(3, /*timeoutSeconds=*/600);
+  auto start = std::chrono::steady_clock::now();
+  pool.run([&](int64_t rank) {
+    if (rank == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      fresh[0]->abort("out of memory");
+      errors[0] = "";
+    } else if (rank == 1) {
+      errors[1] = fresh[1]->barrier(world(3));
+    } else {
+      float z = 0;
+      errors[2] = fresh[2]->recv(0, 1, &z, sizeof z);
+    }
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  EXPECT_EQ(errors[1], "barrier on group [0, 1, 2]: rank 0 failed: out of "
+                       "memory");
+  EXPECT_EQ(errors[2], "recv from rank 0: rank 0 failed: out of memory");
+  // Later waits fail at once too.
+  EXPECT_EQ(fresh[1]->barrier({1, 2}),
+            "barrier on group [1, 2]: rank 0 failed: out of memory");
 }
