@@ -205,7 +205,10 @@ np.testing.assert_allclose(ours, theirs, rtol=1e-5)
 a, b = job.state_dict(), single.state_dict()
 for key in a:
     np.testing.assert_allclose(a[key].numpy(), b[key].numpy(), rtol=1e-5, atol=1e-6)
-print("rank", job.rank, "agrees")
+# Each process writes its own file: two processes' stdout lines can
+# interleave through mpirun.
+with open(sys.argv[1] + "/rank%d" % job.rank, "w") as f:
+    f.write("rank %d agrees" % job.rank)
 """
 
 
@@ -221,11 +224,12 @@ def test_under_mpirun_each_process_is_one_rank(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [os.environ.get("PYTHONPATH", ""), os.path.dirname(__file__)]))
     done = subprocess.run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2",
-                           sys.executable, str(script)], env=env, capture_output=True,
-                          text=True, timeout=300)
+                           sys.executable, str(script), str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert sorted(line for line in done.stdout.splitlines() if "agrees" in line) == \
-        ["rank 0 agrees", "rank 1 agrees"]
+    verdicts = [(tmp_path / f"rank{r}").read_text() if (tmp_path / f"rank{r}").exists()
+                else None for r in (0, 1)]
+    assert verdicts == ["rank 0 agrees", "rank 1 agrees"], done.stdout + done.stderr
 
 
 def test_strategies_by_submodule_path():
