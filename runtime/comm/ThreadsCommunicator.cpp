@@ -180,8 +180,10 @@ using MailboxKey = std::tuple<int64_t, int64_t, int64_t>;
 struct World {
   World(int64_t size, double timeoutSeconds)
       : size(size), delivered(static_cast<size_t>(size)),
+        // At most a billion seconds: a larger (or infinite) timeout would
+        // overflow the clock's count.
         timeout(std::chrono::duration_cast<Clock::duration>(
-            std::chrono::duration<double>(timeoutSeconds))) {
+            std::chrono::duration<double>(std::min(timeoutSeconds, 1e9)))) {
     for (std::condition_variable &cv : delivered)
       abort.waiters.emplace_back(&mutex, &cv);
   }
