@@ -3,13 +3,80 @@
 #include "runtime/Checkpoint.h"
 
 #include "runtime/comm/Communicator.h"
-#include "runtime/io/Npy.h"
-#include "runtime/io/Trace.h"
 
 #include <filesystem>
+#include <map>
 #include <set>
 
 namespace loom::rt {
+
+namespace {
+
+/// Sums `failed` over every rank of `exec`'s world (a barrier besides):
+/// whether any rank failed, or an error from the communicator.
+std::string anyFailed(const Executor &exec, bool &failed) {
+  Communicator *comm = exec.communicator();
+  if (!comm || exec.numRanks() <= 1)
+    return "";
+  RankGroup world(exec.numRanks());
+  for (int64_t r = 0; r < exec.numRanks(); ++r)
+    world[r] = r;
+  int32_t flag = failed ? 1 : 0;
+  // A flag in host memory: through the host side of a device communicator.
+  std::string e =
+      comm->hostCommunicator().allReduceSum(world, DType::I32, &flag, 1);
+  failed = flag != 0;
+  return e;
+}
+
+/// The tensors this rank saves: its stage's, each name from the first stage
+/// that holds it (a tensor several stages hold is written once), whose
+/// block this rank's copy is.
+std::vector<const StateInfo *> savedHere(const Executor &exec) {
+  std::map<std::string, int32_t> firstStage;
+  for (const StateInfo &s : exec.state())
+    firstStage.emplace(s.name, s.stage);
+  std::vector<const StateInfo *> mine;
+  for (const StateInfo &s : exec.state())
+    if (s.stage == exec.stage() && firstStage[s.name] == s.stage)
+      mine.push_back(&s);
+  return mine;
+}
+
+/// Reads this rank's block of every tensor of its stage from `ckpt`,
+/// checking the manifest against the plan first.
+bool readCheckpointState(
+    const Executor &exec, const CheckpointManifest &ckpt,
+    std::vector<std::pair<const StateInfo *, HostBuffer>> &loaded,
+    std::string &error) {
+  std::set<std::string> planNames;
+  for (const StateInfo &s : exec.state())
+    planNames.insert(s.name);
+  if (std::string e = checkForeignState(ckpt, planNames, nullptr); !e.empty()) {
+    error = e;
+    return false;
+  }
+  for (const StateInfo &s : exec.state()) {
+    std::optional<CheckpointEntry> entry;
+    if (std::string e =
+            findState(ckpt, s.name, s.kind, s.dtype, s.shape, entry);
+        !e.empty()) {
+      error = e;
+      return false;
+    }
+    std::optional<Executor::StateBlock> block = exec.stateBlock(s);
+    if (!block)
+      continue; // another stage's
+    std::optional<HostBuffer> data =
+        readCheckpointBlock(ckpt, *entry, block->offsets, block->shape, error);
+    if (!data)
+      return false;
+    loaded.emplace_back(&s, std::move(*data));
+  }
+  return true;
+}
+
+} // namespace
 
 const char *stateKindName(int kind) {
   switch (kind) {
@@ -22,109 +89,127 @@ const char *stateKindName(int kind) {
   }
 }
 
+std::string checkForeignState(const CheckpointManifest &ckpt,
+                              const std::set<std::string> &planNames,
+                              std::vector<std::string> *dropped) {
+  for (const CheckpointEntry &e : ckpt.tensors) {
+    if (planNames.count(e.name))
+      continue;
+    if (e.kind != "optimizer_state")
+      return ckpt.dir + "/manifest.json: the " + e.kind + " '" + e.name +
+             "' is not in the plan: a checkpoint of another model";
+    if (dropped)
+      dropped->push_back(e.name);
+  }
+  return "";
+}
+
+std::string findState(const CheckpointManifest &ckpt, const std::string &name,
+                      int kind, DType dtype, const Shape &shape,
+                      std::optional<CheckpointEntry> &entry) {
+  std::string manifest = ckpt.dir + "/manifest.json";
+  entry = ckpt.entryOf(name, dtype, shape);
+  if (!entry)
+    return manifest + ": has no " + std::string(stateKindName(kind)) + " '" +
+           name + "', which the plan needs";
+  std::string where = manifest + ": '" + name + "'";
+  // BF16 tensors are saved as f32 files: either reads the other.
+  auto stored = [](const std::string &t) {
+    return t == "bf16" ? std::string("f32") : t;
+  };
+  if (stored(entry->dtype) != stored(dtypeName(dtype)))
+    return where + " has element type " + entry->dtype + " but the plan's " +
+           dtypeName(dtype);
+  if (entry->shape != shape)
+    return where + " has shape " + formatShape(entry->shape) +
+           " but the plan's is " + formatShape(shape);
+  return "";
+}
+
 bool saveCheckpoint(const Executor &exec, const std::string &root,
                     std::string &error, int64_t keepLast,
                     std::string *savedDir) {
-  // Rank 0 writes; its first failure is kept by the writer rather than
-  // returned, so that it keeps taking part in the gathers the other ranks
-  // are in.
-  bool writer = exec.rank() == 0;
+  // Rank 0 prepares and commits; every rank writes its own blocks. A
+  // rank's first failure is kept by its writer, and every rank takes part
+  // in each agreement whatever happened, so that none waits for another.
+  bool committer = exec.rank() == 0;
   CheckpointWriter out;
-  if (writer)
-    out.begin(root, exec.stepsTaken());
-  // A tensor that several stages hold (by one name) is written once.
-  std::set<std::string> written;
-  for (const StateInfo &s : exec.state()) {
-    HostBuffer global;
-    if (!exec.gatherState(s, global, error)) {
-      if (writer)
-        out.abandon();
-      return false;
-    }
-    if (writer && written.insert(s.name).second)
-      out.add(s.name, stateKindName(s.kind), global.view());
-  }
-  std::string stepDir = writer ? out.commit(keepLast) : "";
-  std::string failure = out.error();
-  // Every rank learns whether rank 0 succeeded.
-  if (Communicator *comm = exec.communicator(); comm && exec.numRanks() > 1) {
-    RankGroup world(exec.numRanks());
-    for (int64_t r = 0; r < exec.numRanks(); ++r)
-      world[r] = r;
-    int32_t failed = failure.empty() ? 0 : 1;
-    // A flag in host memory: through the host side of a device
-    // communicator.
-    if (std::string e = comm->hostCommunicator().allReduceSum(world, DType::I32,
-                                                              &failed, 1);
-        !e.empty()) {
+  std::string mine; // a failure of this rank's outside the writer
+  auto agree = [&](const char *what) {
+    bool failed = out.failed() || !mine.empty();
+    if (std::string e = anyFailed(exec, failed); !e.empty()) {
       error = root + ": " + e;
-      return false;
+      failed = true;
+    } else if (failed) {
+      error = !mine.empty()  ? mine
+              : out.failed() ? out.error()
+                             : root + ": another rank could not " + what +
+                                   " (its error names the file)";
     }
-    if (failed && failure.empty())
-      failure = root + ": rank 0 could not write the checkpoint";
-  }
-  if (!failure.empty()) {
-    error = failure;
+    if (failed && committer)
+      out.abandon();
+    return !failed;
+  };
+  if (committer)
+    out.prepare(root, exec.stepsTaken());
+  if (!agree("prepare the checkpoint"))
     return false;
+  out.join(root, exec.stepsTaken(), exec.rank());
+  for (const StateInfo *s : savedHere(exec)) {
+    std::optional<Executor::StateBlock> where = exec.stateBlock(*s);
+    // A partial sum's block is summed over its ranks first, a collective
+    // every rank of the stage takes part in whatever happened before.
+    if (!where->saves && !where->partial)
+      continue;
+    HostBuffer block;
+    std::string e;
+    if (!exec.readStateBlock(*s, block, e) && mine.empty())
+      mine = root + ": " + e;
+    if (!where->saves || out.failed() || !mine.empty())
+      continue;
+    // A block of padding alone has no file.
+    if (numElements(block.shape) > 0 || numElements(s->shape) == 0)
+      out.addShard(s->name, stateKindName(s->kind), s->shape, where->offsets,
+                   block.view());
   }
+  out.finish();
+  if (!agree("write its shards"))
+    return false;
+  std::string stepDir;
+  if (committer)
+    stepDir = out.commitRanks(keepLast, exec.numRanks());
+  if (!agree("commit the checkpoint"))
+    return false;
   if (savedDir)
-    *savedDir = writer ? stepDir
-                       : (std::filesystem::path(root) /
-                          checkpointStepName(exec.stepsTaken()))
-                             .string();
+    *savedDir = committer ? stepDir
+                          : (std::filesystem::path(root) /
+                             checkpointStepName(exec.stepsTaken()))
+                                .string();
   return true;
 }
 
 bool loadCheckpoint(Executor &exec, const std::string &path,
                     std::string &error) {
   std::optional<CheckpointManifest> ckpt = openCheckpoint(path, error);
-  if (!ckpt)
-    return false;
-  std::string manifest = ckpt->dir + "/manifest.json";
-  // A parameter or buffer the plan does not have: another model. (An
-  // optimizer's state the plan lacks is left: training may go on under
-  // another optimizer.)
-  std::set<std::string> planNames;
-  for (const StateInfo &s : exec.state())
-    planNames.insert(s.name);
-  for (const CheckpointEntry &e : ckpt->tensors)
-    if (e.kind != "optimizer_state" && !planNames.count(e.name)) {
-      error = manifest + ": the " + e.kind + " '" + e.name +
-              "' is not in the plan: a checkpoint of another model";
-      return false;
-    }
-  // Read everything first, so that a bad checkpoint changes nothing.
+  bool failed = !ckpt;
   std::vector<std::pair<const StateInfo *, HostBuffer>> loaded;
-  for (const StateInfo &s : exec.state()) {
-    const CheckpointEntry *entry = ckpt->find(s.name);
-    std::optional<HostBuffer> data;
-    std::string file =
-        ckpt->dir + "/" + (entry ? entry->file : checkpointFileName(s.name));
-    if (entry)
-      data = readCheckpointTensor(*ckpt, *entry, error);
-    else if (ckpt->format == 1) // its manifest need not list every tensor
-      data = readNpy(file, error);
-    else
-      error = manifest + ": has no " + std::string(stateKindName(s.kind)) +
-              " '" + s.name + "', which the plan needs";
-    if (!data)
-      return false;
-    // BF16 tensors are saved as f32 .npy files.
-    if (data->dtype != s.dtype &&
-        !(s.dtype == DType::BF16 && data->dtype == DType::F32)) {
-      error = file + ": element type " + dtypeName(data->dtype) +
-              " but the plan's '" + s.name + "' is " + dtypeName(s.dtype);
-      return false;
-    }
-    if (data->shape != s.shape) {
-      error = file + ": shape " + formatShape(data->shape) +
-              " but the plan's '" + s.name + "' is " + formatShape(s.shape);
-      return false;
-    }
-    loaded.emplace_back(&s, std::move(*data));
+  if (ckpt && !readCheckpointState(exec, *ckpt, loaded, error))
+    failed = true;
+  // Every rank reads only its blocks: they agree before any sets them, so
+  // that a bad file one rank reads leaves every rank unchanged.
+  bool anyRank = failed;
+  if (std::string e = anyFailed(exec, anyRank); !e.empty()) {
+    error = path + ": " + e;
+    return false;
+  }
+  if (anyRank) {
+    if (!failed)
+      error = path + ": another rank could not read its part of the "
+                     "checkpoint (its error names the file)";
+    return false;
   }
   for (auto &[s, data] : loaded)
-    if (!exec.setStateFromGlobal(*s, data.view(), error))
+    if (!exec.setStateBlock(*s, data.view(), error))
       return false;
   exec.setStepsTaken(ckpt->step);
   return true;

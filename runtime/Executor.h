@@ -194,6 +194,38 @@ public:
   bool setStateFromGlobal(const StateInfo &s, const TensorView &global,
                           std::string &error);
 
+  /// The block of `s`'s global value this rank stores: its shard, less the
+  /// padding optimizer sharding added (so it may be empty). What a sharded
+  /// checkpoint saves and loads rank by rank.
+  struct StateBlock {
+    std::vector<int64_t> offsets;
+    Shape shape;
+    /// Whether this rank stores the block's values: false for a partial
+    /// sum's addend on a rank with a coordinate other than 0 on a summed
+    /// axis (it is loaded as zeros).
+    bool holdsValue = true;
+    /// Whether this rank's copy is the one a save writes: it holds the
+    /// value and is the first replica (coordinate 0 on the axes the layout
+    /// neither splits nor sums over).
+    bool saves = true;
+    /// Whether the layout is a partial sum: the block's value is the sum of
+    /// the addends the ranks along the summed axes hold.
+    bool partial = false;
+  };
+  /// `s`'s block on this rank; nullopt for another stage's tensor.
+  std::optional<StateBlock> stateBlock(const StateInfo &s) const;
+  /// Copies this rank's block of `s` (of stateBlock's shape) to the host.
+  /// For a partial sum, the value: a collective of the ranks of the stage
+  /// (each sums its block with the ranks that differ from it on the summed
+  /// axes alone, in rank order); every rank of the stage calls it for the
+  /// same tensors in the same order.
+  bool readStateBlock(const StateInfo &s, HostBuffer &block,
+                      std::string &error) const;
+  /// Sets this rank's shard of `s` from `block`, the values of its
+  /// stateBlock (a float type converts to another). Local.
+  bool setStateBlock(const StateInfo &s, const TensorView &block,
+                     std::string &error);
+
   /// Per collective instruction of the plan: how often it ran, the bytes
   /// this rank received from other ranks in it (counted by the
   /// communicator), its time (host time: for a collective queued to

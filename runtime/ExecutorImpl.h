@@ -149,6 +149,10 @@ struct Executor::Impl {
     return stageMesh() ? layouts[id].toString(*stageMesh()) : "[]";
   }
   /// This rank's shard of value `id`.
+  /// The global ranks of this stage that differ from this one only on the
+  /// axes `layout` sums over, in rank order: those holding the addends of
+  /// this rank's block of a partial sum.
+  RankGroup partialGroup(const layout::TensorLayout &layout) const;
   Shard shard(int32_t id) const {
     return shardOf(layouts[id], stageMesh(), globalShapes[id],
                    stages.shardRank(rank));

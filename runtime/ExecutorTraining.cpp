@@ -215,40 +215,142 @@ bool Executor::gatherState(const StateInfo &s, HostBuffer &global,
   return true;
 }
 
+std::optional<Executor::StateBlock>
+Executor::stateBlock(const StateInfo &s) const {
+  if (s.stage != impl->stage)
+    return std::nullopt;
+  Shard mine = impl->shard(s.value);
+  const Shape &logical = impl->logicalShapes[s.value];
+  StateBlock block;
+  block.offsets = mine.offsets;
+  block.shape.resize(logical.size());
+  for (size_t d = 0; d < logical.size(); ++d)
+    block.shape[d] = std::clamp<int64_t>(logical[d] - mine.offsets[d], 0,
+                                         mine.localShape[d]);
+  block.holdsValue = mine.holdsValue;
+  block.partial = !impl->layouts[s.value].partialAxes().empty();
+  block.saves = mine.holdsValue && mine.firstReplica;
+  return block;
+}
+
+RankGroup
+Executor::Impl::partialGroup(const layout::TensorLayout &layout) const {
+  const layout::Mesh &mesh = *stageMesh(); // a partial sum names mesh axes
+  const std::vector<int> &summed = layout.partialAxes();
+  std::vector<int64_t> mine = mesh.coordinates(stages.shardRank(rank));
+  RankGroup group;
+  for (int64_t r : stages.ranks[stage]) {
+    std::vector<int64_t> theirs = mesh.coordinates(stages.shardRank(r));
+    bool same = true;
+    for (int a = 0; same && a < mesh.numAxes(); ++a)
+      same = theirs[a] == mine[a] ||
+             std::find(summed.begin(), summed.end(), a) != summed.end();
+    if (same)
+      group.push_back(r);
+  }
+  return group;
+}
+
+bool Executor::readStateBlock(const StateInfo &s, HostBuffer &block,
+                              std::string &error) const {
+  std::optional<StateBlock> where = stateBlock(s);
+  if (!where) {
+    error = "'" + s.name + "' is stage " + std::to_string(s.stage) +
+            "'s, not this rank's";
+    return false;
+  }
+  const TensorView local = impl->hostView(s.value);
+  block.dtype = local.dtype;
+  block.shape = where->shape;
+  block.bytes.resize(numElements(block.shape) * dtypeSize(block.dtype));
+  // The block is the leading corner of the local storage.
+  forEachShardRun(local.shape, block.shape,
+                  std::vector<int64_t>(block.shape.size(), 0),
+                  [&](int64_t to, int64_t from, int64_t count) {
+                    size_t size = dtypeSize(block.dtype);
+                    std::memcpy(block.bytes.data() + to * size,
+                                static_cast<const unsigned char *>(local.data) +
+                                    from * size,
+                                count * size);
+                  });
+  if (!where->partial || !impl->comm)
+    return true;
+  RankGroup group = impl->partialGroup(impl->layouts[s.value]);
+  if (std::string e = impl->comm->hostCommunicator().allReduceSum(
+          group, block.dtype, block.bytes.data(), numElements(block.shape));
+      !e.empty()) {
+    error = "summing the addends of '" + s.name + "': " + e;
+    return false;
+  }
+  return true;
+}
+
+bool Executor::setStateBlock(const StateInfo &s, const TensorView &block,
+                             std::string &error) {
+  std::optional<StateBlock> where = stateBlock(s);
+  if (!where)
+    return true;
+  const TensorView &local = impl->views[s.value];
+  if (block.shape != where->shape) {
+    error = "'" + s.name + "': this rank's block has shape " +
+            formatShape(where->shape) + ", got " + formatShape(block.shape);
+    return false;
+  }
+  HostBuffer converted;
+  TensorView value = block;
+  if (block.dtype != local.dtype) {
+    if (!isFloat(block.dtype) || !isFloat(local.dtype) ||
+        !convertTensor(block, local.dtype, converted, "'" + s.name + "'",
+                       error)) {
+      error = "'" + s.name + "' has element type " + dtypeName(local.dtype) +
+              ", got " + dtypeName(block.dtype);
+      return false;
+    }
+    value = converted.view();
+  }
+  impl->onHost(local, false, true, [&](const TensorView &host) {
+    size_t size = dtypeSize(host.dtype);
+    std::memset(host.data, 0, host.bytes());
+    if (!where->holdsValue)
+      return;
+    forEachShardRun(
+        host.shape, value.shape, std::vector<int64_t>(value.shape.size(), 0),
+        [&](int64_t from, int64_t to, int64_t count) {
+          std::memcpy(static_cast<unsigned char *>(host.data) + to * size,
+                      static_cast<const unsigned char *>(value.data) +
+                          from * size,
+                      count * size);
+        });
+  });
+  return true;
+}
+
 bool Executor::setStateFromGlobal(const StateInfo &s, const TensorView &global,
                                   std::string &error) {
   if (s.stage != impl->stage)
     return true;
-  const TensorView &local = impl->views[s.value];
   const Shape &shape = impl->logicalShapes[s.value];
   if (global.shape != shape) {
     error = "'" + s.name + "' has shape " + formatShape(shape) + ", got " +
             formatShape(global.shape);
     return false;
   }
-  Shard mine = impl->shard(s.value);
-  HostBuffer converted;
-  TensorView value = global;
-  if (global.dtype != local.dtype) {
-    if (!isFloat(global.dtype) || !isFloat(local.dtype) ||
-        !convertTensor(global, local.dtype, converted, "'" + s.name + "'",
-                       error)) {
-      error = "'" + s.name + "' has element type " + dtypeName(local.dtype) +
-              ", got " + dtypeName(global.dtype);
-      return false;
-    }
-    value = converted.view();
-  }
-  // A padded value: the given block, and zeros.
-  HostBuffer padded;
-  if (shape != impl->globalShapes[s.value]) {
-    padded = padBlock(value, impl->globalShapes[s.value]);
-    value = padded.view();
-  }
-  impl->onHost(local, false, true, [&](const TensorView &host) {
-    copyShardOut(value, mine, host);
-  });
-  return true;
+  // This rank's block of the global value.
+  StateBlock where = *stateBlock(s);
+  HostBuffer block;
+  block.dtype = global.dtype;
+  block.shape = where.shape;
+  block.bytes.resize(numElements(block.shape) * dtypeSize(block.dtype));
+  size_t size = dtypeSize(block.dtype);
+  forEachShardRun(global.shape, block.shape, where.offsets,
+                  [&](int64_t to, int64_t from, int64_t count) {
+                    std::memcpy(
+                        block.bytes.data() + to * size,
+                        static_cast<const unsigned char *>(global.data) +
+                            from * size,
+                        count * size);
+                  });
+  return setStateBlock(s, block.view(), error);
 }
 
 } // namespace loom::rt

@@ -399,9 +399,10 @@ std::string collectPlanState(const plan::Plan &plan,
         continue;
       std::optional<DType> dtype = dtypeOf(v.type());
       std::optional<Shape> shape = logicalShapeOf(v);
-      if (!dtype || !shape)
+      std::optional<Shape> stored = shapeOf(globalTypeOf(v));
+      if (!dtype || !shape || !stored)
         return describeValue(plan, s, v) + " has an invalid type";
-      state.push_back({s, v.id(), v.kind(), v.name(), *dtype, *shape});
+      state.push_back({s, v.id(), v.kind(), v.name(), *dtype, *shape, *stored});
     }
   }
   return "";

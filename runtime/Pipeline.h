@@ -139,6 +139,8 @@ struct PlanStateValue {
   std::string name;
   DType dtype = DType::F32;
   Shape shape;
+  /// Its global shape as stored: padded by optimizer sharding, else `shape`.
+  Shape storedShape;
 };
 
 /// Every stage's persistent non-constant values, stage by stage in id

@@ -29,8 +29,6 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
-
 SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(SOURCE, "models"))
 

@@ -26,6 +26,10 @@ int reportError(const llvm::Twine &message);
 std::optional<int> runFrontEndCommand();
 /// `loom export` (ExportCommand.cpp).
 std::optional<int> runExportCommand();
+/// `loom train` (TrainCommand.cpp).
+std::optional<int> runTrainCommand();
+/// `loom reshard` (ReshardCommand.cpp).
+std::optional<int> runReshardCommand();
 /// `loom calibrate` (CalibrateCommand.cpp).
 std::optional<int> runCalibrateCommand();
 /// `loom explain` (ExplainCommand.cpp).

@@ -28,46 +28,51 @@ cl::OptionCategory &trainCategory() {
 cl::opt<bool> train("train",
                     cl::desc("Compile a training step: loss, backward and "
                              "optimizer update"),
-                    cl::sub(compileCommand()), cl::sub(simulateCommand()),
-                    cl::cat(trainCategory()));
+                    cl::sub(compileCommand()), cl::sub(trainCommand()),
+                    cl::sub(simulateCommand()), cl::cat(trainCategory()));
 cl::opt<std::string> lossFlag("loss", cl::desc("cross_entropy or mse"),
                               cl::init("cross_entropy"),
                               cl::sub(compileCommand()),
+                              cl::sub(trainCommand()),
                               cl::sub(simulateCommand()),
                               cl::cat(trainCategory()));
 cl::opt<std::string> optimizerFlag("optimizer",
                                    cl::desc("sgd, momentum, adam or adamw"),
                                    cl::init("adamw"), cl::sub(compileCommand()),
+                                   cl::sub(trainCommand()),
                                    cl::sub(simulateCommand()),
                                    cl::cat(trainCategory()));
 cl::opt<double> lrFlag("lr", cl::desc("Learning rate"), cl::init(1e-3),
-                       cl::sub(compileCommand()), cl::sub(simulateCommand()),
-                       cl::cat(trainCategory()));
+                       cl::sub(compileCommand()), cl::sub(trainCommand()),
+                       cl::sub(simulateCommand()), cl::cat(trainCategory()));
 cl::opt<double> momentumFlag("momentum", cl::desc("Momentum (momentum)"),
                              cl::init(0.9), cl::sub(compileCommand()),
+                             cl::sub(trainCommand()),
                              cl::sub(simulateCommand()),
                              cl::cat(trainCategory()));
 cl::opt<bool> nesterovFlag("nesterov", cl::desc("Nesterov momentum"),
-                           cl::sub(compileCommand()),
+                           cl::sub(compileCommand()), cl::sub(trainCommand()),
                            cl::sub(simulateCommand()),
                            cl::cat(trainCategory()));
 cl::opt<double> beta1Flag("beta1", cl::desc("Adam beta1"), cl::init(0.9),
-                          cl::sub(compileCommand()), cl::sub(simulateCommand()),
-                          cl::cat(trainCategory()));
+                          cl::sub(compileCommand()), cl::sub(trainCommand()),
+                          cl::sub(simulateCommand()), cl::cat(trainCategory()));
 cl::opt<double> beta2Flag("beta2", cl::desc("Adam beta2"), cl::init(0.999),
-                          cl::sub(compileCommand()), cl::sub(simulateCommand()),
-                          cl::cat(trainCategory()));
+                          cl::sub(compileCommand()), cl::sub(trainCommand()),
+                          cl::sub(simulateCommand()), cl::cat(trainCategory()));
 cl::opt<double> epsFlag("eps", cl::desc("Adam epsilon"), cl::init(1e-8),
-                        cl::sub(compileCommand()), cl::sub(simulateCommand()),
-                        cl::cat(trainCategory()));
+                        cl::sub(compileCommand()), cl::sub(trainCommand()),
+                        cl::sub(simulateCommand()), cl::cat(trainCategory()));
 cl::opt<double> weightDecayFlag("weight-decay",
                                 cl::desc("Weight decay (decoupled for adamw)"),
                                 cl::init(0.0), cl::sub(compileCommand()),
+                                cl::sub(trainCommand()),
                                 cl::sub(simulateCommand()),
                                 cl::cat(trainCategory()));
 cl::opt<int64_t> ignoreIndexFlag("ignore-index",
                                  cl::desc("Labels cross_entropy ignores"),
                                  cl::init(-100), cl::sub(compileCommand()),
+                                 cl::sub(trainCommand()),
                                  cl::sub(simulateCommand()),
                                  cl::cat(trainCategory()));
 cl::opt<std::string> initFlag(
@@ -76,51 +81,54 @@ cl::opt<std::string> initFlag(
              "seeded (uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) for tensors of "
              "rank >= 2, zeros for biases, ones for other vectors; computed "
              "by the runtime from --seed)"),
-    cl::init("onnx"), cl::sub(compileCommand()), cl::sub(simulateCommand()),
-    cl::cat(trainCategory()));
+    cl::init("onnx"), cl::sub(compileCommand()), cl::sub(trainCommand()),
+    cl::sub(simulateCommand()), cl::cat(trainCategory()));
 cl::opt<uint64_t> seedFlag("seed", cl::desc("Seed of --init seeded"),
                            cl::init(0), cl::sub(compileCommand()),
-                           cl::sub(simulateCommand()),
+                           cl::sub(trainCommand()), cl::sub(simulateCommand()),
                            cl::cat(trainCategory()));
 cl::opt<int64_t> microBatchesFlag(
     "micro-batches",
     cl::desc("Split each step's batch into M micro-batches run one after "
              "another, accumulating gradients (--batch must divide by M)"),
-    cl::init(1), cl::sub(compileCommand()), cl::sub(simulateCommand()),
-    cl::cat(trainCategory()));
+    cl::init(1), cl::sub(compileCommand()), cl::sub(trainCommand()),
+    cl::sub(simulateCommand()), cl::cat(trainCategory()));
 cl::opt<std::string> precisionFlag(
     "precision",
     cl::desc("Compute precision: f32, or bf16 / f16 over f32 master weights "
              "(the forward and backward in bf16 or f16; the loss, gradients "
              "of the parameters, optimizer state and updates in f32)"),
-    cl::init("f32"), cl::sub(compileCommand()), cl::sub(simulateCommand()),
-    cl::cat(trainCategory()));
+    cl::init("f32"), cl::sub(compileCommand()), cl::sub(trainCommand()),
+    cl::sub(simulateCommand()), cl::cat(trainCategory()));
 cl::opt<double> lossScaleFlag(
     "loss-scale",
     cl::desc("Static loss scale S (f16 training): the backward runs on S "
              "times the loss and each gradient is divided by S before its "
              "update"),
-    cl::init(1.0), cl::sub(compileCommand()), cl::sub(simulateCommand()),
-    cl::cat(trainCategory()));
+    cl::init(1.0), cl::sub(compileCommand()), cl::sub(trainCommand()),
+    cl::sub(simulateCommand()), cl::cat(trainCategory()));
 cl::opt<std::string> scheduleFlag("lr-schedule",
                                   cl::desc("constant, or cosine (linear "
                                            "warm-up, then cosine decay)"),
                                   cl::init("constant"),
                                   cl::sub(compileCommand()),
+                                  cl::sub(trainCommand()),
                                   cl::sub(simulateCommand()),
                                   cl::cat(trainCategory()));
 cl::opt<int64_t> warmupFlag("warmup-steps", cl::desc("Warm-up steps (cosine)"),
                             cl::init(0), cl::sub(compileCommand()),
-                            cl::sub(simulateCommand()),
+                            cl::sub(trainCommand()), cl::sub(simulateCommand()),
                             cl::cat(trainCategory()));
 cl::opt<int64_t> totalStepsFlag("total-steps",
                                 cl::desc("Steps of the cosine schedule"),
                                 cl::init(1000), cl::sub(compileCommand()),
+                                cl::sub(trainCommand()),
                                 cl::sub(simulateCommand()),
                                 cl::cat(trainCategory()));
 cl::opt<double> minLrFlag("min-lr", cl::desc("Final learning rate (cosine)"),
                           cl::init(0.0), cl::sub(compileCommand()),
-                          cl::sub(simulateCommand()), cl::cat(trainCategory()));
+                          cl::sub(trainCommand()), cl::sub(simulateCommand()),
+                          cl::cat(trainCategory()));
 
 cl::OptionCategory &parallelCategory() {
   static cl::OptionCategory category("Parallelism (loom compile --mesh)");
@@ -133,7 +141,8 @@ cl::opt<std::string> meshFlag(
              "an axis pp=P, first, splits the model into P pipeline stages, "
              "each on the rest of the mesh"),
     cl::value_desc("AXIS=N,..."), cl::sub(compileCommand()),
-    cl::sub(simulateCommand()), cl::cat(parallelCategory()));
+    cl::sub(trainCommand()), cl::sub(simulateCommand()),
+    cl::cat(parallelCategory()));
 cl::opt<std::string> stageMeshesFlag(
     "stage-meshes",
     cl::desc("Pipeline stages on submeshes of their own, one per stage in "
@@ -141,7 +150,8 @@ cl::opt<std::string> stageMeshesFlag(
              "devices); each stage's program is compiled on its own submesh. "
              "Replaces --mesh"),
     cl::value_desc("MESH/MESH/..."), cl::sub(compileCommand()),
-    cl::sub(simulateCommand()), cl::cat(parallelCategory()));
+    cl::sub(trainCommand()), cl::sub(simulateCommand()),
+    cl::cat(parallelCategory()));
 cl::opt<std::string> modeFlag(
     "mode",
     cl::desc("data (split the batch over every device, replicate "
@@ -150,21 +160,23 @@ cl::opt<std::string> modeFlag(
              "search on --cluster). Default: semi with --strategy, else "
              "data"),
     cl::value_desc("data|semi|auto"), cl::sub(compileCommand()),
-    cl::sub(simulateCommand()), cl::cat(parallelCategory()));
+    cl::sub(trainCommand()), cl::sub(simulateCommand()),
+    cl::cat(parallelCategory()));
 cl::opt<std::string> clusterFlag(
     "cluster",
     cl::desc("--mode auto: the hardware profile (a built-in name such as "
              "8xH100-80GB or 8xA100-80GB, or a JSON file from loom "
              "calibrate)"),
     cl::value_desc("PROFILE"), cl::init("8xH100-80GB"),
-    cl::sub(compileCommand()), cl::sub(simulateCommand()),
-    cl::cat(parallelCategory()));
+    cl::sub(compileCommand()), cl::sub(trainCommand()),
+    cl::sub(simulateCommand()), cl::cat(parallelCategory()));
 cl::opt<int64_t> memoryLimitFlag(
     "memory-limit",
     cl::desc("--mode auto: bytes of memory per device (default: the "
              "profile's)"),
     cl::value_desc("BYTES"), cl::init(0), cl::sub(compileCommand()),
-    cl::sub(simulateCommand()), cl::cat(parallelCategory()));
+    cl::sub(trainCommand()), cl::sub(simulateCommand()),
+    cl::cat(parallelCategory()));
 cl::opt<std::string> pipelineScheduleFlag(
     "schedule",
     cl::desc("The pipeline schedule of the micro-batches (with pp=P in "
@@ -173,14 +185,15 @@ cl::opt<std::string> pipelineScheduleFlag(
              "interleaved (1F1B over --virtual-stages chunks of layers per "
              "stage; the micro-batches a multiple of P)"),
     cl::value_desc("gpipe|1f1b|interleaved"), cl::init("1f1b"),
-    cl::sub(compileCommand()), cl::sub(simulateCommand()),
-    cl::cat(parallelCategory()));
+    cl::sub(compileCommand()), cl::sub(trainCommand()),
+    cl::sub(simulateCommand()), cl::cat(parallelCategory()));
 cl::opt<int64_t> virtualStagesFlag(
     "virtual-stages",
     cl::desc("--schedule interleaved: chunks of layers per pipeline stage "
              "(chunk c runs on stage c mod P; default 2)"),
     cl::value_desc("V"), cl::init(2), cl::sub(compileCommand()),
-    cl::sub(simulateCommand()), cl::cat(parallelCategory()));
+    cl::sub(trainCommand()), cl::sub(simulateCommand()),
+    cl::cat(parallelCategory()));
 cl::opt<std::string> stagesFlag(
     "stages",
     cl::desc("--mode auto: `auto` searches the pipeline too: the number of "
@@ -190,7 +203,7 @@ cl::opt<std::string> stagesFlag(
              "with 2 virtual stages, unless --schedule is given) and the "
              "layers of each stage, for the least predicted step within the "
              "memory limit"),
-    cl::value_desc("auto"), cl::sub(compileCommand()),
+    cl::value_desc("auto"), cl::sub(compileCommand()), cl::sub(trainCommand()),
     cl::sub(simulateCommand()), cl::cat(parallelCategory()));
 cl::opt<std::string> zeroFlag(
     "zero",
@@ -199,7 +212,8 @@ cl::opt<std::string> zeroFlag(
              "parameters). Default: 0, or under --mode auto the level the "
              "search finds fastest within the memory limit"),
     cl::value_desc("0|1|2|3"), cl::sub(compileCommand()),
-    cl::sub(simulateCommand()), cl::cat(parallelCategory()));
+    cl::sub(trainCommand()), cl::sub(simulateCommand()),
+    cl::cat(parallelCategory()));
 cl::opt<std::string> recomputeFlag(
     "recompute",
     cl::desc("Recompute forward ops in the backward pass instead of keeping "
@@ -208,28 +222,28 @@ cl::opt<std::string> recomputeFlag(
              "patterns (e.g. '/blocks.*/attn/*'). Default: none, or under "
              "--mode auto `layers` when no plan fits without it"),
     cl::value_desc("layers|PATTERNS"), cl::sub(compileCommand()),
-    cl::sub(simulateCommand()), cl::cat(parallelCategory()));
+    cl::sub(trainCommand()), cl::sub(simulateCommand()),
+    cl::cat(parallelCategory()));
 cl::opt<int> topFlag(
     "top",
     cl::desc("simulate: list only the N nodes with the largest predicted "
              "time (0: every node)"),
     cl::value_desc("N"), cl::init(0), cl::sub(simulateCommand()),
     cl::cat(loomCategory()));
-cl::opt<std::string>
-    strategyFlag("strategy",
-                 cl::desc("A JSON strategy file (see docs/partitioning.md)"),
-                 cl::value_desc("FILE"), cl::sub(compileCommand()),
-                 cl::sub(simulateCommand()), cl::cat(parallelCategory()));
+cl::opt<std::string> strategyFlag(
+    "strategy", cl::desc("A JSON strategy file (see docs/partitioning.md)"),
+    cl::value_desc("FILE"), cl::sub(compileCommand()), cl::sub(trainCommand()),
+    cl::sub(simulateCommand()), cl::cat(parallelCategory()));
 cl::opt<std::string> saveStrategyFlag(
     "save-strategy",
     cl::desc("Write every op's final strategy to FILE, in the --strategy "
              "format"),
-    cl::value_desc("FILE"), cl::sub(compileCommand()),
+    cl::value_desc("FILE"), cl::sub(compileCommand()), cl::sub(trainCommand()),
     cl::sub(simulateCommand()), cl::cat(parallelCategory()));
 cl::opt<std::string> emitMlirFlag(
     "emit-mlir",
     cl::desc("Also write the compiled (per-device) program as MLIR"),
-    cl::value_desc("FILE"), cl::sub(compileCommand()),
+    cl::value_desc("FILE"), cl::sub(compileCommand()), cl::sub(trainCommand()),
     cl::sub(simulateCommand()), cl::cat(parallelCategory()));
 
 cl::opt<bool> fuseFlag(
@@ -237,8 +251,8 @@ cl::opt<bool> fuseFlag(
     cl::desc("Fold weight transposes and bias (+relu) epilogues into the "
              "GEMMs of the compiled program (loom-fuse-matmul-epilogue); "
              "--fuse=false keeps them separate kernels"),
-    cl::init(true), cl::sub(compileCommand()), cl::sub(simulateCommand()),
-    cl::cat(parallelCategory()));
+    cl::init(true), cl::sub(compileCommand()), cl::sub(trainCommand()),
+    cl::sub(simulateCommand()), cl::cat(parallelCategory()));
 
 cl::opt<double> bucketMbFlag(
     "bucket-mb",
@@ -247,7 +261,8 @@ cl::opt<double> bucketMbFlag(
              "the backward pass makes them (loom-bucket-gradients, like "
              "DDP's bucket_cap_mb); 0: one all-reduce per gradient"),
     cl::value_desc("MB"), cl::init(25.0), cl::sub(compileCommand()),
-    cl::sub(simulateCommand()), cl::cat(parallelCategory()));
+    cl::sub(trainCommand()), cl::sub(simulateCommand()),
+    cl::cat(parallelCategory()));
 
 } // namespace
 

@@ -11,7 +11,6 @@
 
 #include "runtime/Checkpoint.h"
 #include "runtime/Executor.h"
-#include "runtime/io/Npy.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -57,6 +56,17 @@ std::optional<int> onnxType(rt::DType d) {
   }
 }
 
+std::optional<rt::DType> loomType(int onnxType) {
+  switch (onnxType) {
+  case onnx::TensorProto::FLOAT:
+    return rt::DType::F32;
+  case onnx::TensorProto::FLOAT16:
+    return rt::DType::F16;
+  default:
+    return std::nullopt;
+  }
+}
+
 int runExport() {
   std::string error;
   std::optional<plan::Plan> plan = rt::readPlanFile(planPath, error);
@@ -88,21 +98,18 @@ int runExport() {
     auto it = wanted.find(init.name());
     if (it == wanted.end())
       continue;
-    const rt::CheckpointEntry *entry = ckpt->find(init.name());
-    std::string file =
-        ckpt->dir + "/" +
-        (entry ? entry->file : rt::checkpointFileName(init.name()));
-    std::optional<rt::HostBuffer> value;
-    if (entry)
-      value = rt::readCheckpointTensor(*ckpt, *entry, error);
-    else if (ckpt->format == 1) // its manifest need not list every tensor
-      value = rt::readNpy(file, error);
-    else
-      error = ckpt->dir + "/manifest.json: has no '" + init.name() +
-              "', which the plan trains";
+    std::vector<int64_t> dims(init.dims().begin(), init.dims().end());
+    std::optional<rt::DType> modelType = loomType(init.data_type());
+    std::optional<rt::CheckpointEntry> entry =
+        ckpt->entryOf(init.name(), modelType.value_or(rt::DType::F32), dims);
+    if (!entry)
+      return reportError(ckpt->dir + "/manifest.json: has no '" + init.name() +
+                         "', which the plan trains");
+    std::string file = ckpt->dir + "/manifest.json: '" + init.name() + "'";
+    std::optional<rt::HostBuffer> value =
+        rt::readCheckpointTensor(*ckpt, *entry, error);
     if (!value)
       return reportError(error);
-    std::vector<int64_t> dims(init.dims().begin(), init.dims().end());
     std::optional<int> type = onnxType(value->dtype);
     if (value->shape != dims || !type || *type != init.data_type())
       return reportError(file + ": " + rt::dtypeName(value->dtype) +

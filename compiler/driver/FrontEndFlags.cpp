@@ -27,6 +27,14 @@ cl::SubCommand &compileCommand() {
   return command;
 }
 
+cl::SubCommand &trainCommand() {
+  static cl::SubCommand command(
+      "train", "Train a model on a mesh of ranks and keep training when a "
+               "rank dies: checkpoint, re-plan for the ranks left, reshard, "
+               "resume (every loom compile flag, and the run's)");
+  return command;
+}
+
 cl::SubCommand &simulateCommand() {
   static cl::SubCommand command(
       "simulate", "Predict a model's step time and memory on a cluster, "
@@ -40,39 +48,40 @@ namespace {
 cl::opt<std::string>
     modelPath(cl::Positional, cl::Required, cl::desc("<MODEL.onnx>"),
               cl::sub(importCommand()), cl::sub(compileCommand()),
-              cl::sub(simulateCommand()), cl::cat(loomCategory()));
+              cl::sub(trainCommand()), cl::sub(simulateCommand()),
+              cl::cat(loomCategory()));
 cl::opt<int64_t> batchFlag(
     "batch",
     cl::desc("Bind dimension 0 of every input whose batch is symbolic"),
     cl::value_desc("N"), cl::init(0), cl::sub(importCommand()),
-    cl::sub(compileCommand()), cl::sub(simulateCommand()),
-    cl::cat(loomCategory()));
+    cl::sub(compileCommand()), cl::sub(trainCommand()),
+    cl::sub(simulateCommand()), cl::cat(loomCategory()));
 cl::list<std::string>
     dimFlags("dim", cl::desc("Bind a named symbolic dimension"),
              cl::value_desc("NAME=N"), cl::sub(importCommand()),
-             cl::sub(compileCommand()), cl::sub(simulateCommand()),
-             cl::cat(loomCategory()));
+             cl::sub(compileCommand()), cl::sub(trainCommand()),
+             cl::sub(simulateCommand()), cl::cat(loomCategory()));
 cl::list<std::string>
     shapeFlags("input-shape",
                cl::desc("Give an input's full shape, e.g. x=8x32"),
                cl::value_desc("NAME=D0xD1x..."), cl::sub(importCommand()),
-               cl::sub(compileCommand()), cl::sub(simulateCommand()),
-               cl::cat(loomCategory()));
+               cl::sub(compileCommand()), cl::sub(trainCommand()),
+               cl::sub(simulateCommand()), cl::cat(loomCategory()));
 cl::list<std::string> freezeFlags(
     "freeze",
     cl::desc("Keep the matching floating-point initializers constant (not "
              "trained), e.g. --freeze 'embed.*,rope.*'; glob patterns, each "
              "must match one"),
     cl::value_desc("PATTERN,..."), cl::CommaSeparated, cl::sub(importCommand()),
-    cl::sub(compileCommand()), cl::sub(simulateCommand()),
-    cl::cat(loomCategory()));
+    cl::sub(compileCommand()), cl::sub(trainCommand()),
+    cl::sub(simulateCommand()), cl::cat(loomCategory()));
 cl::opt<bool> syncBatchNormFlag(
     "sync-batchnorm",
     cl::desc("Training-mode BatchNormalization takes its statistics over the "
              "global batch, all data-parallel replicas together (PyTorch's "
              "SyncBatchNorm), not per replica (DDP's default)"),
-    cl::init(false), cl::sub(compileCommand()), cl::sub(simulateCommand()),
-    cl::cat(loomCategory()));
+    cl::init(false), cl::sub(compileCommand()), cl::sub(trainCommand()),
+    cl::sub(simulateCommand()), cl::cat(loomCategory()));
 
 } // namespace
 

@@ -1,6 +1,6 @@
 //===- FrontEndFlags.h - The model-reading commands' flags ------*- C++ -*-===//
 //
-// The three subcommands that read an ONNX model, and the flags that bind
+// The subcommands that read an ONNX model, and the flags that bind
 // its symbolic dimensions, defined once. Subcommands are reached through
 // functions so that options in other files can name them whatever the
 // order of static initialisation.
@@ -22,6 +22,8 @@ namespace loom::driver {
 llvm::cl::SubCommand &importCommand();
 llvm::cl::SubCommand &compileCommand();
 llvm::cl::SubCommand &simulateCommand();
+/// `loom train` (TrainCommand.cpp) takes every flag of compile but -o.
+llvm::cl::SubCommand &trainCommand();
 
 /// The model's path, its bindings (--batch, --dim, --input-shape) and
 /// its frozen initializers (--freeze);

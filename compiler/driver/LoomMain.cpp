@@ -57,6 +57,8 @@ int loomMain(int argc, char **argv) {
       "  loom run MODEL.plan [--inputs NAME=FILE,...] [--outputs DIR]\n"
       "  loom run TRAIN.plan --steps N --data ... [--save DIR] [--resume DIR]\n"
       "  loom export TRAIN.plan --checkpoint DIR -o TRAINED.onnx\n"
+      "  loom reshard CKPT [--to PLAN] -o DIR\n"
+      "  loom train MODEL.onnx --mesh ... --steps N --save DIR [--comm mpi]\n"
       "  loom calibrate -o PROFILE.json [--ranks N] [--quick]\n"
       "  loom explain MODEL.plan [--top N]\n"
       "  loom simulate MODEL.onnx --cluster PROFILE --mesh dp=8,tp=8 --mode "
@@ -65,6 +67,10 @@ int loomMain(int argc, char **argv) {
   if (std::optional<int> rc = runFrontEndCommand())
     return *rc;
   if (std::optional<int> rc = runExportCommand())
+    return *rc;
+  if (std::optional<int> rc = runReshardCommand())
+    return *rc;
+  if (std::optional<int> rc = runTrainCommand())
     return *rc;
   if (std::optional<int> rc = runCalibrateCommand())
     return *rc;

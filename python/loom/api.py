@@ -282,7 +282,7 @@ class Job:
         directory = os.fspath(directory)
         self._native.save(directory)
         if self._native.rank != 0:
-            return  # under mpirun, rank 0 writes (the checkpoint's own files too)
+            return  # under mpirun, rank 0 writes these (each rank wrote its blocks)
         with open(os.path.join(directory, _PLAN_FILE), "wb") as f:
             f.write(self._plan)
         with open(os.path.join(directory, _JOB_FILE), "w") as f:

@@ -71,6 +71,10 @@ public:
   /// The threads communicator wakes its world; others do nothing (a dead
   /// MPI process ends the job through mpirun).
   virtual void abort(const std::string &reason) {}
+  /// Whether a wait passed its deadline: a rank is lost (dead or hung), as
+  /// opposed to an error of this rank's own. The threads communicator knows
+  /// of any rank's wait, the MPI one of this process's; others say false.
+  virtual bool lostRank() const { return false; }
 
   /// A device communicator whose collectives run on a stream of their own
   /// may return from them once they are queued instead of complete; the
@@ -133,7 +137,11 @@ bool mpiAvailable();
 /// The communicator of this process in MPI_COMM_WORLD (initialising MPI on
 /// first use; finalised at exit). nullptr and `error` when MPI is missing
 /// or fails to start.
-std::unique_ptr<Communicator> createMpiCommunicator(std::string &error);
+/// A collective or recv that has not completed within `timeoutSeconds` is
+/// an error, and the communicator's lostRank() turns true.
+std::unique_ptr<Communicator>
+createMpiCommunicator(std::string &error,
+                      double timeoutSeconds = kDefaultCollectiveTimeout);
 /// Whether this build has the NCCL communicator (CUDA and NCCL found).
 bool ncclAvailable();
 /// An NCCL communicator for a rank that drives GPU `device`: its

@@ -27,6 +27,15 @@
 // message, checks its size and receives it in place. A message over
 // INT_MAX bytes is still one MPI message, of a derived datatype (1 GiB
 // blocks and the rest), so its size is checked exactly and its order kept.
+// Deadlines: every collective is started non-blocking (MPI_Ialltoall,
+// MPI_Iallgather, MPI_Ibarrier) and a recv probes with MPI_Iprobe, and the
+// rank polls (MPI_Test, spinning briefly, then sleeping up to a millisecond
+// between polls) until it completes or the timeout passes. Past it the call
+// returns an error saying the group did not complete (MPI cannot say which
+// member is missing) and lostRank() turns true: the process exits with
+// kLostRankExitCode, which ends the job under mpirun, rather than hanging
+// behind a process that hangs.
+//
 // MPI tags only reach MPI_TAG_UB (at least 32767; 2^31 - 1 under Open
 // MPI's ob1), so a tag is sent modulo MPI_TAG_UB + 1: two tags in flight
 // between the same two ranks must differ modulo that bound.
@@ -39,11 +48,13 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
+#include <thread>
 
 namespace loom::rt {
 
@@ -199,7 +210,13 @@ int mpiTag(int64_t tag) {
 
 class MpiCommunicator final : public Communicator {
 public:
-  MpiCommunicator(int64_t rank, int64_t size) : rank_(rank), size_(size) {}
+  MpiCommunicator(int64_t rank, int64_t size, double timeoutSeconds)
+      : rank_(rank), size_(size),
+        // At most a billion seconds: more would overflow the clock.
+        timeout_(
+            std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                std::chrono::duration<double>(std::min(timeoutSeconds, 1e9)))) {
+  }
   /// The messages it sent must leave before the buffers go.
   ~MpiCommunicator() override { completeSends(); }
 
@@ -221,8 +238,15 @@ public:
                    int64_t bytes) override;
   std::string recv(int64_t peer, int64_t tag, void *data,
                    int64_t bytes) override;
+  bool lostRank() const override { return lost_; }
 
 private:
+  /// Polls `request` (a started collective on `group`) until it completes
+  /// or the timeout passes; "" or the error (`call` named).
+  std::string wait(MPI_Request &request, const char *call,
+                   const RankGroup &group);
+  /// The error of a wait past the timeout; marks a rank lost.
+  std::string pastDeadline(const std::string &what);
   /// Checks the peer and size of a send or recv, then frees the completed
   /// sends; reports a pending send that failed.
   std::string startPointToPoint(int64_t peer, int64_t bytes);
@@ -236,8 +260,54 @@ private:
 
   int64_t rank_;
   int64_t size_;
+  std::chrono::steady_clock::duration timeout_;
+  bool lost_ = false;
   std::vector<unsigned char> scratch_, padded_, reduced_;
+  /// The group of the collective in flight (reduceScatter's callers').
+  const RankGroup *group_ = nullptr;
 };
+
+/// Sleeps between polls: nothing for the first thousand, then doubling
+/// from a microsecond up to a millisecond.
+class Backoff {
+public:
+  void pause() {
+    if (++polls_ < 1000)
+      return;
+    std::this_thread::sleep_for(std::chrono::microseconds(sleep_));
+    sleep_ = std::min<int64_t>(sleep_ * 2, 1000);
+  }
+
+private:
+  int64_t polls_ = 0, sleep_ = 1;
+};
+
+std::string MpiCommunicator::pastDeadline(const std::string &what) {
+  lost_ = true;
+  double seconds = std::chrono::duration<double>(timeout_).count();
+  char text[32];
+  std::snprintf(text, sizeof text, "%g s", seconds);
+  return what + " did not complete within " + text +
+         " (--collective-timeout): a rank is lost (dead or hung)";
+}
+
+std::string MpiCommunicator::wait(MPI_Request &request, const char *call,
+                                  const RankGroup &group) {
+  auto deadline = std::chrono::steady_clock::now() + timeout_;
+  Backoff backoff;
+  for (;;) {
+    int done = 0;
+    int code = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (code != MPI_SUCCESS)
+      return mpiError(call, code);
+    if (done)
+      return "";
+    if (std::chrono::steady_clock::now() > deadline)
+      return pastDeadline(std::string(call) + " on group " +
+                          formatGroup(group));
+    backoff.pause();
+  }
+}
 
 bool MpiCommunicator::communicator(const RankGroup &group, MPI_Comm &comm,
                                    std::string &error) {
@@ -309,11 +379,14 @@ std::string MpiCommunicator::reduceScatter(MPI_Comm comm, int64_t n,
   if (!fitsInt(bytes, "reduceScatterSum", error))
     return error;
   scratch_.resize(static_cast<size_t>(n * bytes));
+  MPI_Request request;
   int code =
-      MPI_Alltoall(send, static_cast<int>(bytes), MPI_BYTE, scratch_.data(),
-                   static_cast<int>(bytes), MPI_BYTE, comm);
+      MPI_Ialltoall(send, static_cast<int>(bytes), MPI_BYTE, scratch_.data(),
+                    static_cast<int>(bytes), MPI_BYTE, comm, &request);
   if (code != MPI_SUCCESS)
-    return mpiError("MPI_Alltoall", code);
+    return mpiError("MPI_Ialltoall", code);
+  if (std::string e = wait(request, "MPI_Ialltoall", *group_); !e.empty())
+    return e;
   countReceived((n - 1) * bytes);
   sumChunks(dtype, scratch_.data(), n, count, recv);
   return "";
@@ -340,14 +413,18 @@ std::string MpiCommunicator::allReduceSum(const RankGroup &group, DType dtype,
   padded_.assign(static_cast<size_t>(n * sliceBytes), 0);
   std::memcpy(padded_.data(), data, static_cast<size_t>(count * elementBytes));
   reduced_.resize(static_cast<size_t>(sliceBytes));
+  group_ = &group;
   error = reduceScatter(comm, n, dtype, padded_.data(), reduced_.data(), slice);
   if (!error.empty())
     return "allReduceSum: " + error;
-  int code = MPI_Allgather(reduced_.data(), static_cast<int>(sliceBytes),
-                           MPI_BYTE, padded_.data(),
-                           static_cast<int>(sliceBytes), MPI_BYTE, comm);
+  MPI_Request request;
+  int code = MPI_Iallgather(
+      reduced_.data(), static_cast<int>(sliceBytes), MPI_BYTE, padded_.data(),
+      static_cast<int>(sliceBytes), MPI_BYTE, comm, &request);
   if (code != MPI_SUCCESS)
-    return "allReduceSum: " + mpiError("MPI_Allgather", code);
+    return "allReduceSum: " + mpiError("MPI_Iallgather", code);
+  if (std::string e = wait(request, "MPI_Iallgather", group); !e.empty())
+    return "allReduceSum: " + e;
   countReceived((n - 1) * sliceBytes);
   std::memcpy(data, padded_.data(), static_cast<size_t>(count * elementBytes));
   return "";
@@ -367,12 +444,16 @@ std::string MpiCommunicator::allGather(const RankGroup &group, const void *send,
   }
   if (!fitsInt(bytesPerRank, "allGather", error))
     return error;
-  int code = MPI_Allgather(send, static_cast<int>(bytesPerRank), MPI_BYTE, recv,
-                           static_cast<int>(bytesPerRank), MPI_BYTE, comm);
-  if (code == MPI_SUCCESS)
-    countReceived((static_cast<int64_t>(group.size()) - 1) * bytesPerRank);
-  return code == MPI_SUCCESS ? ""
-                             : "allGather: " + mpiError("MPI_Allgather", code);
+  MPI_Request request;
+  int code =
+      MPI_Iallgather(send, static_cast<int>(bytesPerRank), MPI_BYTE, recv,
+                     static_cast<int>(bytesPerRank), MPI_BYTE, comm, &request);
+  if (code != MPI_SUCCESS)
+    return "allGather: " + mpiError("MPI_Iallgather", code);
+  if (std::string e = wait(request, "MPI_Iallgather", group); !e.empty())
+    return "allGather: " + e;
+  countReceived((static_cast<int64_t>(group.size()) - 1) * bytesPerRank);
+  return "";
 }
 
 std::string MpiCommunicator::reduceScatterSum(const RankGroup &group,
@@ -391,6 +472,7 @@ std::string MpiCommunicator::reduceScatterSum(const RankGroup &group,
     std::memmove(recv, send, countPerRank * dtypeSize(dtype));
     return "";
   }
+  group_ = &group;
   error = reduceScatter(comm, static_cast<int64_t>(group.size()), dtype, send,
                         recv, countPerRank);
   return error.empty() ? "" : "reduceScatterSum: " + error;
@@ -410,12 +492,16 @@ std::string MpiCommunicator::allToAll(const RankGroup &group, const void *send,
   }
   if (!fitsInt(bytesPerRank, "allToAll", error))
     return error;
-  int code = MPI_Alltoall(send, static_cast<int>(bytesPerRank), MPI_BYTE, recv,
-                          static_cast<int>(bytesPerRank), MPI_BYTE, comm);
-  if (code == MPI_SUCCESS)
-    countReceived((static_cast<int64_t>(group.size()) - 1) * bytesPerRank);
-  return code == MPI_SUCCESS ? ""
-                             : "allToAll: " + mpiError("MPI_Alltoall", code);
+  MPI_Request request;
+  int code =
+      MPI_Ialltoall(send, static_cast<int>(bytesPerRank), MPI_BYTE, recv,
+                    static_cast<int>(bytesPerRank), MPI_BYTE, comm, &request);
+  if (code != MPI_SUCCESS)
+    return "allToAll: " + mpiError("MPI_Ialltoall", code);
+  if (std::string e = wait(request, "MPI_Ialltoall", group); !e.empty())
+    return "allToAll: " + e;
+  countReceived((static_cast<int64_t>(group.size()) - 1) * bytesPerRank);
+  return "";
 }
 
 std::string MpiCommunicator::barrier(const RankGroup &group) {
@@ -425,8 +511,12 @@ std::string MpiCommunicator::barrier(const RankGroup &group) {
     return "barrier: " + error;
   if (comm == MPI_COMM_NULL)
     return "";
-  int code = MPI_Barrier(comm);
-  return code == MPI_SUCCESS ? "" : "barrier: " + mpiError("MPI_Barrier", code);
+  MPI_Request request;
+  int code = MPI_Ibarrier(comm, &request);
+  if (code != MPI_SUCCESS)
+    return "barrier: " + mpiError("MPI_Ibarrier", code);
+  std::string e = wait(request, "MPI_Ibarrier", group);
+  return e.empty() ? "" : "barrier: " + e;
 }
 
 std::string MpiCommunicator::startPointToPoint(int64_t peer, int64_t bytes) {
@@ -486,12 +576,20 @@ std::string MpiCommunicator::recv(int64_t peer, int64_t tag, void *data,
   // two ranks with one tag do not overtake, so the MPI_Recv below receives
   // the message probed here.
   MPI_Status status;
-  int code =
-      MPI_Probe(static_cast<int>(peer), mpiTag(tag), MPI_COMM_WORLD, &status);
-  if (code != MPI_SUCCESS)
-    return "recv: " + mpiError("MPI_Probe", code);
+  auto deadline = std::chrono::steady_clock::now() + timeout_;
+  Backoff backoff;
+  for (int found = 0; !found; backoff.pause()) {
+    int code = MPI_Iprobe(static_cast<int>(peer), mpiTag(tag), MPI_COMM_WORLD,
+                          &found, &status);
+    if (code != MPI_SUCCESS)
+      return "recv: " + mpiError("MPI_Iprobe", code);
+    if (!found && std::chrono::steady_clock::now() > deadline)
+      return "recv: " +
+             pastDeadline("the message from rank " + std::to_string(peer) +
+                          " (tag " + std::to_string(tag) + ")");
+  }
   MPI_Count size = 0;
-  code = MPI_Get_elements_x(&status, MPI_BYTE, &size);
+  int code = MPI_Get_elements_x(&status, MPI_BYTE, &size);
   if (code != MPI_SUCCESS)
     return "recv: " + mpiError("MPI_Get_elements_x", code);
   if (size != bytes)
@@ -512,14 +610,15 @@ std::string MpiCommunicator::recv(int64_t peer, int64_t tag, void *data,
 
 bool mpiAvailable() { return true; }
 
-std::unique_ptr<Communicator> createMpiCommunicator(std::string &error) {
+std::unique_ptr<Communicator> createMpiCommunicator(std::string &error,
+                                                    double timeoutSeconds) {
   error = ensureInitialised();
   if (!error.empty())
     return nullptr;
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return std::make_unique<MpiCommunicator>(rank, size);
+  return std::make_unique<MpiCommunicator>(rank, size, timeoutSeconds);
 }
 
 } // namespace loom::rt

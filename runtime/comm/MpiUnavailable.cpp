@@ -11,7 +11,8 @@ namespace loom::rt {
 
 bool mpiAvailable() { return false; }
 
-std::unique_ptr<Communicator> createMpiCommunicator(std::string &error) {
+std::unique_ptr<Communicator> createMpiCommunicator(std::string &error,
+                                                    double) {
   error = "this Loom was built without MPI (LOOM_ENABLE_MPI=OFF); run the "
           "ranks as threads of one process (--comm threads, or --comm nccl "
           "with --backend cuda) or use a build with MPI";

@@ -30,6 +30,7 @@
 #include "runtime/comm/Sum.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -100,6 +101,8 @@ using Clock = std::chrono::steady_clock;
 struct Abort {
   std::mutex mutex;
   std::string reason;
+  /// Set when a wait's deadline passed: a rank of the world is lost.
+  std::atomic<bool> lostRank{false};
   /// The condition variables ranks wait on, each with the mutex its
   /// waiters hold, to wake them all.
   std::vector<std::pair<std::mutex *, std::condition_variable *>> waiters;
@@ -140,6 +143,7 @@ public:
       return "";
     if (std::string why = aborted(); !why.empty())
       return why;
+    abort_.lostRank = true;
     std::string missing;
     for (size_t m = 0; m < group_.size(); ++m)
       if (!present_[m])
@@ -266,6 +270,7 @@ public:
   void abort(const std::string &reason) override {
     world_->stop("rank " + std::to_string(rank_) + " failed: " + reason);
   }
+  bool lostRank() const override { return world_->abort.lostRank; }
 
 private:
   /// Checks the peer and size of a send or recv.
@@ -546,10 +551,12 @@ std::string ThreadsCommunicator::recv(int64_t peer, int64_t tag, void *data,
     return !box->second.empty() || !stopped.empty();
   };
   if (!world_->delivered[static_cast<size_t>(rank_)].wait_until(
-          lock, Clock::now() + world_->timeout, ready))
+          lock, Clock::now() + world_->timeout, ready)) {
+    world_->abort.lostRank = true;
     return "recv: nothing came from rank " + std::to_string(peer) + " (tag " +
            std::to_string(tag) + ") within " + seconds(world_->timeout) +
            " (--collective-timeout)";
+  }
   if (box->second.empty())
     return "recv from rank " + std::to_string(peer) + ": " + stopped;
   std::vector<unsigned char> &message = box->second.front();

@@ -15,6 +15,8 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <map>
+#include <set>
 #include <unistd.h>
 
 namespace loom::rt {
@@ -61,6 +63,32 @@ std::string writeDurably(const std::string &path, const std::string &bytes) {
   return syncPath(path, false);
 }
 
+/// Reads a JSON file of at most kMaxManifestBytes; nullopt and `error`
+/// (naming the file) when it cannot be read or parsed.
+std::optional<json> readJsonFile(const std::string &file, std::string &error) {
+  std::string text;
+  InputFile in(file, error);
+  if (!in.ok()) {
+    error = file + ": " + error;
+    return std::nullopt;
+  }
+  if (in.size() > kMaxManifestBytes) {
+    error = file + ": " + std::to_string(in.size()) +
+            " bytes, more than a manifest can be";
+    return std::nullopt;
+  }
+  if (!in.read(text, in.size(), error)) {
+    error = file + ": " + error;
+    return std::nullopt;
+  }
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    error = file + ": not valid JSON";
+    return std::nullopt;
+  }
+  return j;
+}
+
 bool isStepName(const std::string &name, int64_t &step) {
   if (name.size() <= 5 || name.compare(0, 5, "step-") != 0)
     return false;
@@ -80,11 +108,124 @@ bool isPlainFileName(const std::string &name) {
          name.find('\0') == std::string::npos;
 }
 
+/// The name of rank `rank`'s list of shards in a temporary directory.
+std::string rankListName(int64_t rank) {
+  char name[40];
+  std::snprintf(name, sizeof name, "shards-%06lld.json",
+                static_cast<long long>(rank));
+  return name;
+}
+
+nlohmann::ordered_json shardJson(const CheckpointShard &s) {
+  return nlohmann::ordered_json{{"file", s.file},
+                                {"offsets", s.offsets},
+                                {"shape", s.shape},
+                                {"bytes", s.bytes},
+                                {"crc32", s.crc32}};
+}
+
 nlohmann::ordered_json entryJson(const CheckpointEntry &e) {
-  return nlohmann::ordered_json{{"name", e.name},   {"kind", e.kind},
-                                {"file", e.file},   {"dtype", e.dtype},
-                                {"shape", e.shape}, {"bytes", e.bytes},
-                                {"crc32", e.crc32}};
+  nlohmann::ordered_json shards = nlohmann::ordered_json::array();
+  for (const CheckpointShard &s : e.shards)
+    shards.push_back(shardJson(s));
+  return nlohmann::ordered_json{{"name", e.name},
+                                {"kind", e.kind},
+                                {"dtype", e.dtype},
+                                {"shape", e.shape},
+                                {"shards", shards}};
+}
+
+/// Reads the array of non-negative integers at `key` of `j` into `out`;
+/// "" or what is wrong.
+std::string readDims(const json &j, const char *key, std::vector<int64_t> &out,
+                     const std::string &what) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_array())
+    return what + " has no \"" + key + "\" array";
+  if (it->size() > 64)
+    return what + ": \"" + key + "\" has more than 64 dimensions";
+  for (const json &d : *it) {
+    if (!d.is_number_integer() || d.get<int64_t>() < 0)
+      return what + ": \"" + key + "\" holds something not an integer >= 0";
+    out.push_back(d.get<int64_t>());
+  }
+  return "";
+}
+
+/// Reads a file's name, size and CRC-32 (the latter with `checksums`);
+/// "" or what is wrong.
+std::string readFileFields(const json &j, bool checksums, CheckpointShard &s,
+                           const std::string &what) {
+  auto file = j.find("file");
+  if (file == j.end() || !file->is_string())
+    return what + " has no string \"file\"";
+  s.file = file->get<std::string>();
+  if (!isPlainFileName(s.file))
+    return what +
+           ": \"file\" must name a file in the checkpoint's directory, got '" +
+           s.file + "'";
+  if (!checksums)
+    return "";
+  auto bytes = j.find("bytes"), crc = j.find("crc32");
+  if (bytes == j.end() || !bytes->is_number_unsigned())
+    return what + " has no \"bytes\"";
+  if (crc == j.end() || !crc->is_number_unsigned() ||
+      crc->get<uint64_t>() > UINT32_MAX)
+    return what + " has no \"crc32\"";
+  s.bytes = bytes->get<uint64_t>();
+  s.crc32 = static_cast<uint32_t>(crc->get<uint64_t>());
+  return "";
+}
+
+/// Whether the boxes [a, a + as) and [b, b + bs) share an element.
+bool overlaps(const std::vector<int64_t> &a, const Shape &as,
+              const std::vector<int64_t> &b, const Shape &bs) {
+  for (size_t d = 0; d < a.size(); ++d)
+    if (a[d] >= b[d] + bs[d] || b[d] >= a[d] + as[d] || as[d] == 0 ||
+        bs[d] == 0)
+      return false;
+  return true;
+}
+
+/// "" if `e`'s shards tile its tensor exactly: each block inside it, no two
+/// overlapping, their sizes adding up to the tensor's. Else what is wrong.
+std::string checkTiling(const CheckpointEntry &e) {
+  std::string what = "tensor '" + e.name + "'";
+  if (e.shards.empty())
+    return what + " has no shards";
+  int64_t total = numElements(e.shape), covered = 0;
+  for (const CheckpointShard &s : e.shards) {
+    if (s.offsets.size() != e.shape.size() || s.shape.size() != e.shape.size())
+      return what + ": the shard " + s.file + " has " +
+             std::to_string(s.shape.size()) + " dimensions, the tensor " +
+             std::to_string(e.shape.size());
+    for (size_t d = 0; d < e.shape.size(); ++d)
+      if (s.offsets[d] > e.shape[d] || s.shape[d] > e.shape[d] - s.offsets[d])
+        return what + ": the shard " + s.file + " lies outside the tensor " +
+               formatShape(e.shape);
+    covered += numElements(s.shape);
+  }
+  if (covered != total)
+    return what + ": its shards hold " + std::to_string(covered) +
+           " elements, the tensor " + std::to_string(total);
+  for (size_t i = 0; i < e.shards.size(); ++i)
+    for (size_t k = i + 1; k < e.shards.size(); ++k)
+      if (overlaps(e.shards[i].offsets, e.shards[i].shape, e.shards[k].offsets,
+                   e.shards[k].shape))
+        return what + ": the shards " + e.shards[i].file + " and " +
+               e.shards[k].file + " overlap";
+  return "";
+}
+
+/// The element type of a manifest's tensor's files: its dtype, but f32 for
+/// bf16 (.npy has no bf16). nullopt for a name that is no element type.
+std::optional<DType> storedDType(const std::string &name) {
+  if (name == "bf16")
+    return DType::F32;
+  for (DType t : {DType::F32, DType::F16, DType::I32, DType::I64, DType::Bool})
+    if (name == dtypeName(t))
+      return t;
+  return std::nullopt;
 }
 
 /// Reads one manifest entry; "" or what is wrong with it.
@@ -100,32 +241,40 @@ std::string readEntry(const json &j, int format, CheckpointEntry &e) {
   };
   for (auto [key, out] :
        {std::pair{"name", &e.name}, std::pair{"kind", &e.kind},
-        std::pair{"file", &e.file}, std::pair{"dtype", &e.dtype}})
+        std::pair{"dtype", &e.dtype}})
     if (std::string m = str(key, *out); !m.empty())
       return m;
-  if (!isPlainFileName(e.file))
-    return "tensor '" + e.name +
-           "': \"file\" must name a file in the "
-           "checkpoint's directory, got '" +
-           e.file + "'";
-  auto shape = j.find("shape");
-  if (shape == j.end() || !shape->is_array())
-    return "tensor '" + e.name + "' has no \"shape\" array";
-  for (const json &d : *shape) {
-    if (!d.is_number_integer() || d.get<int64_t>() < 0)
-      return "tensor '" + e.name + "': a dimension is not an integer >= 0";
-    e.shape.push_back(d.get<int64_t>());
-  }
-  if (format < 2)
+  std::string what = "tensor '" + e.name + "'";
+  if (!storedDType(e.dtype))
+    return what + ": unknown element type '" + e.dtype + "'";
+  if (std::string m = readDims(j, "shape", e.shape, what); !m.empty())
+    return m;
+  if (format < 3) {
+    // One file per tensor, its fields beside the tensor's.
+    CheckpointShard s;
+    if (std::string m = readFileFields(j, format >= 2, s, what); !m.empty())
+      return m;
+    s.offsets.assign(e.shape.size(), 0);
+    s.shape = e.shape;
+    e.shards.push_back(std::move(s));
     return "";
-  auto bytes = j.find("bytes"), crc = j.find("crc32");
-  if (bytes == j.end() || !bytes->is_number_unsigned())
-    return "tensor '" + e.name + "' has no \"bytes\"";
-  if (crc == j.end() || !crc->is_number_unsigned() ||
-      crc->get<uint64_t>() > UINT32_MAX)
-    return "tensor '" + e.name + "' has no \"crc32\"";
-  e.bytes = bytes->get<uint64_t>();
-  e.crc32 = static_cast<uint32_t>(crc->get<uint64_t>());
+  }
+  auto shards = j.find("shards");
+  if (shards == j.end() || !shards->is_array())
+    return what + " has no \"shards\" array";
+  for (const json &sj : *shards) {
+    if (!sj.is_object())
+      return what + ": a shard is not an object";
+    CheckpointShard s;
+    if (std::string m = readFileFields(sj, true, s, what); !m.empty())
+      return m;
+    std::string where = what + ", shard " + s.file;
+    if (std::string m = readDims(sj, "offsets", s.offsets, where); !m.empty())
+      return m;
+    if (std::string m = readDims(sj, "shape", s.shape, where); !m.empty())
+      return m;
+    e.shards.push_back(std::move(s));
+  }
   return "";
 }
 
@@ -152,15 +301,94 @@ std::optional<std::string> stepDirectory(const std::string &path,
   return std::nullopt;
 }
 
+/// Copies the elements of the box [box, box + boxShape) (global
+/// coordinates) from `src`, a block of shape `srcShape` at `srcAt`, into
+/// `dst`, a block of shape `dstShape` at `dstAt`; elements of `size` bytes.
+void copyBox(const unsigned char *src, const Shape &srcShape,
+             const std::vector<int64_t> &srcAt, unsigned char *dst,
+             const Shape &dstShape, const std::vector<int64_t> &dstAt,
+             const std::vector<int64_t> &box, const Shape &boxShape,
+             size_t size) {
+  size_t rank = boxShape.size();
+  if (rank == 0) {
+    std::memcpy(dst, src, size);
+    return;
+  }
+  if (numElements(boxShape) == 0)
+    return;
+  std::vector<int64_t> index(rank, 0);
+  size_t run = static_cast<size_t>(boxShape[rank - 1]) * size;
+  for (;;) {
+    int64_t s = 0, d = 0;
+    for (size_t k = 0; k < rank; ++k) {
+      int64_t g = box[k] + index[k];
+      s = s * srcShape[k] + (g - srcAt[k]);
+      d = d * dstShape[k] + (g - dstAt[k]);
+    }
+    std::memcpy(dst + d * size, src + s * size, run);
+    // The next row: every dimension but the last counts.
+    size_t k = rank - 1;
+    while (k-- > 0) {
+      if (++index[k] < boxShape[k])
+        break;
+      index[k] = 0;
+    }
+    if (k == static_cast<size_t>(-1))
+      return;
+  }
+}
+
+/// Reads the file of `shard`, verified against the manifest, as a tensor of
+/// the manifest's dtype (an f32 file for bf16) and the shard's shape.
+std::optional<HostBuffer> readShard(const CheckpointManifest &ckpt,
+                                    const CheckpointEntry &entry,
+                                    const CheckpointShard &shard,
+                                    std::string &error) {
+  std::string path = (fs::path(ckpt.dir) / shard.file).string();
+  std::string bytes;
+  if (!readWholeFile(path, bytes, error)) {
+    error = path + ": " + error;
+    return std::nullopt;
+  }
+  if (ckpt.format >= 2) {
+    if (bytes.size() != shard.bytes) {
+      error = path + ": " + std::to_string(bytes.size()) +
+              " bytes but the manifest says " + std::to_string(shard.bytes) +
+              ": the checkpoint is damaged or mixed from two saves";
+      return std::nullopt;
+    }
+    if (uint32_t crc = crc32Of(bytes.data(), bytes.size());
+        crc != shard.crc32) {
+      error = path + ": CRC-32 " + std::to_string(crc) +
+              " but the manifest says " + std::to_string(shard.crc32) +
+              ": the checkpoint is damaged or mixed from two saves";
+      return std::nullopt;
+    }
+  }
+  std::optional<HostBuffer> data = parseNpy(bytes, error, path);
+  if (!data)
+    return std::nullopt;
+  if (data->dtype != storedDType(entry.dtype) || data->shape != shard.shape) {
+    error = path + ": holds " + dtypeName(data->dtype) +
+            formatShape(data->shape) + " but the manifest says " + entry.dtype +
+            formatShape(shard.shape);
+    return std::nullopt;
+  }
+  return data;
+}
+
 } // namespace
 
-std::string checkpointFileName(const std::string &name) {
+std::string checkpointFileName(const std::string &name,
+                               const std::vector<int64_t> &offsets) {
   std::string file;
   for (char c : name)
     file.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '.' ||
                            c == '-' || c == '_'
                        ? c
                        : '_');
+  for (size_t d = 0; d < offsets.size(); ++d)
+    file += (d ? "-" : "@") + std::to_string(offsets[d]);
   return file + ".npy";
 }
 
@@ -177,44 +405,44 @@ const CheckpointEntry *CheckpointManifest::find(const std::string &name) const {
   return nullptr;
 }
 
+std::optional<CheckpointEntry>
+CheckpointManifest::entryOf(const std::string &name, DType dtype,
+                            const Shape &shape) const {
+  if (const CheckpointEntry *e = find(name))
+    return *e;
+  if (format != 1)
+    return std::nullopt;
+  CheckpointEntry legacy;
+  legacy.name = name;
+  legacy.dtype = dtypeName(dtype);
+  legacy.shape = shape;
+  legacy.shards.push_back({checkpointFileName(name),
+                           std::vector<int64_t>(shape.size(), 0), shape, 0, 0});
+  return legacy;
+}
+
 std::optional<CheckpointManifest> openCheckpoint(const std::string &path,
                                                  std::string &error) {
   std::optional<std::string> dir = stepDirectory(path, error);
   if (!dir)
     return std::nullopt;
   std::string file = (fs::path(*dir) / "manifest.json").string();
-  std::string text;
-  {
-    InputFile in(file, error);
-    if (!in.ok()) {
-      error = file + ": " + error;
-      return std::nullopt;
-    }
-    if (in.size() > kMaxManifestBytes) {
-      error = file + ": " + std::to_string(in.size()) +
-              " bytes, more than a manifest can be";
-      return std::nullopt;
-    }
-    if (!in.read(text, in.size(), error)) {
-      error = file + ": " + error;
-      return std::nullopt;
-    }
-  }
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  std::optional<json> parsed = readJsonFile(file, error);
+  if (!parsed)
+    return std::nullopt;
+  const json &j = *parsed;
   auto bad = [&](const std::string &what) {
     error = file + ": " + what;
     return std::nullopt;
   };
-  if (j.is_discarded())
-    return bad("not valid JSON");
   if (!j.is_object())
     return bad("not a JSON object");
   CheckpointManifest m;
   m.dir = *dir;
   auto format = j.find("format");
   if (format == j.end() || !format->is_number_integer() ||
-      (format->get<int64_t>() != 1 && format->get<int64_t>() != 2))
-    return bad("\"format\" must be 1 or 2");
+      format->get<int64_t>() < 1 || format->get<int64_t>() > 3)
+    return bad("\"format\" must be 1, 2 or 3");
   m.format = static_cast<int>(format->get<int64_t>());
   auto step = j.find("step");
   if (step == j.end() || !step->is_number_integer() || step->get<int64_t>() < 0)
@@ -223,54 +451,68 @@ std::optional<CheckpointManifest> openCheckpoint(const std::string &path,
   auto tensors = j.find("tensors");
   if (tensors == j.end() || !tensors->is_array())
     return bad("no \"tensors\" array");
+  std::set<std::string> names, files;
   for (const json &t : *tensors) {
     CheckpointEntry e;
     if (std::string m2 = readEntry(t, m.format, e); !m2.empty())
       return bad(m2);
-    if (m.find(e.name))
+    if (std::string m2 = checkTiling(e); !m2.empty())
+      return bad(m2);
+    if (!names.insert(e.name).second)
       return bad("tensor '" + e.name + "' is listed twice");
+    for (const CheckpointShard &s : e.shards)
+      if (!files.insert(s.file).second)
+        return bad("the file " + s.file + " is listed twice");
     m.tensors.push_back(std::move(e));
   }
   return m;
 }
 
+std::optional<HostBuffer>
+readCheckpointBlock(const CheckpointManifest &ckpt,
+                    const CheckpointEntry &entry,
+                    const std::vector<int64_t> &offsets, const Shape &shape,
+                    std::string &error) {
+  bool inside = offsets.size() == entry.shape.size() &&
+                shape.size() == entry.shape.size();
+  for (size_t d = 0; inside && d < shape.size(); ++d)
+    inside = offsets[d] >= 0 && shape[d] >= 0 && offsets[d] <= entry.shape[d] &&
+             shape[d] <= entry.shape[d] - offsets[d];
+  if (!inside) {
+    error = ckpt.dir + ": tensor '" + entry.name + "' " +
+            formatShape(entry.shape) + " has no block of shape " +
+            formatShape(shape) + " there";
+    return std::nullopt;
+  }
+  HostBuffer out;
+  out.dtype = *storedDType(entry.dtype); // checked by openCheckpoint
+  out.shape = shape;
+  out.bytes.assign(numElements(shape) * dtypeSize(out.dtype), 0);
+  for (const CheckpointShard &s : entry.shards) {
+    if (!overlaps(s.offsets, s.shape, offsets, shape))
+      continue;
+    std::optional<HostBuffer> data = readShard(ckpt, entry, s, error);
+    if (!data)
+      return std::nullopt;
+    std::vector<int64_t> box(shape.size());
+    Shape boxShape(shape.size());
+    for (size_t d = 0; d < shape.size(); ++d) {
+      box[d] = std::max(offsets[d], s.offsets[d]);
+      boxShape[d] =
+          std::min(offsets[d] + shape[d], s.offsets[d] + s.shape[d]) - box[d];
+    }
+    copyBox(data->bytes.data(), s.shape, s.offsets, out.bytes.data(), shape,
+            offsets, box, boxShape, dtypeSize(out.dtype));
+  }
+  return out;
+}
+
 std::optional<HostBuffer> readCheckpointTensor(const CheckpointManifest &ckpt,
                                                const CheckpointEntry &entry,
                                                std::string &error) {
-  std::string path = (fs::path(ckpt.dir) / entry.file).string();
-  std::string bytes;
-  if (!readWholeFile(path, bytes, error)) {
-    error = path + ": " + error;
-    return std::nullopt;
-  }
-  if (ckpt.format >= 2) {
-    if (bytes.size() != entry.bytes) {
-      error = path + ": " + std::to_string(bytes.size()) +
-              " bytes but the manifest says " + std::to_string(entry.bytes) +
-              ": the checkpoint is damaged or mixed from two saves";
-      return std::nullopt;
-    }
-    if (uint32_t crc = crc32Of(bytes.data(), bytes.size());
-        crc != entry.crc32) {
-      error = path + ": CRC-32 " + std::to_string(crc) +
-              " but the manifest says " + std::to_string(entry.crc32) +
-              ": the checkpoint is damaged or mixed from two saves";
-      return std::nullopt;
-    }
-  }
-  std::optional<HostBuffer> data = parseNpy(bytes, error, path);
-  if (!data)
-    return std::nullopt;
-  // BF16 tensors are saved as f32 .npy files.
-  bool dtypeOk = entry.dtype == dtypeName(data->dtype) ||
-                 (entry.dtype == "bf16" && data->dtype == DType::F32);
-  if (!dtypeOk || data->shape != entry.shape) {
-    error = path + ": holds " + dtypeName(data->dtype) +
-            formatShape(data->shape) + " but the manifest says " + entry.dtype +
-            formatShape(entry.shape);
-    return std::nullopt;
-  }
-  return data;
+  return readCheckpointBlock(ckpt, entry,
+                             std::vector<int64_t>(entry.shape.size(), 0),
+                             entry.shape, error);
 }
 
 //===----------------------------------------------------------------------===//
@@ -282,7 +524,7 @@ void CheckpointWriter::fail(std::string message) {
     failure = std::move(message);
 }
 
-void CheckpointWriter::begin(const std::string &rootDir, int64_t stepNumber) {
+void CheckpointWriter::prepare(const std::string &rootDir, int64_t stepNumber) {
   root = rootDir;
   step = stepNumber;
   stepName = checkpointStepName(step);
@@ -302,56 +544,150 @@ void CheckpointWriter::begin(const std::string &rootDir, int64_t stepNumber) {
        it.increment(ec))
     if (it->path().filename().string().rfind(".tmp-", 0) == 0)
       fs::remove_all(it->path(), ec);
-  tmp =
-      (fs::path(root) / (".tmp-" + stepName + "-" + std::to_string(::getpid())))
-          .string();
+  tmp = (fs::path(root) / (".tmp-" + stepName)).string();
   fs::create_directory(tmp, ec);
   if (ec)
     fail(tmp + ": cannot create: " + ec.message());
 }
 
-void CheckpointWriter::add(const std::string &name, const std::string &kind,
-                           const TensorView &t) {
+void CheckpointWriter::join(const std::string &rootDir, int64_t stepNumber,
+                            int64_t rankNumber) {
+  root = rootDir;
+  step = stepNumber;
+  rank = rankNumber;
+  stepName = checkpointStepName(step);
+  tmp = (fs::path(root) / (".tmp-" + stepName)).string();
+  written.clear();
+  std::error_code ec;
+  if (!failed() && !fs::is_directory(tmp, ec))
+    fail(tmp + ": missing: the checkpoint directory is not on storage every "
+               "rank shares");
+}
+
+void CheckpointWriter::addShard(const std::string &name,
+                                const std::string &kind, const Shape &shape,
+                                const std::vector<int64_t> &offsets,
+                                const TensorView &block) {
   if (failed())
     return;
   std::string error;
-  std::optional<std::string> bytes = serializeNpy(t, error);
+  std::optional<std::string> bytes = serializeNpy(block, error);
   if (!bytes)
     return fail(root + ": tensor '" + name + "': " + error);
-  CheckpointEntry e;
-  e.name = name;
-  e.kind = kind;
-  e.file = checkpointFileName(name);
-  e.dtype = dtypeName(t.dtype);
-  e.shape = t.shape;
-  e.bytes = bytes->size();
-  e.crc32 = crc32Of(bytes->data(), bytes->size());
-  for (const CheckpointEntry &w : written)
-    if (w.file == e.file)
-      return fail(root + ": tensors '" + w.name + "' and '" + name +
-                  "' would share the file " + e.file);
-  if (std::string m = writeDurably((fs::path(tmp) / e.file).string(), *bytes);
+  CheckpointShard s;
+  s.file = checkpointFileName(
+      name, block.shape == shape ? std::vector<int64_t>{} : offsets);
+  s.offsets = offsets;
+  s.shape = block.shape;
+  s.bytes = bytes->size();
+  s.crc32 = crc32Of(bytes->data(), bytes->size());
+  if (std::string m = writeDurably((fs::path(tmp) / s.file).string(), *bytes);
       !m.empty())
     return fail(m);
-  written.push_back(std::move(e));
+  auto it =
+      std::find_if(written.begin(), written.end(),
+                   [&](const CheckpointEntry &e) { return e.name == name; });
+  if (it == written.end()) {
+    CheckpointEntry e;
+    e.name = name;
+    e.kind = kind;
+    e.dtype = dtypeName(block.dtype);
+    e.shape = shape;
+    written.push_back(std::move(e));
+    it = written.end() - 1;
+  }
+  it->shards.push_back(std::move(s));
 }
 
-std::string CheckpointWriter::commit(int64_t keepLast) {
+void CheckpointWriter::finish() {
+  if (failed())
+    return;
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const CheckpointEntry &e : written)
+    list.push_back(entryJson(e));
+  if (std::string m = writeDurably(
+          (fs::path(tmp) / rankListName(rank)).string(), list.dump());
+      !m.empty())
+    fail(m);
+}
+
+namespace {
+
+/// Merges rank lists into the manifest's tensors, in the order the ranks
+/// first list them, each tensor's shards by their offsets. "" or what is
+/// wrong (naming the rank's list).
+std::string mergeRankLists(const std::string &tmp, int64_t ranks, int format,
+                           std::vector<CheckpointEntry> &tensors) {
+  std::map<std::string, size_t> index;
+  std::set<std::string> files;
+  for (int64_t r = 0; r < ranks; ++r) {
+    std::string file = (fs::path(tmp) / rankListName(r)).string(), error;
+    std::optional<json> list = readJsonFile(file, error);
+    if (!list)
+      return error + " (rank " + std::to_string(r) + " did not finish)";
+    if (!list->is_array())
+      return file + ": not a JSON array";
+    for (const json &j : *list) {
+      CheckpointEntry e;
+      if (std::string m = readEntry(j, format, e); !m.empty())
+        return file + ": " + m;
+      for (const CheckpointShard &s : e.shards)
+        if (!files.insert(s.file).second)
+          return file + ": tensor '" + e.name + "': the file " + s.file +
+                 " is written twice";
+      auto [it, fresh] = index.emplace(e.name, tensors.size());
+      if (fresh) {
+        tensors.push_back(std::move(e));
+        continue;
+      }
+      CheckpointEntry &seen = tensors[it->second];
+      if (seen.kind != e.kind || seen.dtype != e.dtype || seen.shape != e.shape)
+        return file + ": tensor '" + e.name + "' is " + e.dtype +
+               formatShape(e.shape) + ", another rank's " + seen.dtype +
+               formatShape(seen.shape);
+      for (CheckpointShard &s : e.shards)
+        seen.shards.push_back(std::move(s));
+    }
+  }
+  for (CheckpointEntry &e : tensors) {
+    std::sort(e.shards.begin(), e.shards.end(),
+              [](const CheckpointShard &a, const CheckpointShard &b) {
+                return a.offsets < b.offsets;
+              });
+    if (std::string m = checkTiling(e); !m.empty())
+      return tmp + ": " + m;
+  }
+  return "";
+}
+
+} // namespace
+
+std::string CheckpointWriter::commitRanks(int64_t keepLast, int64_t ranks) {
   if (failed()) {
     abandon();
     return "";
   }
+  std::vector<CheckpointEntry> tensors;
+  // A rank list has the fields of a format 3 tensor without its tiling.
+  std::string merged = mergeRankLists(tmp, ranks, 3, tensors);
+  if (!merged.empty()) {
+    fail(merged);
+    abandon();
+    return "";
+  }
+  std::error_code ec;
+  for (int64_t r = 0; r < ranks; ++r)
+    fs::remove(fs::path(tmp) / rankListName(r), ec);
   // One tensor per line, its name first.
   std::string manifest =
-      "{\"format\": 2, \"step\": " + std::to_string(step) + ", \"tensors\": [";
-  for (size_t i = 0; i < written.size(); ++i)
-    manifest += (i ? ",\n  " : "\n  ") + entryJson(written[i]).dump();
+      "{\"format\": 3, \"step\": " + std::to_string(step) + ", \"tensors\": [";
+  for (size_t i = 0; i < tensors.size(); ++i)
+    manifest += (i ? ",\n  " : "\n  ") + entryJson(tensors[i]).dump();
   manifest += "\n]}\n";
   std::string stepDir = (fs::path(root) / stepName).string();
   std::string latest = (fs::path(root) / "latest").string();
   std::string link =
       (fs::path(root) / (".tmp-latest-" + std::to_string(::getpid()))).string();
-  std::error_code ec;
   if (std::string m =
           writeDurably((fs::path(tmp) / "manifest.json").string(), manifest);
       !m.empty())
@@ -413,6 +749,21 @@ void CheckpointWriter::abandon() {
   if (!tmp.empty())
     fs::remove_all(tmp, ec);
   tmp.clear();
+}
+
+void CheckpointWriter::begin(const std::string &rootDir, int64_t stepNumber) {
+  prepare(rootDir, stepNumber);
+  join(rootDir, stepNumber, 0);
+}
+
+void CheckpointWriter::add(const std::string &name, const std::string &kind,
+                           const TensorView &t) {
+  addShard(name, kind, t.shape, std::vector<int64_t>(t.shape.size(), 0), t);
+}
+
+std::string CheckpointWriter::commit(int64_t keepLast) {
+  finish();
+  return commitRanks(keepLast, 1);
 }
 
 } // namespace loom::rt

@@ -95,8 +95,8 @@ std::optional<RunOptions> parseRunOptions(int argc, const char *const *argv,
   app.add_option("--collective-timeout", o.collectiveTimeout,
                  "Seconds a rank waits for the others in a collective or a "
                  "message before it reports the ranks that did not arrive "
-                 "and the run ends (threads; default 1800, or "
-                 "LOOM_COLLECTIVE_TIMEOUT)")
+                 "and the run ends with exit code 3 (threads and mpi; default "
+                 "1800, or LOOM_COLLECTIVE_TIMEOUT)")
       ->type_name("SECONDS");
   app.add_option("--ranks", o.ranks,
                  "Ranks to run the plan on (default: the plan's device "
@@ -131,10 +131,18 @@ std::optional<RunOptions> parseRunOptions(int argc, const char *const *argv,
   if (const char *fault = std::getenv("LOOM_FAULT"); fault && *fault) {
     long long rank = -1, step = -1;
     char end = 0;
-    if (std::sscanf(fault, "rank:%lld,step:%lld%c", &rank, &step, &end) != 2 ||
+    std::string text = fault;
+    const std::string hang = ",hang";
+    o.faultHangs =
+        text.size() > hang.size() &&
+        text.compare(text.size() - hang.size(), hang.size(), hang) == 0;
+    if (o.faultHangs)
+      text.resize(text.size() - hang.size());
+    if (std::sscanf(text.c_str(), "rank:%lld,step:%lld%c", &rank, &step,
+                    &end) != 2 ||
         rank < 0 || step < 1) {
-      std::cerr << "loom: error: LOOM_FAULT must be rank:R,step:S (R >= 0, "
-                   "S >= 1), got '"
+      std::cerr << "loom: error: LOOM_FAULT must be rank:R,step:S or "
+                   "rank:R,step:S,hang (R >= 0, S >= 1), got '"
                 << fault << "'\n";
       exitCode = 1;
       return std::nullopt;

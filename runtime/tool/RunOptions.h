@@ -49,7 +49,16 @@ struct RunOptions {
   /// Fault injection (LOOM_FAULT=rank:R,step:S): rank R dies as step S
   /// begins (a thread rank stops taking part, an MPI process is killed).
   int64_t faultRank = -1, faultStep = -1;
+  /// LOOM_FAULT=rank:R,step:S,hang: the rank hangs instead (an MPI process
+  /// sleeps, alive, rather than being killed).
+  bool faultHangs = false;
 };
+
+/// The exit code of a run that lost a rank: a collective or recv of the
+/// threads communicator passed its deadline (--collective-timeout) waiting
+/// for a rank that died or hangs. A supervisor (loom train) re-plans for
+/// the ranks left on it; every other failure exits 1.
+inline constexpr int kLostRankExitCode = 3;
 
 /// Parses the arguments after the subcommand (`argv[0]` names the command,
 /// e.g. "loom run"). Returns the options, or nullopt with `exitCode` set:

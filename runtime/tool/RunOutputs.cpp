@@ -19,13 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// printf-style formatting of one number.
-template <typename T> std::string format(const char *spec, T value) {
-  char text[64];
-  std::snprintf(text, sizeof text, spec, value);
-  return text;
-}
-
 /// Whether two paths name the same existing file.
 bool samePath(const std::string &a, const std::string &b) {
   std::error_code ec;

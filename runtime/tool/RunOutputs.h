@@ -12,9 +12,17 @@
 #include "runtime/Executor.h"
 #include "runtime/tool/RunOptions.h"
 
+#include <cstdio>
 #include <string>
 
 namespace loom::rt {
+
+/// printf-style formatting of one number, for the run's reports.
+template <typename T> std::string format(const char *spec, T value) {
+  char text[64];
+  std::snprintf(text, sizeof text, spec, value);
+  return text;
+}
 
 /// "" when every path `options` writes can be written, else what is wrong,
 /// naming the flag and the path: a file (--trace, --metrics, --comm-report)

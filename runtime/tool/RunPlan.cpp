@@ -68,13 +68,6 @@
 namespace loom::rt {
 namespace {
 
-/// printf-style formatting of one number.
-template <typename T> std::string format(const char *spec, T value) {
-  char text[64];
-  std::snprintf(text, sizeof text, spec, value);
-  return text;
-}
-
 /// Prints "loom: error: MESSAGE" and returns exit code 1.
 int reportError(const std::string &message) {
   std::cerr << "loom: error: " << message << "\n";
@@ -102,17 +95,6 @@ splitAssignments(const std::vector<std::string> &flags) {
 
 /// The most ranks `--comm threads` runs in one process.
 constexpr int64_t kMaxThreadRanks = 1024;
-
-/// A file name for an output: ONNX names may contain '/' and ':'.
-std::string fileNameFor(const std::string &name) {
-  std::string s;
-  for (char c : name)
-    s.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '.' ||
-                        c == '-' || c == '_'
-                    ? c
-                    : '_');
-  return s;
-}
 
 /// min / max / mean of a float output, for the summary line.
 std::string summarize(const TensorView &v) {
@@ -235,14 +217,15 @@ struct Rank {
 /// Rank 0's printing and any rank's fatal error, one at a time.
 std::mutex printMutex;
 
-/// Reports a failure while ranks run and ends the process (see the file
-/// comment for why it cannot wait for the other ranks).
-[[noreturn]] void abortRun(int64_t rank, const std::string &message) {
+/// Reports a failure while `rank` runs and ends the process (see the file
+/// comment for why it cannot wait for the other ranks): exit code
+/// kLostRankExitCode when a rank was lost (its communicator says), else 1.
+[[noreturn]] void abortRun(const Rank &rank, const std::string &message) {
   printMutex.lock(); // never released: nothing else prints from here on
   std::cout.flush();
-  std::cerr << "loom: error: rank " << rank << ": " << message << "\n";
+  std::cerr << "loom: error: rank " << rank.index << ": " << message << "\n";
   std::cerr.flush();
-  std::_Exit(1);
+  std::_Exit(rank.comm && rank.comm->lostRank() ? kLostRankExitCode : 1);
 }
 
 /// Loads the plan for `rank` and everything that needs no other rank:
@@ -468,10 +451,11 @@ void printReports(const std::vector<RankReport> &reports, const Executor &exec,
 [[noreturn]] void dieForFault(const Rank &rank, const Shared &shared) {
   {
     std::lock_guard<std::mutex> lock(printMutex);
-    std::cerr << "loom: LOOM_FAULT: rank " << rank.index << " dies at step "
+    std::cerr << "loom: LOOM_FAULT: rank " << rank.index
+              << (shared.o.faultHangs ? " hangs" : " dies") << " at step "
               << shared.o.faultStep << "\n";
   }
-  if (!shared.threaded)
+  if (!shared.threaded && !shared.o.faultHangs)
     std::raise(SIGKILL);
   std::mutex never;
   std::unique_lock<std::mutex> lock(never);
@@ -527,7 +511,8 @@ std::string trainRank(Rank &rank, Shared &shared) {
         *rank.metrics << "{\"step\": " << exec.stepsTaken()
                       << ", \"loss\": " << format("%.9g", loss)
                       << ", \"lr\": " << format("%.9g", lr)
-                      << ", \"step_time_ms\": " << format("%.3f", ms) << "}\n";
+                      << ", \"step_time_ms\": " << format("%.3f", ms) << "}\n"
+                      << std::flush; // a rank lost later ends the process
     }
     // The loss is replicated: every rank stops at the same step.
     if (!std::isfinite(loss))
@@ -599,8 +584,8 @@ std::string inferRank(Rank &rank, Shared &shared) {
     std::cout << "loom: output '" << out.name << "' " << dtypeName(v.dtype)
               << formatShape(v.shape) << summarize(v) << "\n";
     if (!o.outputsDir.empty()) {
-      std::filesystem::path path = std::filesystem::path(o.outputsDir) /
-                                   (fileNameFor(out.name) + ".npy");
+      std::filesystem::path path =
+          std::filesystem::path(o.outputsDir) / checkpointFileName(out.name);
       if (!writeNpy(path.string(), v, error))
         return error;
     }
@@ -658,13 +643,16 @@ int runThreadRanks(plan::Plan plan, int64_t n, Shared &shared) {
   }
   onEveryRank([&](Rank &rank) {
     errors[rank.index] = setUpRank(rank, plan, shared, perRank);
+    // Peers waiting for it (loading a checkpoint) stop at once.
+    if (!errors[rank.index].empty())
+      rank.comm->abort(errors[rank.index]);
   });
   for (int64_t r = 0; r < n; ++r)
     if (!errors[r].empty())
       return reportError("rank " + std::to_string(r) + ": " + errors[r]);
   onEveryRank([&](Rank &rank) {
     if (std::string e = runRank(rank, shared); !e.empty())
-      abortRun(rank.index, e);
+      abortRun(rank, e);
   });
   if (!o.traceFile.empty())
     if (std::string e = writeTrace(ranks[0], shared); !e.empty())
@@ -703,7 +691,7 @@ int runMpiRank(plan::Plan plan, Communicator &comm, Shared &shared) {
   int32_t failed = e.empty() ? 0 : 1;
   if (std::string agree = comm.allReduceSum(world, DType::I32, &failed, 1);
       !agree.empty())
-    abortRun(rank.index, e.empty() ? agree : e);
+    abortRun(rank, e.empty() ? agree : e);
   if (!e.empty())
     return reportError("rank " + std::to_string(rank.index) + ": " + e);
   if (failed)
@@ -712,7 +700,7 @@ int runMpiRank(plan::Plan plan, Communicator &comm, Shared &shared) {
                              " other rank(s) failed to start")
                : 1;
   if (std::string run = runRank(rank, shared); !run.empty())
-    abortRun(rank.index, run);
+    abortRun(rank, run);
   return 0;
 }
 
@@ -772,7 +760,8 @@ int runPlan(const RunOptions &o) {
 
   // NCCL bootstraps over MPI under mpirun, else over threads.
   if (comm == "mpi" || (comm == "nccl" && launchedByMpirun())) {
-    std::unique_ptr<Communicator> mpi = createMpiCommunicator(error);
+    std::unique_ptr<Communicator> mpi =
+        createMpiCommunicator(error, o.collectiveTimeout);
     if (!mpi)
       return reportError(error);
     if (o.ranks > 0 && o.ranks != mpi->worldSize())

@@ -44,6 +44,10 @@ import warnings
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "python", "loom"))
+from checkpoint import read_checkpoint  # noqa: E402  (numpy alone, loaded by path)
+
 TOLERANCE = 1e-4
 BATCH, CLASSES, STEPS, LR = 8, 10, 3, 0.1
 
@@ -172,10 +176,7 @@ def train_loom(args, work, onnx_path, name, mesh=None, sync=False, micro=1, extr
         raise SystemExit(f"{name}: run failed:\n{output}")
     with open(os.path.join(d, "metrics.jsonl")) as f:
         losses = [json.loads(line)["loss"] for line in f if line.strip()]
-    with open(os.path.join(d, "ckpt", "latest", "manifest.json")) as f:
-        manifest = json.load(f)
-    tensors = {t["name"]: (t["kind"], np.load(os.path.join(d, "ckpt", "latest", t["file"])))
-               for t in manifest["tensors"]}
+    _, tensors = read_checkpoint(os.path.join(d, "ckpt"))
     return losses, tensors
 
 

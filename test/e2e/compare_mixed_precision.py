@@ -104,7 +104,7 @@ def train(args, case, ref, work, model_file, precision, loss_scale):
     ct.run([args.loom, "run", plan, "--steps", str(args.steps), "--data", data,
             "--metrics", metrics, "--save", ckpt, "--backend", args.backend])
     losses = [float(r.get("loss", math.nan)) for r in ct.read_metrics(metrics)]
-    _, tensors = ct.read_checkpoint(ckpt)
+    _, tensors = ct.read_saved(ckpt)
     return losses, {n: t[3] for n, t in tensors.items() if t[0] == "parameter"}
 
 

@@ -76,6 +76,9 @@ import time
 import numpy as np
 
 import to_bf16
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "python", "loom"))
+from checkpoint import read_checkpoint  # noqa: E402  (numpy alone, loaded by path)
 from partitioned_configs import LLAMA_REDUCED, fixed_configs, padded_configs
 
 MODELS = {
@@ -206,11 +209,9 @@ class Runner:
 
 def parameters(directory):
     """The checkpointed parameters of a run, by file name, in f64."""
-    with open(os.path.join(directory, "ckpt", "latest", "manifest.json")) as f:
-        manifest = json.load(f)
-    return {t["file"]: (t["name"], np.load(os.path.join(directory, "ckpt", "latest", t["file"]))
-                        .astype(np.float64))
-            for t in manifest["tensors"] if t["kind"] == "parameter"}
+    _, tensors = read_checkpoint(os.path.join(directory, "ckpt"))
+    return {name: (name, array.astype(np.float64))
+            for name, (kind, array) in tensors.items() if kind == "parameter"}
 
 
 def losses(directory):

@@ -52,9 +52,12 @@ import subprocess
 import sys
 import tempfile
 
-import zlib
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "python", "loom"))
+from checkpoint import read_checkpoint, step_directory  # noqa: E402  (numpy alone, by path)
 
 TOLERANCE = 1e-4
 WIDEN = 10  # an element may differ by WIDEN x PyTorch's own one-ulp spread (see above)
@@ -320,22 +323,20 @@ def read_metrics(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def read_checkpoint(directory):
+def read_saved(directory):
     """Returns (manifest, {name: (kind, declared dtype, declared shape, array)}) of the
     latest checkpoint of a `--save` root, each file's size and CRC-32 checked against the
     manifest's."""
-    directory = os.path.join(directory, "latest")
-    with open(os.path.join(directory, "manifest.json")) as f:
+    with open(os.path.join(step_directory(directory), "manifest.json")) as f:
         manifest = json.load(f)
+    try:
+        _, arrays = read_checkpoint(directory)
+    except ValueError as e:
+        raise SystemExit(str(e))
     tensors = {}
     for entry in manifest.get("tensors", []):
-        path = os.path.join(directory, entry["file"])
-        with open(path, "rb") as f:
-            data = f.read()
-        if len(data) != entry.get("bytes") or zlib.crc32(data) != entry.get("crc32"):
-            raise SystemExit(f"{path}: size or CRC-32 differs from the manifest's")
-        array = np.load(path)
-        tensors[entry["name"]] = (entry.get("kind"), entry.get("dtype"), entry.get("shape"), array)
+        kind, array = arrays[entry["name"]]
+        tensors[entry["name"]] = (kind, entry.get("dtype"), entry.get("shape"), array)
     return manifest, tensors
 
 
@@ -401,9 +402,9 @@ def run_loom(case, args, ref, work, model=None):
             problems.append(f"step {k}: printed lr {lr_text}, expected {lr}")
 
     # Checkpoint.
-    manifest, tensors = read_checkpoint(ckpt)
-    if manifest.get("format") != 2:
-        problems.append(f"manifest format {manifest.get('format')!r}, expected 2")
+    manifest, tensors = read_saved(ckpt)
+    if manifest.get("format") != 3:
+        problems.append(f"manifest format {manifest.get('format')!r}, expected 3")
     if manifest.get("step") != steps:
         problems.append(f"manifest step {manifest.get('step')!r}, expected {steps}")
     for name, (kind, dtype, shape, array) in tensors.items():

@@ -35,6 +35,10 @@ import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "python", "loom"))
+from checkpoint import read_checkpoint  # noqa: E402  (numpy alone, loaded by path)
+
 BATCH, IN, HIDDEN, OUT = 8, 16, 32, 4
 
 MEGATRON = lambda dp: [
@@ -133,22 +137,22 @@ def losses(d):
 
 def compare(single, other, rtol):
     """(None or what differs, the worst relative difference)."""
-    with open(os.path.join(single, "ckpt", "latest", "manifest.json")) as f:
-        manifest = json.load(f)
+    _, expected = read_checkpoint(os.path.join(single, "ckpt"))
+    _, got = read_checkpoint(os.path.join(other, "ckpt"))
     worst = 0.0
     params = 0
-    for t in manifest["tensors"]:
-        if t["kind"] != "parameter":
+    for name, (kind, a) in expected.items():
+        if kind != "parameter":
             continue
         params += 1
-        a = np.load(os.path.join(single, "ckpt", "latest", t["file"])).astype(np.float64)
-        b = np.load(os.path.join(other, "ckpt", "latest", t["file"])).astype(np.float64)
+        a = a.astype(np.float64)
+        b = got[name][1].astype(np.float64)
         if a.shape != b.shape:
-            return f"parameter {t['name']}: shape {b.shape}, expected {a.shape}", worst
+            return f"parameter {name}: shape {b.shape}, expected {a.shape}", worst
         error = np.abs(a - b).max() / max(np.abs(a).max(), 1e-30)
         worst = max(worst, error)
         if error > rtol:
-            return f"parameter {t['name']}: relative difference {error:.3e} > {rtol}", worst
+            return f"parameter {name}: relative difference {error:.3e} > {rtol}", worst
     if params != 4:
         return f"{params} parameters in the checkpoint, expected 4", worst
     la, lb = losses(single), losses(other)

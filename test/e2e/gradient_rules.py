@@ -48,6 +48,10 @@ import torch
 import torch.nn.functional as F
 from onnx import TensorProto, helper, numpy_helper
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "python", "loom"))
+from checkpoint import read_checkpoint  # noqa: E402  (numpy alone, loaded by path)
+
 TOLERANCE = 1e-4
 TINY = 1e-6  # floor of max|torch| in the normwise relative error
 RESOLUTION_WARN = 1e-5  # the case line warns when float32 updates blur a gradient more
@@ -1281,10 +1285,8 @@ def run_case(args, case, work):
             problems.append(f"printed loss {printed}, torch {loss_ref!r}")
 
     # The checkpoint: exactly the expected parameters; the buffers unchanged.
-    ckpt = os.path.join(ckpt, "latest")
-    with open(os.path.join(ckpt, "manifest.json")) as f:
-        manifest = json.load(f)
-    entries = {e["name"]: e for e in manifest.get("tensors", [])}
+    _, saved = read_checkpoint(ckpt)
+    entries = {name: {"kind": kind, "array": array} for name, (kind, array) in saved.items()}
     expected_params = case.params()
     saved_params = {n for n, e in entries.items() if e.get("kind") == "parameter"}
     for name in sorted(saved_params - set(expected_params) - case.buffers - case.frozen):
@@ -1296,7 +1298,7 @@ def run_case(args, case, work):
             continue
         if e.get("kind") != "buffer":
             problems.append(f"{name}: kind {e.get('kind')!r}, expected 'buffer'")
-        if relative_error(np.load(os.path.join(ckpt, e["file"])), case.tensors[name]) != 0:
+        if relative_error(e["array"], case.tensors[name]) != 0:
             problems.append(f"buffer {name} changed")
 
     worst = loss_err
@@ -1310,7 +1312,7 @@ def run_case(args, case, work):
                 notes.append(f"{name} (zero gradient) not in the checkpoint")
             continue
         before = case.tensors[name].astype(np.float64)
-        after = np.load(os.path.join(ckpt, e["file"])).astype(np.float64)
+        after = e["array"].astype(np.float64)
         if after.shape != before.shape:
             problems.append(f"{name}: checkpoint shape {list(after.shape)}, "
                             f"expected {list(before.shape)}")

@@ -2,8 +2,9 @@
 """Kills `loom run --save` with SIGKILL at random moments of its save and checks that a
 loadable checkpoint always remains: the previous one or the new one, never a mix.
 
-The GPT (models/gpt.onnx, AdamW, 227 tensors with the moments) trains one step from
-the checkpoint root and saves into the same root. The script waits until the save has
+The GPT (models/gpt.onnx, AdamW: 111 tensors with the moments), partitioned over
+dp=2 x tp=2 with ZeRO-3 on four thread ranks, trains one step from the checkpoint root
+and saves into the same root: every rank writes its own shards, and rank 0 commits. The script waits until the save has
 begun (its temporary directory appears in the root), then sends SIGKILL after a delay
 drawn uniformly from [0, 1.2 x the duration of an uninterrupted save], so the kills
 land while files are written and flushed, at the rename, while `latest` is replaced,
@@ -24,7 +25,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import zlib
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "python", "loom"))
+from checkpoint import read_checkpoint  # noqa: E402  (numpy alone, loaded by path)
 
 
 def verify(root):
@@ -36,20 +40,12 @@ def verify(root):
     try:
         with open(os.path.join(directory, "manifest.json")) as f:
             manifest = json.load(f)
-    except (OSError, ValueError) as e:
-        return None, f"{directory}: manifest unreadable: {e}"
-    if manifest.get("format") != 2 or not manifest.get("tensors"):
-        return None, f"{directory}: manifest format {manifest.get('format')!r}"
-    for entry in manifest["tensors"]:
-        path = os.path.join(directory, entry["file"])
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError as e:
-            return None, f"{path}: {e}"
-        if len(data) != entry["bytes"] or zlib.crc32(data) != entry["crc32"]:
-            return None, f"{path}: differs from the manifest"
-    return manifest["step"], None
+        if manifest.get("format") != 3 or not manifest.get("tensors"):
+            return None, f"{directory}: manifest format {manifest.get('format')!r}"
+        step, _ = read_checkpoint(directory)
+    except (OSError, ValueError, KeyError) as e:
+        return None, f"{directory}: {e}"
+    return step, None
 
 
 def run(cmd):
@@ -78,7 +74,9 @@ def main():
     try:
         plan = os.path.join(work, "gpt.plan")
         run([args.loom, "compile", os.path.join(args.source, "models", "gpt.onnx"),
-             "--batch", "2", "--train", "--optimizer", "adamw", "-o", plan])
+             "--batch", "2", "--train", "--optimizer", "adamw", "--mesh", "dp=2,tp=2",
+             "--strategy", os.path.join(args.source, "models", "gpt_megatron.json"),
+             "--zero", "3", "-o", plan])
         root = os.path.join(work, "ckpt")
         step = [args.loom, "run", plan, "--threads", "1", "--steps", "1",
                 "--save", root]

@@ -48,7 +48,6 @@ Families whose `refused` names an operator are not imported yet (the forward tes
 the refusal) and are left out. Prints one line per case; exits 1 on any failure.
 """
 import argparse
-import math
 import os
 import shutil
 import sys

@@ -2,7 +2,6 @@
 """Writes the models of resize.test into the folder given: PyTorch's exports of
 nn.Upsample and F.interpolate (opset 11 and 13), Upsample-7 and -9, Resize-10,
 and the forms Loom refuses (tf_crop_and_resize, scales computed at run time)."""
-import io
 import sys
 import warnings
 

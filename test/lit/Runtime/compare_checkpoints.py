@@ -11,23 +11,25 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                                "python", "loom"))
+from checkpoint import read_checkpoint  # noqa: E402  (numpy alone, loaded by path)
+
 
 def main():
     a_dir, b_dir, a_metrics, b_metrics, rtol = sys.argv[1:6]
     rtol = float(rtol)
-    # A --save root: its latest checkpoint.
-    a_dir, b_dir = (os.path.join(d, "latest") if os.path.isdir(os.path.join(d, "latest"))
-                    else d for d in (a_dir, b_dir))
-    manifest = json.load(open(f"{a_dir}/manifest.json"))
+    _, a_tensors = read_checkpoint(a_dir)
+    _, b_tensors = read_checkpoint(b_dir)
     params = 0
-    for t in manifest["tensors"]:
-        if t["kind"] != "parameter":
+    for name, (kind, a) in a_tensors.items():
+        if kind != "parameter":
             continue
-        a = np.load(f"{a_dir}/{t['file']}").astype(np.float64)
-        b = np.load(f"{b_dir}/{t['file']}").astype(np.float64)
+        a = a.astype(np.float64)
+        b = b_tensors[name][1].astype(np.float64)
         error = np.abs(a - b).max() / max(np.abs(a).max(), 1e-12)
         if error > rtol:
-            print(f"{t['name']}: relative difference {error:.3e} > {rtol}")
+            print(f"{name}: relative difference {error:.3e} > {rtol}")
             return 1
         params += 1
     losses_a = [json.loads(line)["loss"] for line in open(a_metrics)]

@@ -16,6 +16,7 @@
 
 #include "gtest/gtest.h"
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -504,19 +505,14 @@ TEST(MultiRank, DataParallelTrainingMatchesOneDevice) {
   }
 }
 
-std::string readFile(const std::filesystem::path &path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Proves checkpoints hold global tensors: 4 ranks write (rank 0 only) the
-// same files as one device, byte for byte; and 4 ranks resume from the
-// single-device checkpoint, each keeping its shard.
-TEST(MultiRank, CheckpointsAreGlobal) {
+// Proves checkpoints are sharded: 4 ranks of a dp x tp plan each write
+// their own blocks (no gather: no rank's peak memory grows), which together
+// hold exactly the single-device run's tensors; and each run resumes from
+// the other's checkpoint.
+TEST(MultiRank, CheckpointsAreSharded) {
   namespace fs = std::filesystem;
-  fs::path root = fs::path(::testing::TempDir()) / "loom-multirank-ckpt";
+  fs::path root = fs::path(::testing::TempDir()) /
+                  ("loom-multirank-ckpt-" + std::to_string(getpid()));
   fs::remove_all(root);
   auto build = [](bool split) {
     PlanBuilder b(split ? Axes{{"dp", 2}, {"tp", 2}} : Axes{});
@@ -524,8 +520,13 @@ TEST(MultiRank, CheckpointsAreGlobal) {
                 split ? DimAxes{{"dp"}, {"tp"}} : DimAxes{});
     b.seededParameter("b.weight", {4, 4},
                       split ? DimAxes{{}, {"tp", "dp"}} : DimAxes{}, -1, 1, 5);
+    // Replicated over dp: one copy of each tp block is written.
     b.value(plan::Value::OPTIMIZER_STATE, "a::m", {8, 6},
-            split ? DimAxes{{"dp"}, {"tp"}} : DimAxes{});
+            split ? DimAxes{{}, {"tp"}} : DimAxes{});
+    // A partial sum over tp, split over dp: summed before it is written.
+    b.parameter("c", {4}, iota(4, 1, 1), split ? DimAxes{{"dp"}} : DimAxes{},
+                split ? std::vector<std::string>{"tp"}
+                      : std::vector<std::string>{});
     return b.plan();
   };
   Single single(build(false));
@@ -540,35 +541,52 @@ TEST(MultiRank, CheckpointsAreGlobal) {
 
   error = runRanks(build(true), 4, [&](RankRun &run) {
     run.exec->setStepsTaken(3);
+    // Each tp rank holds half of c's value: its addends sum to it.
+    rt::TensorView c = run.exec->stateTensor(run.exec->state()[3]);
+    std::vector<float> halves(2);
+    for (int i = 0; i < 2; ++i)
+      halves[i] = 0.5f * (1 + i + 2 * static_cast<float>(run.exec->rank() / 2));
+    std::memcpy(c.data, halves.data(), sizeof(float) * 2);
+    int64_t peak = run.exec->peakBytes();
     std::string e;
     EXPECT_TRUE(rt::saveCheckpoint(*run.exec, (root / "four").string(), e))
         << e;
+    EXPECT_EQ(run.exec->peakBytes(), peak) << "rank " << run.exec->rank();
   });
   ASSERT_EQ(error, "");
   int files = 0;
-  for (const fs::directory_entry &entry :
-       fs::directory_iterator(root / "one" / "latest")) {
-    fs::path other = root / "four" / "latest" / entry.path().filename();
-    EXPECT_EQ(readFile(entry.path()), readFile(other)) << other;
-    ++files;
-  }
-  EXPECT_EQ(files, 4); // manifest.json and three tensors
+  auto one = checkpointTensors((root / "one").string(), error);
+  ASSERT_EQ(error, "");
+  auto four = checkpointTensors((root / "four").string(), error, &files);
+  ASSERT_EQ(error, "");
+  EXPECT_EQ(four, one);
+  EXPECT_EQ(one.size(), 4u);
+  EXPECT_EQ(files, 4 + 4 + 2 + 2); // a, b.weight: 4 blocks; a::m, c: 2
 
-  error = runRanks(build(true), 4, [&](RankRun &run) {
-    // Scramble the state, then resume from the single-device checkpoint.
-    std::vector<float> zeros(48, 0.0f);
-    std::string e;
-    ASSERT_TRUE(run.exec->setStateFromGlobal(run.exec->state()[0],
-                                             viewOf(zeros, {8, 6}), e));
-    ASSERT_TRUE(rt::loadCheckpoint(*run.exec, (root / "one").string(), e)) << e;
-    EXPECT_EQ(run.exec->stepsTaken(), 3);
-    for (size_t i = 0; i < expected.size(); ++i) {
-      rt::HostBuffer g;
-      ASSERT_TRUE(run.exec->gatherState(run.exec->state()[i], g, e)) << e;
-      EXPECT_EQ(values(g.view()), expected[i]);
-    }
-  });
-  EXPECT_EQ(error, "");
+  for (const char *from : {"one", "four"}) {
+    error = runRanks(build(true), 4, [&](RankRun &run) {
+      // Scramble the state, then resume.
+      std::vector<float> zeros(48, 0.0f);
+      std::string e;
+      ASSERT_TRUE(run.exec->setStateFromGlobal(run.exec->state()[0],
+                                               viewOf(zeros, {8, 6}), e));
+      ASSERT_TRUE(rt::loadCheckpoint(*run.exec, (root / from).string(), e))
+          << e;
+      EXPECT_EQ(run.exec->stepsTaken(), 3);
+      for (size_t i = 0; i < expected.size(); ++i) {
+        rt::HostBuffer g;
+        ASSERT_TRUE(run.exec->gatherState(run.exec->state()[i], g, e)) << e;
+        EXPECT_EQ(values(g.view()), expected[i]) << from;
+      }
+    });
+    EXPECT_EQ(error, "");
+  }
+  Single back(build(false));
+  ASSERT_TRUE(rt::loadCheckpoint(*back.exec, (root / "four").string(), error))
+      << error;
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_EQ(values(back.exec->stateTensor(back.exec->state()[i])),
+              expected[i]);
   fs::remove_all(root);
 }
 

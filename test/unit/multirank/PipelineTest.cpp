@@ -331,15 +331,9 @@ TEST(Pipeline, GatherStateAcrossStages) {
   EXPECT_EQ(error, "");
 }
 
-std::string readFile(const std::filesystem::path &path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Proves a pipelined run's checkpoint is the single-device one byte for
-// byte, and that every rank resumes from it (its stage's tensors; another
+// Proves a pipelined run's checkpoint (each stage's ranks writing their
+// own tensors) holds the single-device one's tensors, and that every rank
+// resumes from the latter (its stage's tensors; another
 // stage's are no-ops).
 TEST(Pipeline, CheckpointsSpanTheStages) {
   namespace fs = std::filesystem;
@@ -360,15 +354,12 @@ TEST(Pipeline, CheckpointsSpanTheStages) {
     EXPECT_TRUE(rt::saveCheckpoint(*run.exec, (root / "pp").string(), e)) << e;
   });
   ASSERT_EQ(error, "");
-  int files = 0;
-  for (const fs::directory_entry &entry :
-       fs::directory_iterator(root / "one" / "latest")) {
-    EXPECT_EQ(readFile(entry.path()),
-              readFile(root / "pp" / "latest" / entry.path().filename()))
-        << entry.path().filename();
-    ++files;
-  }
-  EXPECT_EQ(files, 4); // manifest.json, v, w and w::m
+  auto one = checkpointTensors((root / "one").string(), error);
+  ASSERT_EQ(error, "");
+  auto pp = checkpointTensors((root / "pp").string(), error);
+  ASSERT_EQ(error, "");
+  EXPECT_EQ(pp, one);
+  EXPECT_EQ(one.size(), 3u); // v, w and w::m
 
   error = runRanks(stateOnTwoStages(true), 4, [&](RankRun &run) {
     rt::Executor &exec = *run.exec;

@@ -1,7 +1,9 @@
 //===- PlanBuilder.cpp - Hand-built partitioned plans for tests -----------===//
 
 #include "PlanBuilder.h"
+
 #include "StagedBackend.h"
+#include "runtime/io/CheckpointStore.h"
 
 #include "common/layout/TensorLayout.h"
 #include "runtime/PlanLayout.h"
@@ -375,6 +377,29 @@ std::string runRanks(const plan::Plan &plan, int64_t n,
       return "rank " + std::to_string(run.rank) + ": " + run.error;
   onEveryRank(body);
   return "";
+}
+
+std::map<std::string, std::vector<float>>
+checkpointTensors(const std::string &path, std::string &error, int *files) {
+  std::map<std::string, std::vector<float>> out;
+  std::optional<rt::CheckpointManifest> ckpt = rt::openCheckpoint(path, error);
+  if (!ckpt)
+    return out;
+  if (files)
+    *files = 0;
+  for (const rt::CheckpointEntry &e : ckpt->tensors) {
+    std::optional<rt::HostBuffer> data =
+        rt::readCheckpointTensor(*ckpt, e, error);
+    if (!data || data->dtype != rt::DType::F32) {
+      if (data)
+        error = e.name + ": not f32";
+      return {};
+    }
+    out[e.name] = values(data->view());
+    if (files)
+      *files += static_cast<int>(e.shards.size());
+  }
+  return out;
 }
 
 } // namespace loom::test

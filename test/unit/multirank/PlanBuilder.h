@@ -19,6 +19,7 @@
 #include "common/plan/plan.pb.h"
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -154,6 +155,13 @@ struct RankRun {
 /// creation error, prefixed with its rank (then `body` does not run).
 std::string runRanks(const plan::Plan &plan, int64_t n,
                      const std::function<void(RankRun &)> &body);
+
+/// Every tensor of the checkpoint at `path`, whole (assembled from its
+/// shards), by name; `files` (when given) the number of shard files. Empty
+/// and `error` set when it cannot be read.
+std::map<std::string, std::vector<float>>
+checkpointTensors(const std::string &path, std::string &error,
+                  int *files = nullptr);
 
 } // namespace loom::test
 

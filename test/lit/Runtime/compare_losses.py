@@ -1,0 +1,40 @@
+#!/usr/bin/python3
+"""Compares the losses of the steps two metrics files share.
+
+Usage: compare_losses.py EXPECTED.jsonl GOT.jsonl RTOL [STEPS]
+GOT may cover a later part of the run than EXPECTED (a run resumed from a checkpoint): its
+steps are matched to EXPECTED's by number. Prints 'N steps agree (worst relative difference
+D)' or the first disagreement (exit 1). With STEPS, GOT must hold exactly that many lines (a step run again counts again).
+"""
+import json
+import sys
+
+
+def losses(path):
+    """[(step, loss)] in the file's order (a step run again appears again)."""
+    with open(path) as f:
+        return [(r["step"], r["loss"]) for r in (json.loads(l) for l in f if l.strip())]
+
+
+def main():
+    expected, got = dict(losses(sys.argv[1])), losses(sys.argv[2])
+    rtol = float(sys.argv[3])
+    if len(sys.argv) > 4 and len(got) != int(sys.argv[4]):
+        print(f"{sys.argv[2]}: {len(got)} steps, expected {sys.argv[4]}")
+        return 1
+    worst = 0.0
+    for step, loss in got:
+        if step not in expected:
+            print(f"step {step}: not in {sys.argv[1]}")
+            return 1
+        diff = abs(loss - expected[step]) / max(abs(expected[step]), 1e-30)
+        worst = max(worst, diff)
+        if diff > rtol:
+            print(f"step {step}: loss {loss} vs {expected[step]} (relative {diff:.2e} > {rtol})")
+            return 1
+    print(f"{len(got)} steps agree (worst relative difference {worst:.1e})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
