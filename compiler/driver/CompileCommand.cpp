@@ -14,6 +14,7 @@
 #include "compiler/explain/Explain.h"
 #include "compiler/pipeline/Compiler.h"
 #include "compiler/pipeline/LoomPipeline.h"
+#include "compiler/pipeline/OutputFile.h"
 
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/FileSystem.h"
@@ -139,11 +140,10 @@ int runCompile() {
     std::optional<std::string> bytes = plan::sealPlan(result->plan);
     if (!bytes)
       return reportError("cannot serialise the plan (over 2 GiB)");
-    auto output = mlir::openOutputFile(planOutputFlag(), &error);
-    if (!output)
-      return reportError(error);
-    output->os() << *bytes;
-    output->keep();
+    if (std::string e = pipeline::writeOutputFile(
+            planOutputFlag(), [&](raw_ostream &os) { os << *bytes; });
+        !e.empty())
+      return reportError(e);
   }
   if (options->simulate) {
     explain::PrintOptions print;

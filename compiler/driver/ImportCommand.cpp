@@ -10,6 +10,7 @@
 
 #include "compiler/Registration.h"
 #include "compiler/pipeline/Compiler.h"
+#include "compiler/pipeline/OutputFile.h"
 #include "dialects/LoomDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -85,15 +86,16 @@ int runImport() {
   if (fuse && failed(pipeline::runImportCleanup(*module)))
     return reportError("the import clean-up passes failed");
 
-  auto output = mlir::openOutputFile(importOutput, &error);
-  if (!output)
-    return reportError(error);
   OpPrintingFlags flags;
   if (printLocations)
     flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
-  module->print(output->os(), flags);
-  output->os() << "\n";
-  output->keep();
+  if (std::string e = pipeline::writeOutputFile(importOutput,
+                                                [&](raw_ostream &os) {
+                                                  module->print(os, flags);
+                                                  os << "\n";
+                                                });
+      !e.empty())
+    return reportError(e);
 
   // A summary for people, when the IR went to a file.
   if (importOutput != "-")

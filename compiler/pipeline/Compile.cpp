@@ -12,6 +12,7 @@
 #include "compiler/pipeline/Compiler.h"
 #include "compiler/pipeline/ExplanationRecorder.h"
 #include "compiler/pipeline/LoomPipeline.h"
+#include "compiler/pipeline/OutputFile.h"
 
 #include "compiler/Registration.h"
 #include "compiler/onnx/OnnxImporter.h"
@@ -413,14 +414,15 @@ std::optional<plan::Plan> CompileSession::buildPlan(const Attempt &attempt,
   if (recorder.pipeline)
     chosenLayerStages = recorder.pipeline->layerStages;
   if (!options.emitMlir.empty()) {
-    auto output = mlir::openOutputFile(options.emitMlir, &error);
-    if (!output) {
-      code = fail(error);
+    if (std::string e = writeOutputFile(options.emitMlir,
+                                        [&](llvm::raw_ostream &os) {
+                                          module->print(os);
+                                          os << "\n";
+                                        });
+        !e.empty()) {
+      code = fail(e);
       return std::nullopt;
     }
-    module->print(output->os());
-    output->os() << "\n";
-    output->keep();
   }
   std::optional<plan::Plan> plan = emitPlan(*module, error);
   if (!plan) {

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/pipeline/ExplanationRecorder.h"
+#include "compiler/pipeline/OutputFile.h"
 
 #include "compiler/analysis/StepCost.h"
 #include "dialects/LoomDialect.h"
@@ -172,12 +173,13 @@ void ExplanationRecorder::runAfterPass(Pass *pass, Operation *op) {
   if (phase == Phase::Propagation) {
     explanation->recordShardings(f, searchReport);
     if (!options.saveStrategyFile.empty()) {
-      std::string error;
-      auto output = mlir::openOutputFile(options.saveStrategyFile, &error);
-      if (!output)
-        return fail(error);
-      output->os() << sharding::writeStrategyFile(f, *mesh);
-      output->keep();
+      if (std::string e =
+              writeOutputFile(options.saveStrategyFile,
+                              [&](llvm::raw_ostream &os) {
+                                os << sharding::writeStrategyFile(f, *mesh);
+                              });
+          !e.empty())
+        return fail(e);
     }
     return;
   }

@@ -513,6 +513,8 @@ std::string trainRank(Rank &rank, Shared &shared) {
                       << ", \"lr\": " << format("%.9g", lr)
                       << ", \"step_time_ms\": " << format("%.3f", ms) << "}\n"
                       << std::flush; // a rank lost later ends the process
+      if (rank.metrics && !*rank.metrics)
+        return o.metricsFile + ": cannot write (" + std::strerror(errno) + ")";
     }
     // The loss is replicated: every rank stops at the same step.
     if (!std::isfinite(loss))
