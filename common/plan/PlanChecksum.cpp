@@ -23,16 +23,25 @@ std::string deterministicBytes(const Plan &plan) {
 } // namespace
 
 uint32_t planChecksum(const Plan &plan) {
-  Plan copy;
   // Without the field: a copy keeps the caller's plan as it is.
   if (plan.has_crc32()) {
-    copy = plan;
-    copy.clear_crc32();
+    Plan copy = plan;
+    return checksumWithout(copy);
   }
-  std::string bytes = deterministicBytes(plan.has_crc32() ? copy : plan);
+  std::string bytes = deterministicBytes(plan);
   uLong crc = crc32_z(0L, Z_NULL, 0);
   return static_cast<uint32_t>(crc32_z(
       crc, reinterpret_cast<const Bytef *>(bytes.data()), bytes.size()));
+}
+
+uint32_t checksumWithout(Plan &plan) {
+  bool had = plan.has_crc32();
+  uint32_t saved = plan.crc32();
+  plan.clear_crc32();
+  uint32_t crc = planChecksum(plan);
+  if (had)
+    plan.set_crc32(saved);
+  return crc;
 }
 
 std::optional<std::string> sealPlan(Plan &plan) {
@@ -46,11 +55,11 @@ std::optional<std::string> sealPlan(Plan &plan) {
   return bytes;
 }
 
-std::string checkPlanChecksum(const Plan &plan) {
+std::string checkPlanChecksum(Plan &plan) {
   if (!plan.has_crc32())
     return "carries no checksum (written by another tool, or by a Loom "
            "before plans had one); recompile the model";
-  uint32_t crc = planChecksum(plan);
+  uint32_t crc = checksumWithout(plan);
   if (crc != plan.crc32())
     return "its contents do not match its checksum (CRC-32 " +
            std::to_string(crc) + ", the plan says " +

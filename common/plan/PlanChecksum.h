@@ -20,8 +20,11 @@
 
 namespace loom::plan {
 
-/// The CRC-32 of `plan` serialized deterministically without its crc32.
+/// The CRC-32 of `plan` serialized deterministically without its crc32
+/// (a plan that has one is copied; checksumWithout copies nothing).
 uint32_t planChecksum(const Plan &plan);
+/// The same, clearing `plan`'s crc32 while it serializes and restoring it.
+uint32_t checksumWithout(Plan &plan);
 
 /// Sets `plan`'s crc32 and returns its serialization; nullopt if the plan
 /// is too large for protobuf (2 GiB).
@@ -29,7 +32,8 @@ std::optional<std::string> sealPlan(Plan &plan);
 
 /// "" if `plan` carries the CRC-32 of its contents, else why not ("carries
 /// no checksum", "was changed after it was compiled").
-std::string checkPlanChecksum(const Plan &plan);
+/// `plan` is left as it was (its crc32 is cleared only while checked).
+std::string checkPlanChecksum(Plan &plan);
 
 } // namespace loom::plan
 
