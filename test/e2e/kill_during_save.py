@@ -55,9 +55,14 @@ def run(cmd):
     return result.stdout
 
 
-def saving(root):
+def saving(root, since):
+    """Whether a save has begun in `root` since `since` (time.time_ns()): a temporary
+    directory made (or written) after it. One a killed save left is older, and would
+    otherwise start the clock before the save does."""
     try:
-        return any(name.startswith(".tmp-") for name in os.listdir(root))
+        with os.scandir(root) as entries:
+            return any(e.name.startswith(".tmp-") and e.stat().st_mtime_ns >= since
+                       for e in entries)
     except OSError:
         return False
 
@@ -84,8 +89,9 @@ def main():
         # An uninterrupted save's duration: from its temporary directory to the exit.
         durations = []
         for _ in range(3):
+            since = time.time_ns()
             proc = subprocess.Popen(step + ["--resume", root], stdout=subprocess.DEVNULL)
-            while proc.poll() is None and not saving(root):
+            while proc.poll() is None and not saving(root, since):
                 time.sleep(0.0002)
             began = time.monotonic()
             proc.wait()
@@ -96,9 +102,10 @@ def main():
             raise SystemExit(f"before the kills: {why}")
         kept_old = kept_new = during = 0
         for kill in range(args.kills):
+            since = time.time_ns()
             proc = subprocess.Popen(step + ["--resume", root], stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL)
-            while proc.poll() is None and not saving(root):
+            while proc.poll() is None and not saving(root, since):
                 time.sleep(0.0002)
             time.sleep(rng.uniform(0, 1.2 * save_seconds))
             alive = proc.poll() is None
