@@ -153,6 +153,12 @@ struct Executor::Impl {
   /// axes `layout` sums over, in rank order: those holding the addends of
   /// this rank's block of a partial sum.
   RankGroup partialGroup(const layout::TensorLayout &layout) const;
+  /// Loads this rank's shard `mine` of the padded value `v` (into `view`)
+  /// from the logical value the plan defines (its data or its seeded
+  /// initializer), computing or copying this rank's block alone. "" or the
+  /// error.
+  std::string loadPaddedBlock(const plan::Value &v, const Shard &mine,
+                              const TensorView &view);
   Shard shard(int32_t id) const {
     return shardOf(layouts[id], stageMesh(), globalShapes[id],
                    stages.shardRank(rank));

@@ -13,6 +13,9 @@
 
 #include "runtime/Initializer.h"
 
+#include <algorithm>
+#include <cstring>
+
 namespace loom::rt {
 
 void *HostBufferOps::allocate(size_t bytes) {
@@ -61,6 +64,44 @@ std::string Executor::Impl::allocate() {
   return "";
 }
 
+std::string Executor::Impl::loadPaddedBlock(const plan::Value &v,
+                                            const Shard &mine,
+                                            const TensorView &view) {
+  const Shape &logical = logicalShapes[v.id()];
+  size_t size = dtypeSize(view.dtype);
+  HostBuffer block;
+  block.dtype = view.dtype;
+  block.shape.resize(logical.size());
+  for (size_t d = 0; d < logical.size(); ++d)
+    block.shape[d] = std::clamp<int64_t>(logical[d] - mine.offsets[d], 0,
+                                         mine.localShape[d]);
+  block.bytes.assign(numElements(block.shape) * size, 0);
+  if (mine.holdsValue && numElements(block.shape) > 0) {
+    std::string error;
+    if (!v.data().empty()) {
+      const char *data = v.data().data();
+      forEachShardRun(logical, block.shape, mine.offsets,
+                      [&](int64_t to, int64_t from, int64_t count) {
+                        std::memcpy(block.bytes.data() + to * size,
+                                    data + from * size, count * size);
+                      });
+    } else if (!fillShardFromInitializer(v.init(), v.name(), logical,
+                                         mine.offsets, block.view(), error)) {
+      return error;
+    }
+  }
+  onHost(view, false, true, [&](const TensorView &local) {
+    std::memset(local.data, 0, local.bytes());
+    forEachShardRun(
+        local.shape, block.shape, std::vector<int64_t>(block.shape.size(), 0),
+        [&](int64_t from, int64_t to, int64_t count) {
+          std::memcpy(static_cast<unsigned char *>(local.data) + to * size,
+                      block.bytes.data() + from * size, count * size);
+        });
+  });
+  return "";
+}
+
 /// Points every value at its memory and loads this rank's shard of every
 /// persistent value; then drops the plan's copy of the data.
 std::string Executor::Impl::load() {
@@ -79,21 +120,11 @@ std::string Executor::Impl::load() {
                    v.kind() == plan::Value::BUFFER) &&
                   v.data().empty() && v.has_init();
     if (padded && (seeded || !v.data().empty())) {
-      // The plan gives the logical block: the whole of it, padded here.
-      HostBuffer block;
-      block.dtype = view.dtype;
-      block.shape = logical;
-      if (seeded) {
-        block.bytes.resize(numElements(logical) * dtypeSize(view.dtype));
-        if (!fillFromInitializer(v.init(), v.name(), block.view(), error))
-          return error;
-      } else {
-        block.bytes.assign(v.data().begin(), v.data().end());
-      }
-      HostBuffer global = padBlock(block.view(), globalShapes[v.id()]);
-      onHost(view, false, true, [&](const TensorView &local) {
-        copyShardOut(global.view(), mine, local);
-      });
+      // The plan defines the logical value: this rank's block of it (its
+      // shard less the padding) is computed or copied alone, and the
+      // padding is zeros.
+      if (std::string e = loadPaddedBlock(v, mine, view); !e.empty())
+        return e;
     } else if (!v.data().empty()) {
       TensorView global{view.dtype, globalShapes[v.id()],
                         const_cast<char *>(v.data().data())};
