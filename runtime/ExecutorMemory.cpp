@@ -91,7 +91,8 @@ std::string Executor::Impl::loadPaddedBlock(const plan::Value &v,
     }
   }
   onHost(view, false, true, [&](const TensorView &local) {
-    std::memset(local.data, 0, local.bytes());
+    if (local.bytes())
+      std::memset(local.data, 0, local.bytes());
     forEachShardRun(
         local.shape, block.shape, std::vector<int64_t>(block.shape.size(), 0),
         [&](int64_t from, int64_t to, int64_t count) {

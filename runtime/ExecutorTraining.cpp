@@ -310,7 +310,8 @@ bool Executor::setStateBlock(const StateInfo &s, const TensorView &block,
   }
   impl->onHost(local, false, true, [&](const TensorView &host) {
     size_t size = dtypeSize(host.dtype);
-    std::memset(host.data, 0, host.bytes());
+    if (host.bytes())
+      std::memset(host.data, 0, host.bytes());
     if (!where->holdsValue)
       return;
     forEachShardRun(

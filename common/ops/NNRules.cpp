@@ -241,20 +241,27 @@ std::string convTranspose2d(const Attrs &a, const std::vector<TypeRef> &ops,
                  windowAttr(extra, "output_padding", 2, 0)})
     if (!e.empty())
       return e;
-  Shape shape = {x[0], k[1] * groups};
+  int64_t channels;
+  if (__builtin_mul_overflow(k[1], groups, &channels))
+    return "the output channels (" + std::to_string(k[1]) + " x " +
+           std::to_string(groups) + " groups) overflow";
+  Shape shape = {x[0], channels};
   for (int i = 0; i < 2; ++i) {
     if (extra[i] >= strides[i])
       return "output_padding (" + std::to_string(extra[i]) +
              ") must be smaller than its stride (" +
              std::to_string(strides[i]) + ")";
-    // (in - 1) * stride - pads + dilation * (kernel - 1) + 1 + extra
-    int64_t span, reach, o;
+    // (in - 1) * stride - pads + dilation * (kernel - 1) + 1 + extra; the
+    // attributes come from a plan, so any overflow leaves no output.
+    int64_t span, reach, o, pads;
     if (k[2 + i] < 1 ||
         __builtin_mul_overflow(x[2 + i] - 1, strides[i], &span) ||
         __builtin_mul_overflow(dilations[i], k[2 + i] - 1, &reach) ||
         __builtin_add_overflow(span, reach, &o) ||
-        __builtin_add_overflow(o, 1 + extra[i], &o) ||
-        (o -= padding[i] + padding[i + 2]) < 1)
+        __builtin_add_overflow(o, extra[i], &o) ||
+        __builtin_add_overflow(o, 1, &o) ||
+        __builtin_add_overflow(padding[i], padding[i + 2], &pads) ||
+        __builtin_sub_overflow(o, pads, &o) || o < 1)
       return "padding leaves no output in spatial dimension " +
              std::to_string(i) + " of size " + std::to_string(x[2 + i]);
     shape.push_back(o);

@@ -31,6 +31,9 @@ namespace {
 
 enum class Cell { RNN, LSTM, GRU };
 
+/// The longest sequence unrolled: each step is a dozen ops.
+constexpr int64_t kMaxUnrolledSteps = 4096;
+
 /// Creates ops through a NodeContext and remembers the first failure: after
 /// it every call creates nothing and returns a null Value, so that a
 /// converter builds a whole expression and checks `ok()` once.
@@ -390,6 +393,12 @@ LogicalResult convertRecurrence(NodeContext &nc, Cell cell) {
   if (failed(read))
     return failure();
   const Recurrence &r = *read;
+  if (r.seq > kMaxUnrolledSteps)
+    return nc.unsupported("the sequence has " + Twine(r.seq) + " steps (X " +
+                          formatShape(nc.shape(0)) +
+                          "); Loom unrolls RNN, LSTM and GRU over their "
+                          "sequence and takes at most " +
+                          Twine(kMaxUnrolledSteps) + " steps");
   OpChain ops(nc);
   Value projected = projectInput(nc, ops, r);
   SmallVector<Pass> passes;

@@ -9,6 +9,7 @@
 
 #include "compiler/onnx/OnnxImporter.h"
 #include "common/text/InputLimits.h"
+#include "compiler/onnx/ModelChecks.h"
 #include "compiler/onnx/NodeContext.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -340,27 +341,27 @@ static std::optional<StaticType> staticTypeOf(const onnx::TypeProto &type) {
 }
 
 std::optional<ImportResult> Importer::inferShapes() {
+  // A node ONNX's inference refuses is an error naming it; with inputs
+  // bound by flags, those are the likely cause.
+  auto refused = [&](const std::string &what) {
+    return error(ImportStatus::InvalidModel,
+                 kShapeInferenceRejects + what +
+                     (inputs.empty() ? ""
+                                     : " (check the input shapes bound by "
+                                       "--batch, --dim or --input-shape)"));
+  };
+  // ONNX's inference trusts what it reads; a damaged model must not reach
+  // it.
+  if (std::string bad = checkBeforeShapeInference(model); !bad.empty())
+    return StringRef(bad).starts_with(kShapeInferenceRejects)
+               ? refused(bad.substr(StringRef(kShapeInferenceRejects).size()))
+               : error(ImportStatus::InvalidModel, bad);
   // First strictly and without data propagation: a node whose shapes do
   // not agree (a sequence longer than the position table, bound by
   // --input-shape) is an error naming it. ONNX's data propagation goes on
   // past such a node and crashes on the next Shape op.
-  try {
-    onnx::shape_inference::InferShapes(
-        model, onnx::OpSchemaRegistry::Instance(),
-        onnx::ShapeInferenceOptions(/*check_type=*/false, /*error_mode=*/1,
-                                    /*data_prop=*/false));
-  } catch (const std::exception &e) {
-    // The first node's error; the ones after it follow from it.
-    std::string what = e.what();
-    if (size_t at = what.find("(op_type:"); at != std::string::npos)
-      what = what.substr(at);
-    what = what.substr(0, what.find('\n'));
-    return error(ImportStatus::InvalidModel,
-                 Twine("ONNX shape inference rejects the model: ") + what +
-                     (inputs.empty() ? ""
-                                     : " (check the input shapes bound by "
-                                       "--batch, --dim or --input-shape)"));
-  }
+  if (std::string what = inferShapesStrictly(model); !what.empty())
+    return refused(what);
   try {
     onnx::shape_inference::InferShapes(
         model, onnx::OpSchemaRegistry::Instance(),
@@ -594,6 +595,16 @@ std::optional<ImportResult> Importer::convertNode(const onnx::NodeProto &node,
     return error(ImportStatus::InvalidModel,
                  where + ": ONNX opset " + Twine(opset) + " has no operator " +
                      node.op_type());
+  // An empty input name omits an optional input; converters read the
+  // others without asking.
+  for (int i = 0; i < node.input_size(); ++i)
+    if (node.input(i).empty() &&
+        (static_cast<size_t>(i) >= schema->inputs().size() ||
+         schema->inputs()[i].GetOption() != onnx::OpSchema::Optional))
+      return error(ImportStatus::InvalidModel,
+                   where + ": input " + Twine(i) +
+                       " is empty, but it is not an optional input of " +
+                       node.op_type());
   int64_t version = schema->SinceVersion();
   int64_t oldest = converter->second.oldestVersion;
   if (version < oldest)

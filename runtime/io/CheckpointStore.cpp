@@ -26,8 +26,7 @@ using nlohmann::json;
 
 namespace {
 
-/// A manifest larger than this is not one Loom wrote (a million tensors
-/// take about 200 MB).
+/// More than a manifest Loom writes (a million tensors take about 200 MB).
 constexpr uint64_t kMaxManifestBytes = uint64_t(1) << 28;
 
 std::string systemMessage(int err) { return std::strerror(err); }
@@ -135,19 +134,31 @@ nlohmann::ordered_json entryJson(const CheckpointEntry &e) {
                                 {"shards", shards}};
 }
 
+/// The most elements a checkpoint's tensor may have (2^48: 1 PiB of f32).
+constexpr int64_t kMaxCheckpointElements = int64_t(1) << 48;
+
 /// Reads the array of non-negative integers at `key` of `j` into `out`;
-/// "" or what is wrong.
+/// "" or what is wrong. A shape (`isShape`) has at most
+/// kMaxCheckpointElements elements, so that sums and products of its
+/// dimensions and offsets never overflow.
 std::string readDims(const json &j, const char *key, std::vector<int64_t> &out,
-                     const std::string &what) {
+                     const std::string &what, bool isShape) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_array())
     return what + " has no \"" + key + "\" array";
   if (it->size() > 64)
     return what + ": \"" + key + "\" has more than 64 dimensions";
+  int64_t elements = 1;
   for (const json &d : *it) {
-    if (!d.is_number_integer() || d.get<int64_t>() < 0)
-      return what + ": \"" + key + "\" holds something not an integer >= 0";
+    if (!d.is_number_integer() || d.get<int64_t>() < 0 ||
+        d.get<int64_t>() > kMaxCheckpointElements)
+      return what + ": \"" + key +
+             "\" holds something not an integer in [0, 2^48]";
     out.push_back(d.get<int64_t>());
+    if (isShape && out.back() > 0 &&
+        (elements > kMaxCheckpointElements / out.back() ||
+         (elements *= out.back()) > kMaxCheckpointElements))
+      return what + ": \"" + key + "\" has more than 2^48 elements";
   }
   return "";
 }
@@ -247,7 +258,7 @@ std::string readEntry(const json &j, int format, CheckpointEntry &e) {
   std::string what = "tensor '" + e.name + "'";
   if (!storedDType(e.dtype))
     return what + ": unknown element type '" + e.dtype + "'";
-  if (std::string m = readDims(j, "shape", e.shape, what); !m.empty())
+  if (std::string m = readDims(j, "shape", e.shape, what, true); !m.empty())
     return m;
   if (format < 3) {
     // One file per tensor, its fields beside the tensor's.
@@ -269,9 +280,10 @@ std::string readEntry(const json &j, int format, CheckpointEntry &e) {
     if (std::string m = readFileFields(sj, true, s, what); !m.empty())
       return m;
     std::string where = what + ", shard " + s.file;
-    if (std::string m = readDims(sj, "offsets", s.offsets, where); !m.empty())
+    if (std::string m = readDims(sj, "offsets", s.offsets, where, false);
+        !m.empty())
       return m;
-    if (std::string m = readDims(sj, "shape", s.shape, where); !m.empty())
+    if (std::string m = readDims(sj, "shape", s.shape, where, true); !m.empty())
       return m;
     e.shards.push_back(std::move(s));
   }
@@ -326,8 +338,7 @@ void copyBox(const unsigned char *src, const Shape &srcShape,
       d = d * dstShape[k] + (g - dstAt[k]);
     }
     std::memcpy(dst + d * size, src + s * size, run);
-    // The next row: every dimension but the last counts.
-    size_t k = rank - 1;
+    size_t k = rank - 1; // the next row: every dimension but the last counts
     while (k-- > 0) {
       if (++index[k] < boxShape[k])
         break;
@@ -350,20 +361,13 @@ std::optional<HostBuffer> readShard(const CheckpointManifest &ckpt,
     error = path + ": " + error;
     return std::nullopt;
   }
-  if (ckpt.format >= 2) {
-    if (bytes.size() != shard.bytes) {
-      error = path + ": " + std::to_string(bytes.size()) +
-              " bytes but the manifest says " + std::to_string(shard.bytes) +
-              ": the checkpoint is damaged or mixed from two saves";
-      return std::nullopt;
-    }
-    if (uint32_t crc = crc32Of(bytes.data(), bytes.size());
-        crc != shard.crc32) {
-      error = path + ": CRC-32 " + std::to_string(crc) +
-              " but the manifest says " + std::to_string(shard.crc32) +
-              ": the checkpoint is damaged or mixed from two saves";
-      return std::nullopt;
-    }
+  // Its size was checked by the caller (readCheckpointBlock).
+  if (uint32_t crc = crc32Of(bytes.data(), bytes.size());
+      ckpt.format >= 2 && (bytes.size() != shard.bytes || crc != shard.crc32)) {
+    error = path + ": CRC-32 " + std::to_string(crc) +
+            " but the manifest says " + std::to_string(shard.crc32) +
+            ": the checkpoint is damaged or mixed from two saves";
+    return std::nullopt;
   }
   std::optional<HostBuffer> data = parseNpy(bytes, error, path);
   if (!data)
@@ -487,7 +491,33 @@ readCheckpointBlock(const CheckpointManifest &ckpt,
   HostBuffer out;
   out.dtype = *storedDType(entry.dtype); // checked by openCheckpoint
   out.shape = shape;
-  out.bytes.assign(numElements(shape) * dtypeSize(out.dtype), 0);
+  // Its files must hold at least the block, checked before allocating it.
+  uint64_t onDisk = 0, wanted = static_cast<uint64_t>(numElements(shape)) *
+                                dtypeSize(out.dtype);
+  for (const CheckpointShard &s : entry.shards) {
+    if (!overlaps(s.offsets, s.shape, offsets, shape))
+      continue;
+    std::error_code ec;
+    std::string path = ckpt.dir + "/" + s.file;
+    uint64_t size = fs::file_size(path, ec);
+    if (ec || (ckpt.format >= 2 && size != s.bytes)) {
+      error = ec ? path + ": " + ec.message()
+                 : path + ": " + std::to_string(size) +
+                       " bytes but the manifest says " +
+                       std::to_string(s.bytes) +
+                       ": the checkpoint is damaged or mixed from two saves";
+      return std::nullopt;
+    }
+    onDisk += size;
+  }
+  if (onDisk < wanted) {
+    error = ckpt.dir + ": tensor '" + entry.name + "': its files hold " +
+            std::to_string(onDisk) + " bytes, less than the " +
+            std::to_string(wanted) + " its block " + formatShape(shape) +
+            " needs: the checkpoint is damaged";
+    return std::nullopt;
+  }
+  out.bytes.assign(wanted, 0);
   for (const CheckpointShard &s : entry.shards) {
     if (!overlaps(s.offsets, s.shape, offsets, shape))
       continue;

@@ -162,17 +162,28 @@ std::optional<HostBuffer> readNpy(const std::string &path, std::string &error) {
     return failed(error);
   if (*offset > size)
     return failed(headerTruncated(size, *offset));
-  std::string rest;
-  if (!file.read(rest, *offset - head.size(), openError))
-    return failed(openError);
-  head += rest;
+  // A version 1.0 header length under 2 puts the data inside the preamble
+  // just read: those bytes are the data's first.
+  std::string early;
+  if (*offset < head.size()) {
+    early = head.substr(*offset);
+    head.resize(*offset);
+  } else {
+    std::string rest;
+    if (!file.read(rest, *offset - head.size(), openError))
+      return failed(openError);
+    head += rest;
+  }
   std::optional<npy::Layout> layout =
       npy::parseLayout(head, size - *offset, error);
   if (!layout)
     return failed(error);
 
   std::vector<unsigned char> data(static_cast<size_t>(layout->dataBytes));
-  if (!file.read(data.data(), data.size(), openError))
+  size_t fromHead = std::min(early.size(), data.size());
+  if (fromHead)
+    std::memcpy(data.data(), early.data(), fromHead);
+  if (!file.read(data.data() + fromHead, data.size() - fromHead, openError))
     return failed(openError);
   HostBuffer out;
   if (layout->elem == npy::Elem::F8 || layout->elem == npy::Elem::B1) {

@@ -269,7 +269,8 @@ std::vector<float> readBlock(const std::string &root,
   if (!data)
     return {};
   std::vector<float> v(numElements(shape));
-  std::memcpy(v.data(), data->bytes.data(), data->bytes.size());
+  if (!v.empty())
+    std::memcpy(v.data(), data->bytes.data(), data->bytes.size());
   return v;
 }
 
