@@ -46,10 +46,7 @@ std::string savedTensors(const plan::Plan &plan,
           shardOf(*layout, stageMesh, value.storedShape, map.shardRank(rank));
       if (!shard.holdsValue || !shard.firstReplica)
         continue;
-      SavedBlock block{shard.offsets, Shape(value.shape.size())};
-      for (size_t d = 0; d < value.shape.size(); ++d)
-        block.shape[d] = std::clamp<int64_t>(value.shape[d] - shard.offsets[d],
-                                             0, shard.localShape[d]);
+      SavedBlock block{shard.offsets, logicalBlockShape(shard, value.shape)};
       if (numElements(block.shape) == 0 && numElements(value.shape) > 0)
         continue;
       bool again = std::any_of(

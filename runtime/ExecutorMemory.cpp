@@ -71,10 +71,7 @@ std::string Executor::Impl::loadPaddedBlock(const plan::Value &v,
   size_t size = dtypeSize(view.dtype);
   HostBuffer block;
   block.dtype = view.dtype;
-  block.shape.resize(logical.size());
-  for (size_t d = 0; d < logical.size(); ++d)
-    block.shape[d] = std::clamp<int64_t>(logical[d] - mine.offsets[d], 0,
-                                         mine.localShape[d]);
+  block.shape = logicalBlockShape(mine, logical);
   block.bytes.assign(numElements(block.shape) * size, 0);
   if (mine.holdsValue && numElements(block.shape) > 0) {
     std::string error;

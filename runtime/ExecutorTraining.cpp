@@ -223,10 +223,7 @@ Executor::stateBlock(const StateInfo &s) const {
   const Shape &logical = impl->logicalShapes[s.value];
   StateBlock block;
   block.offsets = mine.offsets;
-  block.shape.resize(logical.size());
-  for (size_t d = 0; d < logical.size(); ++d)
-    block.shape[d] = std::clamp<int64_t>(logical[d] - mine.offsets[d], 0,
-                                         mine.localShape[d]);
+  block.shape = logicalBlockShape(mine, logical);
   block.holdsValue = mine.holdsValue;
   block.partial = !impl->layouts[s.value].partialAxes().empty();
   block.saves = mine.holdsValue && mine.firstReplica;

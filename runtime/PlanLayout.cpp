@@ -2,6 +2,7 @@
 
 #include "runtime/PlanLayout.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace loom::rt {
@@ -131,6 +132,14 @@ Shard shardOf(const layout::TensorLayout &layout, const layout::Mesh *mesh,
       shard.firstReplica = false;
   }
   return shard;
+}
+
+Shape logicalBlockShape(const Shard &shard, const Shape &logical) {
+  Shape shape(logical.size());
+  for (size_t d = 0; d < logical.size(); ++d)
+    shape[d] = std::clamp<int64_t>(logical[d] - shard.offsets[d], 0,
+                                   shard.localShape[d]);
+  return shape;
 }
 
 void forEachShardRun(const Shape &globalShape, const Shape &localShape,

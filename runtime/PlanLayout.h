@@ -72,6 +72,11 @@ struct Shard {
 Shard shardOf(const layout::TensorLayout &layout, const layout::Mesh *mesh,
               const Shape &globalShape, int64_t rank);
 
+/// The part of `shard`'s block inside a leading block of shape `logical`
+/// (a padded value's logical shape): its shape, empty when the shard holds
+/// padding alone. The block starts at the shard's offsets.
+Shape logicalBlockShape(const Shard &shard, const Shape &logical);
+
 /// Calls `fn(localIndex, globalIndex, count)` for every contiguous run of
 /// elements of the block of `localShape` at `offsets` in a row-major tensor
 /// of `globalShape` (element indices, not bytes), in local order.
