@@ -1,15 +1,19 @@
 //===- Normalization.cu - softmax, layer_norm and their kind on CUDA ------===//
 //
-// softmax and log_softmax (one block per row along the axis), layer_norm
-// (one block per normalised row: mean, then the biased variance, then the
-// output), layer_norm_grad (the input gradient per row, the scale and bias
-// gradients as column sums over row chunks, then over the chunks) and
+// softmax and log_softmax (rows of up to 1024 contiguous elements: one warp
+// per row, held in registers; others: one block per row along the axis),
+// layer_norm (one block per normalised row: mean, then the biased variance,
+// then the output), layer_norm_grad (the input gradient per row, the scale and
+// bias gradients as column sums over row chunks, then over the chunks) and
 // batch_norm (inference form). Statistics are computed in f32 with block
 // reductions.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/DeviceUtil.cuh"
+
+#include <algorithm>
+#include <type_traits>
 
 namespace loom::rt::cuda {
 namespace {
@@ -41,6 +45,73 @@ __global__ void softmaxKernel(const T *in, T *out, int64_t rows, int64_t length,
   }
 }
 
+/// Contiguous rows of at most 32 * PerLane elements: one warp per row, the
+/// row held in registers, so that it is read from memory once.
+template <typename T, int PerLane>
+__global__ void warpSoftmaxKernel(const T *in, T *out, int64_t rows, int length,
+                                  bool logOf) {
+  int lane = threadIdx.x & 31;
+  int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5;
+  int64_t warps = (gridDim.x * int64_t(blockDim.x)) >> 5;
+  for (int64_t r = warp; r < rows; r += warps) {
+    const T *p = in + r * length;
+    float v[PerLane];
+    float m = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < PerLane; ++j) {
+      int c = lane + 32 * j;
+      v[j] = c < length ? toFloat(p[c]) : -INFINITY;
+      m = (v[j] != v[j] || m != m) ? NAN : fmaxf(m, v[j]);
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      float other = __shfl_xor_sync(0xffffffffu, m, o);
+      m = (other != other || m != m) ? NAN : fmaxf(m, other);
+    }
+    float s = 0;
+#pragma unroll
+    for (int j = 0; j < PerLane; ++j)
+      if (lane + 32 * j < length)
+        s += expf(v[j] - m);
+    for (int o = 16; o > 0; o >>= 1)
+      s += __shfl_xor_sync(0xffffffffu, s, o);
+    float logSum = logf(s);
+    T *q = out + r * length;
+#pragma unroll
+    for (int j = 0; j < PerLane; ++j) {
+      int c = lane + 32 * j;
+      if (c < length) {
+        float x = v[j] - m;
+        q[c] = fromFloat<T>(logOf ? x - logSum : expf(x) / s);
+      }
+    }
+  }
+}
+
+/// Launches warpSoftmaxKernel with the fewest registers per lane that hold
+/// a row; false for rows longer than 1024.
+template <typename T>
+bool launchWarpSoftmax(CudaContext &ctx, const T *in, T *out, int64_t rows,
+                       int64_t length, bool logOf) {
+  if (length > 1024)
+    return false;
+  unsigned blocks =
+      static_cast<unsigned>(std::min<int64_t>((rows + 7) / 8, 65535 * 32));
+  auto launch = [&](auto perLane) {
+    warpSoftmaxKernel<T, decltype(perLane)::value>
+        <<<blocks, 256, 0, ctx.stream>>>(in, out, rows,
+                                         static_cast<int>(length), logOf);
+  };
+  if (length <= 32)
+    launch(std::integral_constant<int, 1>{});
+  else if (length <= 128)
+    launch(std::integral_constant<int, 4>{});
+  else if (length <= 512)
+    launch(std::integral_constant<int, 16>{});
+  else
+    launch(std::integral_constant<int, 32>{});
+  return true;
+}
+
 std::string runSoftmax(CudaContext &ctx, const KernelArgs &args, bool logOf) {
   const TensorView &in = args.inputs[0], &out = args.outputs[0];
   int64_t axis = args.attrs.getInt("axis");
@@ -56,6 +127,9 @@ std::string runSoftmax(CudaContext &ctx, const KernelArgs &args, bool logOf) {
     return "";
   if (!dispatchFloat(in.dtype, [&](auto t) {
         using T = decltype(t);
+        if (inner == 1 && launchWarpSoftmax<T>(ctx, in.as<T>(), out.as<T>(),
+                                               rows, length, logOf))
+          return;
         softmaxKernel<T>
             <<<static_cast<unsigned>(std::min<int64_t>(rows, 1 << 20)),
                length >= 1024 ? 512 : 128, 0, ctx.stream>>>(

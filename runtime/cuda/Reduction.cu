@@ -1,18 +1,30 @@
 //===- Reduction.cu - reduce_sum, reduce_mean, reduce_max on CUDA ---------===//
 //
-// A reduction is viewed as kept dimensions (the output, row-major) and
-// reduced ones. When the input's last dimension is kept, neighbouring
-// outputs are neighbours in memory and one thread per output loops over the
-// reduced elements (coalesced); otherwise one block per output sums with a
-// block reduction. Floats accumulate in f32; reduce_max propagates NaN as
-// numpy does. reduce_max_grad shares each gradient evenly among the
-// elements equal to the maximum.
+// A reduction whose reduced dimensions form one run (after merging
+// neighbours of one kind) is viewed as [outer, count, inner]:
+// - inner of 32 or more (bias gradients, middle axes), with fewer than 64
+//   rows: one thread per output;
+// - inner of 32 or more and more rows: 32-column tiles, the rows of a tile
+//   split over the block's 16 thread rows and, when the tiles alone would
+//   not fill the device, over up to 64 blocks whose f32 partials a second
+//   pass adds in split order;
+// - inner 1 (row sums): one warp per row.
+// Anything else is viewed as kept dimensions (the output, row-major) and
+// reduced ones: one thread per output when the last dimension is kept and
+// there are many outputs, else one block per output. Every order of
+// summation depends on the shape alone, so results are the same run to run.
+// Floats accumulate in f32; reduce_max propagates NaN as numpy does.
+// reduce_max_grad shares each gradient evenly among the elements equal to
+// the maximum.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/DeviceUtil.cuh"
 
 #include "common/ops/ElementwiseMath.h"
+
+#include <algorithm>
+#include <memory>
 
 namespace loom::rt::cuda {
 namespace {
@@ -98,6 +110,184 @@ __global__ void blockReduceKernel(const T *in, T *out, Geometry g) {
   }
 }
 
+/// The reduction as [outer, count, inner] (see the file comment); `ok` is
+/// false when the reduced dimensions are not one run.
+struct Runs {
+  int64_t outer = 1, count = 1, inner = 1;
+  bool ok = false;
+};
+
+Runs runsOf(const Shape &shape, const std::vector<bool> &isReduced) {
+  std::vector<std::pair<int64_t, bool>> runs;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1)
+      continue;
+    if (!runs.empty() && runs.back().second == isReduced[d])
+      runs.back().first *= shape[d];
+    else
+      runs.push_back({shape[d], isReduced[d]});
+  }
+  Runs r;
+  size_t i = 0;
+  if (i < runs.size() && !runs[i].second)
+    r.outer = runs[i++].first;
+  if (i < runs.size() && runs[i].second)
+    r.count = runs[i++].first;
+  if (i < runs.size() && !runs[i].second)
+    r.inner = runs[i++].first;
+  r.ok = i == runs.size();
+  return r;
+}
+
+template <Reduce K> __device__ float initial() {
+  return K == Reduce::Max ? -INFINITY : 0.0f;
+}
+
+template <Reduce K> __device__ float finish(float acc, int64_t count) {
+  if (K == Reduce::Mean)
+    return count ? acc / static_cast<float>(count) : NAN;
+  return acc;
+}
+
+constexpr int kTileCols = 32, kTileRows = 16;
+
+/// Pass 1 over [outer, count, inner]: block (x, s, z) sums the 32 columns of
+/// tile x over rows [s * chunk, (s + 1) * chunk) of each outer index z, z +
+/// gridDim.z, ...; with one split it writes the result, else its f32
+/// partial at [outer][split][inner].
+template <Reduce K, typename T>
+__global__ void tiledReduceKernel(const T *in, T *out, float *partial,
+                                  int64_t outer, int64_t count, int64_t inner,
+                                  int64_t chunk) {
+  __shared__ float sums[kTileRows][kTileCols + 1];
+  int64_t col = blockIdx.x * int64_t(kTileCols) + threadIdx.x;
+  int64_t split = blockIdx.y, splits = gridDim.y;
+  int64_t first = split * chunk, last = min(count, first + chunk);
+  for (int64_t o = blockIdx.z; o < outer; o += gridDim.z) {
+    float acc = initial<K>();
+    if (col < inner) {
+      const T *p = in + o * count * inner + col;
+      for (int64_t r = first + threadIdx.y; r < last; r += kTileRows)
+        acc = combine<K>(acc, toFloat(p[r * inner]));
+    }
+    sums[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && col < inner) {
+      for (int y = 1; y < kTileRows; ++y)
+        acc = combine<K>(acc, sums[y][threadIdx.x]);
+      if (splits == 1)
+        out[o * inner + col] = fromFloat<T>(finish<K>(acc, count));
+      else
+        partial[(o * splits + split) * inner + col] = acc;
+    }
+    __syncthreads();
+  }
+}
+
+/// Pass 2: each output combines its splits' partials in split order.
+template <Reduce K, typename T>
+__global__ void combineSplitsKernel(const float *partial, T *out, int64_t outer,
+                                    int64_t splits, int64_t count,
+                                    int64_t inner) {
+  LOOM_GRID_LOOP(i, outer * inner) {
+    int64_t o = i / inner, col = i % inner;
+    const float *p = partial + o * splits * inner + col;
+    float acc = p[0];
+    for (int64_t s = 1; s < splits; ++s)
+      acc = combine<K>(acc, p[s * inner]);
+    out[i] = fromFloat<T>(finish<K>(acc, count));
+  }
+}
+
+/// [outer, count, inner] with few rows: one thread per output, its rows
+/// `inner` apart (neighbouring threads read neighbouring elements).
+template <Reduce K, typename T>
+__global__ void shortColumnsKernel(const T *in, T *out, int64_t outer,
+                                   int64_t count, int64_t inner) {
+  LOOM_GRID_LOOP(i, outer * inner) {
+    int64_t o = i / inner, col = i - o * inner;
+    const T *p = in + o * count * inner + col;
+    float acc = initial<K>();
+    for (int64_t r = 0; r < count; ++r)
+      acc = combine<K>(acc, toFloat(p[r * inner]));
+    out[i] = fromFloat<T>(finish<K>(acc, count));
+  }
+}
+
+/// Rows of `count` contiguous elements: one warp per row.
+template <Reduce K, typename T>
+__global__ void warpRowReduceKernel(const T *in, T *out, int64_t rows,
+                                    int64_t count) {
+  int lane = threadIdx.x & 31;
+  int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5;
+  int64_t warps = (gridDim.x * int64_t(blockDim.x)) >> 5;
+  for (int64_t r = warp; r < rows; r += warps) {
+    const T *p = in + r * count;
+    float acc = initial<K>();
+    for (int64_t c = lane; c < count; c += 32)
+      acc = combine<K>(acc, toFloat(p[c]));
+    for (int o = 16; o > 0; o >>= 1)
+      acc = combine<K>(acc, __shfl_xor_sync(0xffffffffu, acc, o));
+    if (lane == 0)
+      out[r] = fromFloat<T>(finish<K>(acc, count));
+  }
+}
+
+/// Launches the [outer, count, inner] kernels; false when the shape is for
+/// the general ones.
+template <Reduce K, typename T>
+bool launchRuns(CudaContext &ctx, const Runs &r, const T *in, T *out,
+                std::string &error) {
+  if (!r.ok || r.count == 0 || (r.inner > 1 && r.inner < kTileCols))
+    return false;
+  if (r.inner == 1) {
+    int64_t blocks = std::min<int64_t>((r.outer + 7) / 8, 65535 * 32);
+    warpRowReduceKernel<K, T>
+        <<<static_cast<unsigned>(blocks), 256, 0, ctx.stream>>>(
+            in, out, r.outer, r.count);
+    return true;
+  }
+  if (r.count < 4 * kTileRows) {
+    shortColumnsKernel<K, T>
+        <<<blocksFor(r.outer * r.inner), kThreads, 0, ctx.stream>>>(
+            in, out, r.outer, r.count, r.inner);
+    return true;
+  }
+  // Split the rows only when the tiles would not fill the device, and by a
+  // number that depends on the shape alone.
+  int64_t tiles = (r.inner + kTileCols - 1) / kTileCols;
+  int64_t zs = std::min<int64_t>(r.outer, 65535);
+  int64_t blocks = tiles * zs, splits = 1;
+  if (blocks < 1024)
+    splits = std::min<int64_t>({(1024 + blocks - 1) / blocks, 64,
+                                std::max<int64_t>(1, r.count / 128)});
+  std::unique_ptr<Scratch> partial;
+  if (splits > 1) {
+    partial = std::make_unique<Scratch>(
+        ctx, static_cast<size_t>(r.outer * splits * r.inner) * sizeof(float));
+    if (!*partial) {
+      partial.reset();
+      splits = 1;
+    }
+  }
+  int64_t chunk = (r.count + splits - 1) / splits;
+  dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(splits),
+            static_cast<unsigned>(zs));
+  tiledReduceKernel<K, T><<<grid, dim3(kTileCols, kTileRows), 0, ctx.stream>>>(
+      in, out, partial ? partial->as<float>() : nullptr, r.outer, r.count,
+      r.inner, chunk);
+  if (splits > 1) {
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
+      error = cudaGetErrorString(e);
+      return true;
+    }
+    combineSplitsKernel<K, T>
+        <<<blocksFor(r.outer * r.inner), kThreads, 0, ctx.stream>>>(
+            partial->as<float>(), out, r.outer, splits, r.count, r.inner);
+  }
+  return true;
+}
+
 template <Reduce K>
 std::string runReduce(CudaContext &ctx, const KernelArgs &args) {
   const TensorView &in = args.inputs[0], &out = args.outputs[0];
@@ -111,9 +301,16 @@ std::string runReduce(CudaContext &ctx, const KernelArgs &args) {
            "': the result has the wrong size";
   if (g.outputs == 0)
     return "";
+  std::vector<bool> isReduced(in.rank(), false);
+  for (int64_t a : args.attrs.getInts("axes"))
+    isReduced[a] = true;
+  Runs runs = runsOf(in.shape, isReduced);
   bool column = g.lastKept && g.outputs >= 1024;
+  std::string error;
   if (!dispatchFloat(in.dtype, [&](auto t) {
         using T = decltype(t);
+        if (launchRuns<K, T>(ctx, runs, in.as<T>(), out.as<T>(), error))
+          return;
         if (column)
           columnReduceKernel<K, T>
               <<<blocksFor(g.outputs), kThreads, 0, ctx.stream>>>(
@@ -124,6 +321,8 @@ std::string runReduce(CudaContext &ctx, const KernelArgs &args) {
                  kThreads, 0, ctx.stream>>>(in.as<T>(), out.as<T>(), g);
       }))
     return unsupportedType(args.op, in.dtype);
+  if (!error.empty())
+    return "cuda kernel '" + std::string(args.op) + "': " + error;
   return launchStatus(args.op);
 }
 

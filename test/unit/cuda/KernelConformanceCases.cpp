@@ -238,10 +238,16 @@ void addBinaryCases(std::vector<CaseSpec> &cases) {
   };
   const std::vector<Shapes> shapes = {
       {"same", {4, 5, 6}, {4, 5, 6}, {4, 5, 6}},
+      // Vectors of 16 bytes and a tail shorter than one, in every type.
+      {"same_tail", {3, 7}, {3, 7}, {3, 7}},
       {"bcast_rhs", {2, 3, 4, 5}, {3, 1, 5}, {2, 3, 4, 5}},
       {"bcast_both", {3, 1, 5}, {4, 1}, {3, 4, 5}},
       {"scalar_rhs", {7, 9}, {}, {7, 9}},
       {"scalar_lhs", {}, {6, 5}, {6, 5}},
+      // Leading dimensions broadcast: the indexer merges them into one.
+      {"bcast_lead", {2, 3, 4, 5, 6}, {1, 1, 4, 5, 6}, {2, 3, 4, 5, 6}},
+      // More dimensions than an indexer holds, all merging into one.
+      {"rank10", Shape(10, 2), Shape(10, 2), Shape(10, 2)},
   };
   for (const char *op : {"add", "sub", "mul", "div", "pow", "mod", "fmod"}) {
     for (DType dtype :
@@ -250,7 +256,8 @@ void addBinaryCases(std::vector<CaseSpec> &cases) {
         continue; // the CUDA kernel has no integer pow
       for (const Shapes &s : shapes) {
         // Every shape pattern in f32; one per other type.
-        if (dtype != DType::F32 && std::string(s.name) != "bcast_rhs")
+        if (dtype != DType::F32 && std::string(s.name) != "bcast_rhs" &&
+            std::string(s.name) != "same_tail")
           continue;
         addCase(cases, op, s.name, dtype, [=](std::mt19937 &rng) {
           Case c;
@@ -432,6 +439,8 @@ void addCastSelectCases(std::vector<CaseSpec> &cases) {
       {"same", {3, 4, 5}, {3, 4, 5}, {3, 4, 5}, {3, 4, 5}},
       {"bcast", {4, 1}, {3, 4, 5}, {5}, {3, 4, 5}},
       {"scalar_false", {2, 3, 4}, {1, 3, 4}, {}, {2, 3, 4}},
+      // An attention mask: one [rows, cols] condition for every head.
+      {"mask", {1, 1, 6, 7}, {2, 3, 6, 7}, {}, {2, 3, 6, 7}},
   };
   for (DType dtype : {DType::F32, DType::F16, DType::I64, DType::Bool})
     for (const Shapes &s : shapes) {

@@ -46,6 +46,13 @@ const std::vector<Reduction> &reductions() {
       // Many outputs with the last dimension kept: the CUDA column kernel.
       {"columns", {6, 1030}, {0}, {1030}, true},
       {"long_rows", {3, 2000}, {1}, {3}, false},
+      // Tiles whose rows are split over blocks, the partials added in a
+      // second pass (a bias gradient; uneven chunks and a partial tile).
+      {"split_rows", {1000, 70}, {0}, {70}, true},
+      // A middle run of reduced axes between kept ones, wide enough for tiles.
+      {"middle_run", {3, 20, 15, 40}, {1, 2}, {3, 40}, false},
+      // Few reduced rows between kept axes: one thread per output.
+      {"short_middle", {4, 5, 40}, {1}, {4, 40}, false},
       {"no_axes", {3, 4}, {}, {3, 4}, false},
   };
   return all;
@@ -141,10 +148,16 @@ void addSoftmaxCases(std::vector<CaseSpec> &cases) {
     int64_t axis;
     bool representative;
   };
-  for (const Softmax &s : std::vector<Softmax>{{"last", {4, 10}, 1, true},
-                                               {"middle", {2, 5, 3}, 1, true},
-                                               {"first", {6, 2, 3}, 0, false},
-                                               {"long", {2, 1100}, 1, false}})
+  for (const Softmax &s :
+       std::vector<Softmax>{{"last", {4, 10}, 1, true},
+                            {"middle", {2, 5, 3}, 1, true},
+                            {"first", {6, 2, 3}, 0, false},
+                            {"long", {2, 1100}, 1, false},
+                            // One warp per row, the row in
+                            // registers (4, 16, 32 a lane).
+                            {"row_100", {9, 100}, 1, false},
+                            {"row_300", {5, 300}, 1, false},
+                            {"row_1000", {3, 1000}, 1, true}})
     for (const char *op : {"softmax", "log_softmax"})
       for (DType dtype : typesFor(s.representative))
         addCase(cases, op, s.name, dtype, [=](std::mt19937 &rng) {
