@@ -104,6 +104,27 @@ template <int N> struct Indexer {
   }
 };
 
+/// Outputs per thread of the indexed kernels when the innermost dimension
+/// holds a multiple of them: one index split serves kRun neighbours.
+constexpr int kRun = 4;
+
+/// Whether `ix` walks its output in runs of kRun along the innermost
+/// dimension, and each operand's step along it.
+template <int N> struct InnerRuns {
+  bool grouped = false;
+  int64_t step[N] = {};
+};
+
+template <int N> InnerRuns<N> innerRunsOf(const Indexer<N> &ix) {
+  InnerRuns<N> r;
+  if (ix.rank == 0 || ix.dims[ix.rank - 1] % kRun != 0)
+    return r;
+  r.grouped = true;
+  for (int k = 0; k < N; ++k)
+    r.step[k] = ix.strides[k][ix.rank - 1];
+  return r;
+}
+
 /// Dense row-major strides of `shape`.
 std::vector<int64_t> denseStrides(const Shape &shape);
 /// Strides of `in` read under numpy broadcasting as `out` (0 where

@@ -97,45 +97,59 @@ template <Binary K> __device__ float binaryFloat(float a, float b) {
 }
 
 template <Binary K, typename T>
-__global__ void binaryKernel(const T *a, const T *b, T *out, int64_t n,
-                             Indexer<2> ix, int *errorWord) {
-  LOOM_GRID_LOOP(i, n) {
-    int64_t off[2];
-    ix.offsets(i, off);
-    if constexpr (std::is_integral_v<T>) {
-      T x = a[off[0]], y = b[off[1]];
-      if constexpr (K == Binary::Add)
-        out[i] = x + y;
-      else if constexpr (K == Binary::Sub)
-        out[i] = x - y;
-      else if constexpr (K == Binary::Mul)
-        out[i] = x * y;
-      else if constexpr (K == Binary::Mod || K == Binary::FMod) {
-        if (y == 0) {
-          raise(errorWord, kIntegerDivisionByZero);
-          out[i] = 0;
-        } else {
-          out[i] = y == -1 ? T(0) : floorRemainder<K>(T(x % y), y);
-        }
+__device__ void binaryAt(const T *a, const T *b, T *out, int64_t i,
+                         int64_t offA, int64_t offB, int *errorWord) {
+  if constexpr (std::is_integral_v<T>) {
+    T x = a[offA], y = b[offB];
+    if constexpr (K == Binary::Add)
+      out[i] = x + y;
+    else if constexpr (K == Binary::Sub)
+      out[i] = x - y;
+    else if constexpr (K == Binary::Mul)
+      out[i] = x * y;
+    else if constexpr (K == Binary::Mod || K == Binary::FMod) {
+      if (y == 0) {
+        raise(errorWord, kIntegerDivisionByZero);
+        out[i] = 0;
       } else {
-        if (y == 0) {
-          raise(errorWord, kIntegerDivisionByZero);
-          out[i] = 0;
-        } else {
-          out[i] = x / y;
-        }
+        out[i] = y == -1 ? T(0) : floorRemainder<K>(T(x % y), y);
       }
     } else {
-      out[i] =
-          fromFloat<T>(binaryFloat<K>(toFloat(a[off[0]]), toFloat(b[off[1]])));
+      if (y == 0) {
+        raise(errorWord, kIntegerDivisionByZero);
+        out[i] = 0;
+      } else {
+        out[i] = x / y;
+      }
     }
+  } else {
+    out[i] = fromFloat<T>(binaryFloat<K>(toFloat(a[offA]), toFloat(b[offB])));
   }
 }
 
-/// Float operands that are each contiguous or one scalar, with 16-byte
-/// aligned arrays: each thread computes 16 bytes of the result from vector
-/// loads (a quarter or an eighth of the instructions of binaryKernel); the
-/// first threads then compute the tail of fewer than one vector.
+/// One output per thread, or with `runs.grouped` kRun neighbours along the
+/// innermost dimension per thread from one index split.
+template <Binary K, typename T>
+__global__ void binaryKernel(const T *a, const T *b, T *out, int64_t n,
+                             Indexer<2> ix, InnerRuns<2> runs, int *errorWord) {
+  if (runs.grouped) {
+    LOOM_GRID_LOOP(g, n / kRun) {
+      int64_t off[2];
+      ix.offsets(g * kRun, off);
+#pragma unroll
+      for (int j = 0; j < kRun; ++j)
+        binaryAt<K>(a, b, out, g * kRun + j, off[0] + j * runs.step[0],
+                    off[1] + j * runs.step[1], errorWord);
+    }
+    return;
+  }
+  LOOM_GRID_LOOP(i, n) {
+    int64_t off[2];
+    ix.offsets(i, off);
+    binaryAt<K>(a, b, out, i, off[0], off[1], errorWord);
+  }
+}
+
 template <Binary K, typename T>
 __global__ void vectorBinaryKernel(const T *a, const T *b, T *out, int64_t n,
                                    bool aScalar, bool bScalar) {
@@ -274,8 +288,10 @@ std::string runBinary(CudaContext &ctx, const KernelArgs &args) {
         return;
       }
     }
-    binaryKernel<K, T><<<blocksFor(n), kThreads, 0, ctx.stream>>>(
-        a.as<T>(), b.as<T>(), out.as<T>(), n, ix, ctx.errorWord);
+    InnerRuns<2> runs = innerRunsOf(ix);
+    binaryKernel<K, T>
+        <<<blocksFor(runs.grouped ? n / kRun : n), kThreads, 0, ctx.stream>>>(
+            a.as<T>(), b.as<T>(), out.as<T>(), n, ix, runs, ctx.errorWord);
   };
   bool integerOk = K != Binary::Pow;
   if (dispatchFloat(a.dtype, launch)) {
@@ -495,7 +511,20 @@ __global__ void castKernel(const void *in, int from, void *out, int to,
 
 template <typename T>
 __global__ void selectKernel(const uint8_t *cond, const T *a, const T *b,
-                             T *out, int64_t n, Indexer<3> ix) {
+                             T *out, int64_t n, Indexer<3> ix,
+                             InnerRuns<3> runs) {
+  if (runs.grouped) {
+    LOOM_GRID_LOOP(g, n / kRun) {
+      int64_t off[3];
+      ix.offsets(g * kRun, off);
+#pragma unroll
+      for (int j = 0; j < kRun; ++j)
+        out[g * kRun + j] = cond[off[0] + j * runs.step[0]]
+                                ? a[off[1] + j * runs.step[1]]
+                                : b[off[2] + j * runs.step[2]];
+    }
+    return;
+  }
   LOOM_GRID_LOOP(i, n) {
     int64_t off[3];
     ix.offsets(i, off);
@@ -542,8 +571,10 @@ std::string runSelect(CudaContext &ctx, const KernelArgs &args) {
     return "";
   auto launch = [&](auto t) {
     using T = decltype(t);
-    selectKernel<T><<<blocksFor(n), kThreads, 0, ctx.stream>>>(
-        c.as<uint8_t>(), a.as<T>(), b.as<T>(), out.as<T>(), n, ix);
+    InnerRuns<3> runs = innerRunsOf(ix);
+    selectKernel<T>
+        <<<blocksFor(runs.grouped ? n / kRun : n), kThreads, 0, ctx.stream>>>(
+            c.as<uint8_t>(), a.as<T>(), b.as<T>(), out.as<T>(), n, ix, runs);
   };
   switch (dtypeSize(out.dtype)) {
   case 1:

@@ -1,7 +1,7 @@
 //===- Normalization.cu - softmax, layer_norm and their kind on CUDA ------===//
 //
-// softmax and log_softmax (rows of up to 1024 contiguous elements: one warp
-// per row, held in registers; others: one block per row along the axis),
+// softmax and log_softmax (f32 rows of up to 1024 contiguous elements: one
+// warp per row, held in registers; others: one block per row along the axis),
 // layer_norm (one block per normalised row: mean, then the biased variance,
 // then the output), layer_norm_grad (the input gradient per row, the scale and
 // bias gradients as column sums over row chunks, then over the chunks) and
@@ -127,9 +127,12 @@ std::string runSoftmax(CudaContext &ctx, const KernelArgs &args, bool logOf) {
     return "";
   if (!dispatchFloat(in.dtype, [&](auto t) {
         using T = decltype(t);
-        if (inner == 1 && launchWarpSoftmax<T>(ctx, in.as<T>(), out.as<T>(),
-                                               rows, length, logOf))
-          return;
+        // f32 only: on an H200 the warp form was slower than the block form
+        // for bf16 rows of 1024 (0.85 against 0.77 ms for 100M elements).
+        if constexpr (std::is_same_v<T, float>)
+          if (inner == 1 && launchWarpSoftmax<T>(ctx, in.as<T>(), out.as<T>(),
+                                                 rows, length, logOf))
+            return;
         softmaxKernel<T>
             <<<static_cast<unsigned>(std::min<int64_t>(rows, 1 << 20)),
                length >= 1024 ? 512 : 128, 0, ctx.stream>>>(

@@ -244,7 +244,8 @@ void addBinaryCases(std::vector<CaseSpec> &cases) {
       {"bcast_both", {3, 1, 5}, {4, 1}, {3, 4, 5}},
       {"scalar_rhs", {7, 9}, {}, {7, 9}},
       {"scalar_lhs", {}, {6, 5}, {6, 5}},
-      // Leading dimensions broadcast: the indexer merges them into one.
+      // Leading dimensions broadcast: the indexer merges them into one, and
+      // each thread computes a run of the innermost dimension.
       {"bcast_lead", {2, 3, 4, 5, 6}, {1, 1, 4, 5, 6}, {2, 3, 4, 5, 6}},
       // More dimensions than an indexer holds, all merging into one.
       {"rank10", Shape(10, 2), Shape(10, 2), Shape(10, 2)},
@@ -257,7 +258,8 @@ void addBinaryCases(std::vector<CaseSpec> &cases) {
       for (const Shapes &s : shapes) {
         // Every shape pattern in f32; one per other type.
         if (dtype != DType::F32 && std::string(s.name) != "bcast_rhs" &&
-            std::string(s.name) != "same_tail")
+            std::string(s.name) != "same_tail" &&
+            std::string(s.name) != "bcast_lead")
           continue;
         addCase(cases, op, s.name, dtype, [=](std::mt19937 &rng) {
           Case c;
@@ -440,11 +442,13 @@ void addCastSelectCases(std::vector<CaseSpec> &cases) {
       {"bcast", {4, 1}, {3, 4, 5}, {5}, {3, 4, 5}},
       {"scalar_false", {2, 3, 4}, {1, 3, 4}, {}, {2, 3, 4}},
       // An attention mask: one [rows, cols] condition for every head.
-      {"mask", {1, 1, 6, 7}, {2, 3, 6, 7}, {}, {2, 3, 6, 7}},
+      // (Rows of 8: runs of outputs per thread from one index split.)
+      {"mask", {1, 1, 6, 8}, {2, 3, 6, 8}, {}, {2, 3, 6, 8}},
   };
   for (DType dtype : {DType::F32, DType::F16, DType::I64, DType::Bool})
     for (const Shapes &s : shapes) {
-      if (dtype != DType::F32 && std::string(s.name) != "bcast")
+      if (dtype != DType::F32 && std::string(s.name) != "bcast" &&
+          std::string(s.name) != "mask")
         continue;
       addCase(cases, "select", s.name, dtype, [=](std::mt19937 &rng) {
         Case c;
