@@ -209,14 +209,24 @@ std::optional<plan::Plan> replan(pipeline::CompileOptions options,
   return best;
 }
 
-/// The step of the newest checkpoint in `root`, 0 when it has none.
-int64_t checkpointStep(const std::string &root) {
-  std::string error;
+/// The step of the newest checkpoint in `root`: 0 when it has none, nullopt
+/// (`error` set) when `latest` names a checkpoint that cannot be read.
+std::optional<int64_t> checkpointStep(const std::string &root,
+                                      std::string &error) {
   std::error_code ec;
-  if (!fs::exists(fs::path(root) / "latest", ec))
+  // The link itself: one that dangles is a damaged checkpoint, not none.
+  if (!fs::exists(fs::symlink_status(fs::path(root) / "latest", ec)))
     return 0;
   std::optional<rt::CheckpointManifest> ckpt = rt::openCheckpoint(root, error);
-  return ckpt ? ckpt->step : 0;
+  if (!ckpt) {
+    // Starting over at step 1 would bury the steps the checkpoint holds.
+    error = root + ": its latest checkpoint cannot be read (" + error +
+            "); not starting over from step 1: repair it, point latest at an "
+            "earlier step, or remove " +
+            root;
+    return std::nullopt;
+  }
+  return ckpt->step;
 }
 
 /// Runs `argv` and waits for it: its exit code, 128 + the signal that
@@ -341,7 +351,10 @@ int runTrain() {
   plan::Plan plan = std::move(first->plan);
   std::vector<Axis> mesh = *axes;
   for (int attempt = 1;; ++attempt) {
-    int64_t taken = checkpointStep(saveFlag);
+    std::optional<int64_t> latest = checkpointStep(saveFlag, error);
+    if (!latest)
+      return reportError(error);
+    int64_t taken = *latest;
     if (taken >= stepsFlag) {
       outs() << "loom: train: " << stepsFlag << " steps done (" << attempt - 1
              << " attempt(s), ending on " << ranks << " ranks)\n";
@@ -364,7 +377,10 @@ int runTrain() {
     if (rc < 0)
       return reportError(error);
     if (rc == 0) {
-      if (checkpointStep(saveFlag) < stepsFlag)
+      std::optional<int64_t> reached = checkpointStep(saveFlag, error);
+      if (!reached)
+        return reportError(error);
+      if (*reached < stepsFlag)
         return reportError("the run ended before step " +
                            std::to_string(stepsFlag) + " without an error");
       continue;
