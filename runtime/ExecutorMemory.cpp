@@ -68,35 +68,24 @@ std::string Executor::Impl::loadPaddedBlock(const plan::Value &v,
                                             const Shard &mine,
                                             const TensorView &view) {
   const Shape &logical = logicalShapes[v.id()];
-  size_t size = dtypeSize(view.dtype);
+  Shape shape = logicalBlockShape(mine, logical);
   HostBuffer block;
   block.dtype = view.dtype;
-  block.shape = logicalBlockShape(mine, logical);
-  block.bytes.assign(numElements(block.shape) * size, 0);
-  if (mine.holdsValue && numElements(block.shape) > 0) {
+  block.shape = shape;
+  block.bytes.assign(numElements(shape) * dtypeSize(view.dtype), 0);
+  if (mine.holdsValue && numElements(shape) > 0) {
     std::string error;
     if (!v.data().empty()) {
-      const char *data = v.data().data();
-      forEachShardRun(logical, block.shape, mine.offsets,
-                      [&](int64_t to, int64_t from, int64_t count) {
-                        std::memcpy(block.bytes.data() + to * size,
-                                    data + from * size, count * size);
-                      });
+      TensorView whole{view.dtype, logical,
+                       const_cast<char *>(v.data().data())};
+      block = blockOf(whole, shape, mine.offsets);
     } else if (!fillShardFromInitializer(v.init(), v.name(), logical,
                                          mine.offsets, block.view(), error)) {
       return error;
     }
   }
-  onHost(view, false, true, [&](const TensorView &local) {
-    if (local.bytes())
-      std::memset(local.data, 0, local.bytes());
-    forEachShardRun(
-        local.shape, block.shape, std::vector<int64_t>(block.shape.size(), 0),
-        [&](int64_t from, int64_t to, int64_t count) {
-          std::memcpy(static_cast<unsigned char *>(local.data) + to * size,
-                      block.bytes.data() + from * size, count * size);
-        });
-  });
+  onHost(view, false, true,
+         [&](const TensorView &local) { placeLeading(block.view(), local); });
   return "";
 }
 

@@ -162,7 +162,8 @@ bool Executor::Impl::gatherLogical(const StateInfo &s, HostBuffer &global,
   if (!gatherInStage(s, global, error))
     return false;
   if (global.shape != logicalShapes[s.value])
-    global = leadingBlock(global.view(), logicalShapes[s.value]);
+    global = blockOf(global.view(), logicalShapes[s.value],
+                     std::vector<int64_t>(global.shape.size(), 0));
   return true;
 }
 
@@ -256,20 +257,10 @@ bool Executor::readStateBlock(const StateInfo &s, HostBuffer &block,
             "'s, not this rank's";
     return false;
   }
-  const TensorView local = impl->hostView(s.value);
-  block.dtype = local.dtype;
-  block.shape = where->shape;
-  block.bytes.resize(numElements(block.shape) * dtypeSize(block.dtype));
   // The block is the leading corner of the local storage.
-  forEachShardRun(local.shape, block.shape,
-                  std::vector<int64_t>(block.shape.size(), 0),
-                  [&](int64_t to, int64_t from, int64_t count) {
-                    size_t size = dtypeSize(block.dtype);
-                    std::memcpy(block.bytes.data() + to * size,
-                                static_cast<const unsigned char *>(local.data) +
-                                    from * size,
-                                count * size);
-                  });
+  const TensorView local = impl->hostView(s.value);
+  block =
+      blockOf(local, where->shape, std::vector<int64_t>(local.shape.size(), 0));
   if (!where->partial || !impl->comm)
     return true;
   RankGroup group = impl->partialGroup(impl->layouts[s.value]);
@@ -306,19 +297,10 @@ bool Executor::setStateBlock(const StateInfo &s, const TensorView &block,
     value = converted.view();
   }
   impl->onHost(local, false, true, [&](const TensorView &host) {
-    size_t size = dtypeSize(host.dtype);
-    if (host.bytes())
+    if (where->holdsValue)
+      placeLeading(value, host);
+    else if (host.bytes())
       std::memset(host.data, 0, host.bytes());
-    if (!where->holdsValue)
-      return;
-    forEachShardRun(
-        host.shape, value.shape, std::vector<int64_t>(value.shape.size(), 0),
-        [&](int64_t from, int64_t to, int64_t count) {
-          std::memcpy(static_cast<unsigned char *>(host.data) + to * size,
-                      static_cast<const unsigned char *>(value.data) +
-                          from * size,
-                      count * size);
-        });
   });
   return true;
 }
@@ -335,19 +317,7 @@ bool Executor::setStateFromGlobal(const StateInfo &s, const TensorView &global,
   }
   // This rank's block of the global value.
   StateBlock where = *stateBlock(s);
-  HostBuffer block;
-  block.dtype = global.dtype;
-  block.shape = where.shape;
-  block.bytes.resize(numElements(block.shape) * dtypeSize(block.dtype));
-  size_t size = dtypeSize(block.dtype);
-  forEachShardRun(global.shape, block.shape, where.offsets,
-                  [&](int64_t to, int64_t from, int64_t count) {
-                    std::memcpy(
-                        block.bytes.data() + to * size,
-                        static_cast<const unsigned char *>(global.data) +
-                            from * size,
-                        count * size);
-                  });
+  HostBuffer block = blockOf(global, where.shape, where.offsets);
   return setStateBlock(s, block.view(), error);
 }
 

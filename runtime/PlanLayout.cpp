@@ -261,34 +261,32 @@ void copyShardIn(const TensorView &local, const Shard &shard,
                   });
 }
 
-HostBuffer padBlock(const TensorView &logical, const Shape &padded) {
+HostBuffer blockOf(const TensorView &whole, const Shape &blockShape,
+                   const std::vector<int64_t> &offsets) {
   HostBuffer out;
-  out.dtype = logical.dtype;
-  out.shape = padded;
-  size_t size = dtypeSize(logical.dtype);
-  out.bytes.assign(static_cast<size_t>(numElements(padded)) * size, 0);
-  const auto *src = static_cast<const unsigned char *>(logical.data);
-  forEachShardRun(padded, logical.shape, std::vector<int64_t>(padded.size(), 0),
-                  [&](int64_t l, int64_t g, int64_t n) {
-                    std::memcpy(out.bytes.data() + g * size, src + l * size,
-                                n * size);
-                  });
-  return out;
-}
-
-HostBuffer leadingBlock(const TensorView &padded, const Shape &logical) {
-  HostBuffer out;
-  out.dtype = padded.dtype;
-  out.shape = logical;
-  size_t size = dtypeSize(padded.dtype);
-  out.bytes.resize(static_cast<size_t>(numElements(logical)) * size);
-  const auto *src = static_cast<const unsigned char *>(padded.data);
+  out.dtype = whole.dtype;
+  out.shape = blockShape;
+  size_t size = dtypeSize(whole.dtype);
+  out.bytes.resize(static_cast<size_t>(numElements(blockShape)) * size);
+  const auto *src = static_cast<const unsigned char *>(whole.data);
   forEachShardRun(
-      padded.shape, logical, std::vector<int64_t>(padded.shape.size(), 0),
-      [&](int64_t l, int64_t g, int64_t n) {
+      whole.shape, blockShape, offsets, [&](int64_t l, int64_t g, int64_t n) {
         std::memcpy(out.bytes.data() + l * size, src + g * size, n * size);
       });
   return out;
+}
+
+void placeLeading(const TensorView &block, const TensorView &into) {
+  size_t size = dtypeSize(into.dtype);
+  auto *dst = static_cast<unsigned char *>(into.data);
+  if (into.bytes())
+    std::memset(dst, 0, into.bytes());
+  const auto *src = static_cast<const unsigned char *>(block.data);
+  forEachShardRun(into.shape, block.shape,
+                  std::vector<int64_t>(into.shape.size(), 0),
+                  [&](int64_t l, int64_t g, int64_t n) {
+                    std::memcpy(dst + g * size, src + l * size, n * size);
+                  });
 }
 
 } // namespace loom::rt

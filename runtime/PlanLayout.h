@@ -94,12 +94,16 @@ void copyShardOut(const TensorView &global, const Shard &shard,
 void copyShardIn(const TensorView &local, const Shard &shard,
                  const TensorView &global, bool accumulate);
 
-/// The tensor of shape `padded` whose leading block is `logical` and the
-/// rest zeros: a value optimizer sharding padded (plan::Value's
-/// logical_shape) from what the model and its checkpoints see.
-HostBuffer padBlock(const TensorView &logical, const Shape &padded);
-/// The leading block of shape `logical` of `padded`.
-HostBuffer leadingBlock(const TensorView &padded, const Shape &logical);
+/// The block of shape `blockShape` at `offsets` of `whole` (row-major), as
+/// a buffer of its own: a rank's block of a global tensor, or with zero
+/// offsets the leading block of a padded value (plan::Value's
+/// logical_shape: what the model and its checkpoints see).
+HostBuffer blockOf(const TensorView &whole, const Shape &blockShape,
+                   const std::vector<int64_t> &offsets);
+/// Writes `block` at the leading corner of `into` (one element type, every
+/// dimension at least as long) and zeros the rest: how a value is stored in
+/// its padded or shard-sized memory.
+void placeLeading(const TensorView &block, const TensorView &into);
 
 } // namespace loom::rt
 

@@ -368,14 +368,18 @@ INSTANTIATE_TEST_SUITE_P(Models, PlanRobustness,
 TEST(PaddedValues, TheLeadingBlockRoundTrips) {
   std::vector<float> logical = {1, 2, 3, 4, 5, 6}; // 2x3
   rt::TensorView view{rt::DType::F32, {2, 3}, logical.data()};
-  rt::HostBuffer padded = rt::padBlock(view, {3, 4});
-  const auto *p = reinterpret_cast<const float *>(padded.bytes.data());
-  std::vector<float> got(p, p + 12);
+  std::vector<float> got(12, -1.0f); // stale memory: zeroed around the block
+  rt::TensorView padded{rt::DType::F32, {3, 4}, got.data()};
+  rt::placeLeading(view, padded);
   EXPECT_EQ(got, (std::vector<float>{1, 2, 3, 0, 4, 5, 6, 0, 0, 0, 0, 0}));
-  rt::HostBuffer back = rt::leadingBlock(padded.view(), {2, 3});
+  rt::HostBuffer back = rt::blockOf(padded, {2, 3}, {0, 0});
   ASSERT_EQ(back.shape, (rt::Shape{2, 3}));
   EXPECT_EQ(std::memcmp(back.bytes.data(), logical.data(), 6 * sizeof(float)),
             0);
+  // A block inside, as a rank's shard of a global tensor.
+  rt::HostBuffer inner = rt::blockOf(padded, {2, 2}, {0, 1});
+  const auto *p = reinterpret_cast<const float *>(inner.bytes.data());
+  EXPECT_EQ(std::vector<float>(p, p + 4), (std::vector<float>{2, 3, 5, 6}));
 }
 
 // A chain x -> a -> b -> c: the peak is where b is made while a is still
