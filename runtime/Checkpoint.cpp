@@ -114,10 +114,7 @@ std::string findState(const CheckpointManifest &ckpt, const std::string &name,
            name + "', which the plan needs";
   std::string where = manifest + ": '" + name + "'";
   // BF16 tensors are saved as f32 files: either reads the other.
-  auto stored = [](const std::string &t) {
-    return t == "bf16" ? std::string("f32") : t;
-  };
-  if (stored(entry->dtype) != stored(dtypeName(dtype)))
+  if (storedDType(entry->dtype) != storedDType(dtypeName(dtype)))
     return where + " has element type " + entry->dtype + " but the plan's " +
            dtypeName(dtype);
   if (entry->shape != shape)

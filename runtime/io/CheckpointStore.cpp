@@ -228,17 +228,6 @@ std::string checkTiling(const CheckpointEntry &e) {
   return "";
 }
 
-/// The element type of a manifest's tensor's files: its dtype, but f32 for
-/// bf16 (.npy has no bf16). nullopt for a name that is no element type.
-std::optional<DType> storedDType(const std::string &name) {
-  if (name == "bf16")
-    return DType::F32;
-  for (DType t : {DType::F32, DType::F16, DType::I32, DType::I64, DType::Bool})
-    if (name == dtypeName(t))
-      return t;
-  return std::nullopt;
-}
-
 /// Reads one manifest entry; "" or what is wrong with it.
 std::string readEntry(const json &j, int format, CheckpointEntry &e) {
   if (!j.is_object())
@@ -382,6 +371,15 @@ std::optional<HostBuffer> readShard(const CheckpointManifest &ckpt,
 }
 
 } // namespace
+
+std::optional<DType> storedDType(const std::string &name) {
+  if (name == "bf16")
+    return DType::F32;
+  for (DType t : {DType::F32, DType::F16, DType::I32, DType::I64, DType::Bool})
+    if (name == dtypeName(t))
+      return t;
+  return std::nullopt;
+}
 
 std::string checkpointFileName(const std::string &name,
                                const std::vector<int64_t> &offsets) {

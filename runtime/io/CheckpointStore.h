@@ -171,6 +171,11 @@ private:
 std::string checkpointFileName(const std::string &name,
                                const std::vector<int64_t> &offsets = {});
 
+/// The element type of the files of a tensor of element type `name` (a
+/// manifest's dtype or dtypeName's): itself, but f32 for bf16 (.npy has no
+/// bf16); nullopt for a name that is no element type.
+std::optional<DType> storedDType(const std::string &name);
+
 /// The directory name of a step's checkpoint: "step-00000012".
 std::string checkpointStepName(int64_t step);
 

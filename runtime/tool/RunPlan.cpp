@@ -70,7 +70,8 @@ namespace {
 
 /// Prints "loom: error: MESSAGE" and returns exit code 1.
 int reportError(const std::string &message) {
-  std::cerr << "loom: error: " << message << "\n";
+  // One write: under mpirun the processes' lines share one stream.
+  std::cerr << ("loom: error: " + message + "\n");
   return 1;
 }
 
@@ -223,7 +224,8 @@ std::mutex printMutex;
 [[noreturn]] void abortRun(const Rank &rank, const std::string &message) {
   printMutex.lock(); // never released: nothing else prints from here on
   std::cout.flush();
-  std::cerr << "loom: error: rank " << rank.index << ": " << message << "\n";
+  std::cerr << ("loom: error: rank " + std::to_string(rank.index) + ": " +
+                message + "\n");
   std::cerr.flush();
   std::_Exit(rank.comm && rank.comm->lostRank() ? kLostRankExitCode : 1);
 }
@@ -451,9 +453,10 @@ void printReports(const std::vector<RankReport> &reports, const Executor &exec,
 [[noreturn]] void dieForFault(const Rank &rank, const Shared &shared) {
   {
     std::lock_guard<std::mutex> lock(printMutex);
-    std::cerr << "loom: LOOM_FAULT: rank " << rank.index
-              << (shared.o.faultHangs ? " hangs" : " dies") << " at step "
-              << shared.o.faultStep << "\n";
+    // One write, so that another process's line cannot split it.
+    std::cerr << ("loom: LOOM_FAULT: rank " + std::to_string(rank.index) +
+                  (shared.o.faultHangs ? " hangs" : " dies") + " at step " +
+                  std::to_string(shared.o.faultStep) + "\n");
   }
   if (!shared.threaded && !shared.o.faultHangs)
     std::raise(SIGKILL);
