@@ -107,12 +107,8 @@ OpWork estimateWork(Operation *op, ArrayRef<RankedTensorType> operands,
       .Case<MomentumUpdateOp>([&](MomentumUpdateOp) { work.flops = 4.0 * in; })
       .Case<SgdUpdateOp>([&](SgdUpdateOp) { work.flops = 2.0 * in; })
       .Case<ReshapeOp>([&](ReshapeOp reshape) {
-        // The memory plan makes a reshape of a temporary (the result of an
-        // op other than a constant) share its operand's bytes: the kernel
-        // moves nothing. A reshape of an input, parameter or constant copies.
-        Operation *def = reshape.getInput().getDefiningOp();
         work.flops = 0;
-        if (def && !isa<ConstantOp>(def))
+        if (reshapeIsFree(reshape.getInput()))
           work.bytes = 0;
         work.kernelClass = "other";
       })

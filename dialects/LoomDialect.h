@@ -32,6 +32,12 @@ namespace loom {
 /// (all_reduce, reduce_scatter, all_gather, all_to_all, local_split,
 /// make_partial).
 bool isCollective(mlir::Operation *op);
+
+/// Whether a reshape of `input` moves no bytes: `input` is a temporary (the
+/// result of an op other than a constant), whose bytes the memory plan
+/// gives the reshape's result (compiler/plan/MemoryPlan.cpp). A reshape of
+/// an input, a parameter or a constant copies.
+bool reshapeIsFree(mlir::Value input);
 } // namespace loom
 
 #endif // LOOM_DIALECTS_LOOMDIALECT_H

@@ -3,7 +3,8 @@
 // Every op's shape rule is written once, in common/ops/OpRules.h: the ODS
 // base classes `Loom_InferredOp` and `Loom_CheckedOp` run it through
 // dialects/OpRuleAdaptor.h, so an op needs no C++ of its own here. The
-// constant, whose result type is its value's, is the exception.
+// constant, whose result type is its value's, is the exception; and
+// reshapeIsFree, the memory plan's rule for reshapes as the IR sees it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +30,11 @@ LogicalResult ConstantOp::inferReturnTypes(MLIRContext *,
 }
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+bool loom::reshapeIsFree(Value input) {
+  Operation *def = input.getDefiningOp();
+  return def && !isa<ConstantOp>(def);
+}
 
 #define GET_OP_CLASSES
 #include "dialects/LoomOps.cpp.inc"
