@@ -48,7 +48,7 @@ def FuseMatmulEpilogue
   let summary = "Folds transpositions and bias epilogues into matmuls";
   let description = [{
     Runs on per-device programs, last before a plan is emitted, so that no
-    earlier pass (differentiation, sharding, pipelining) sees its ops. Two
+    earlier pass (differentiation, sharding, pipelining) sees its ops. Three
     rewrites of each `loom.matmul`:
 
     - An operand that is a `loom.transpose` swapping only its last two
@@ -63,6 +63,14 @@ def FuseMatmulEpilogue
       with an epilogue, so the product never makes the round trip through
       memory to an elementwise kernel, and the plan's arena holds one
       buffer instead of two.
+    - A `loom.matmul` with `transpose_lhs` of `x: [batch.., m, p]` and
+      `y: [batch.., m, q]` whose only user is a `loom.reduce_sum` over the
+      batch dimensions (the gradient of a weight every batch shares)
+      becomes one matmul of `x` and `y` reshaped to `[batch * m, p]` and
+      `[batch * m, q]`: the same multiplications in one GEMM, without the
+      batch of `[p, q]` products and the reduction over them. Taken when
+      the reshapes' copies (none for a temporary, whose reshape shares its
+      bytes) hold less than those products.
 
     Before:
     ```mlir

@@ -248,7 +248,8 @@ void ExplanationRecorder::runAfterPassFailed(Pass *pass, Operation *op) {
                 options.parallel.mesh + ": " +
                 StringRef(diagnostics).rtrim().str());
   case Phase::Fusion:
-    return fail(model + ": cannot fuse matmul epilogues");
+    return fail(model + ": cannot fuse matmul epilogues: " +
+                StringRef(diagnostics).rtrim().str());
   }
 }
 

@@ -63,3 +63,44 @@ func.func @near_misses(%x: tensor<2x3x4xf32>, %w: tensor<4x5xf32>, %full: tensor
   %s3 = loom.add %p3, %b : (tensor<2x3x5xf32>, tensor<5xf32>) -> tensor<2x3x5xf32>
   return %p0, %s1, %s2, %s3, %p3 : tensor<3x2x5xf32>, tensor<2x3x5xf32>, tensor<2x3x5xf32>, tensor<2x3x5xf32>, tensor<2x3x5xf32>
 }
+
+// -----
+
+// A shared weight's gradient: a batch of products summed over the batch
+// becomes one matmul over the flattened rows (the reshapes of temporaries
+// copy nothing), reshaped to the sum's type, with its marks.
+// CHECK-LABEL: func.func @weight_gradient
+// CHECK: %[[X:.*]] = loom.relu
+// CHECK-NEXT: %[[Y:.*]] = loom.relu
+// CHECK-NEXT: %[[XF:.*]] = loom.reshape %[[X]] {loom.stage = 1 : i64} : tensor<2x3x4xf32> -> tensor<6x4xf32>
+// CHECK-NEXT: %[[YF:.*]] = loom.reshape %[[Y]] {loom.stage = 1 : i64} : tensor<2x3x5xf32> -> tensor<6x5xf32>
+// CHECK-NEXT: %[[P:.*]] = loom.matmul %[[XF]], %[[YF]] {loom.stage = 1 : i64, transpose_lhs} : (tensor<6x4xf32>, tensor<6x5xf32>) -> tensor<4x5xf32>
+// CHECK-NEXT: %[[S:.*]] = loom.reshape %[[P]] {loom.stage = 1 : i64} : tensor<4x5xf32> -> tensor<1x4x5xf32>
+// CHECK-NEXT: return %[[S]]
+func.func @weight_gradient(%a: tensor<2x3x4xf32>, %g: tensor<2x3x5xf32>) -> tensor<1x4x5xf32> {
+  %x = loom.relu %a : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %y = loom.relu %g : (tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
+  %p = loom.matmul %x, %y {loom.stage = 1 : i64, transpose_lhs} : (tensor<2x3x4xf32>, tensor<2x3x5xf32>) -> tensor<2x4x5xf32>
+  %s = loom.reduce_sum %p {axes = array<i64: 0>, keep_dims, loom.stage = 1 : i64} : (tensor<2x4x5xf32>) -> tensor<1x4x5xf32>
+  return %s : tensor<1x4x5xf32>
+}
+
+// -----
+
+// Not flattened: operands that are the function's inputs would be copied,
+// more than the batch of products holds; a sum over more than the batch;
+// a product without transpose_lhs.
+// CHECK-LABEL: func.func @weight_gradient_misses
+// CHECK-COUNT-3: loom.matmul {{.*}} -> tensor<2x4x5xf32>
+func.func @weight_gradient_misses(%a: tensor<2x3x4xf32>, %g: tensor<2x3x5xf32>, %b: tensor<2x4x3xf32>) -> (tensor<1x4x5xf32>, tensor<1x1x5xf32>, tensor<1x4x5xf32>) {
+  %p = loom.matmul %a, %g {transpose_lhs} : (tensor<2x3x4xf32>, tensor<2x3x5xf32>) -> tensor<2x4x5xf32>
+  %s = loom.reduce_sum %p {axes = array<i64: 0>, keep_dims} : (tensor<2x4x5xf32>) -> tensor<1x4x5xf32>
+  %x = loom.relu %a : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %y = loom.relu %g : (tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
+  %q = loom.matmul %x, %y {transpose_lhs} : (tensor<2x3x4xf32>, tensor<2x3x5xf32>) -> tensor<2x4x5xf32>
+  %t = loom.reduce_sum %q {axes = array<i64: 0, 1>, keep_dims} : (tensor<2x4x5xf32>) -> tensor<1x1x5xf32>
+  %z = loom.relu %b : (tensor<2x4x3xf32>) -> tensor<2x4x3xf32>
+  %r = loom.matmul %z, %y : (tensor<2x4x3xf32>, tensor<2x3x5xf32>) -> tensor<2x4x5xf32>
+  %u = loom.reduce_sum %r {axes = array<i64: 0>, keep_dims} : (tensor<2x4x5xf32>) -> tensor<1x4x5xf32>
+  return %s, %t, %u : tensor<1x4x5xf32>, tensor<1x1x5xf32>, tensor<1x4x5xf32>
+}
