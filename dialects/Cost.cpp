@@ -123,6 +123,12 @@ OpWork estimateWork(Operation *op, ArrayRef<RankedTensorType> operands,
         work.kernelClass = "other";
       })
       .Default([](Operation *) {});
+  work.kernel = op->getName().stripDialect().str();
+  if (auto transpose = dyn_cast<TransposeOp>(op)) {
+    ArrayRef<int64_t> perm = transpose.getPermutation();
+    if (!perm.empty() && perm.back() != static_cast<int64_t>(perm.size()) - 1)
+      work.kernel = "transpose_innermost";
+  }
   return work;
 }
 

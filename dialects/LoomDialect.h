@@ -38,6 +38,24 @@ bool isCollective(mlir::Operation *op);
 /// gives the reshape's result (compiler/plan/MemoryPlan.cpp). A reshape of
 /// an input, a parameter or a constant copies.
 bool reshapeIsFree(mlir::Value input);
+
+/// The rules of loom-fuse-matmul-epilogue as the IR sees them, for the pass
+/// and for the cost model (which costs the plan as it runs, fused).
+///
+/// The input of `v`'s defining transpose if that transpose swaps exactly
+/// the last two dimensions (a GEMM takes it as a flag), else null.
+mlir::Value swappedTransposeInput(mlir::Value v);
+/// Whether `op` is a transpose the fusion folds into the matmuls using it
+/// (it swaps the last two dimensions and only matmuls use it).
+bool isFoldedTranspose(mlir::Operation *op);
+/// The `add` of a bias to `matmul`'s result (its only user) that a GEMM
+/// epilogue applies: a vector of the result's last dimension and element
+/// type, so that the sum has the product's type; null if there is none.
+/// Sets `bias`.
+mlir::Operation *matmulBiasAdd(mlir::Operation *matmul, mlir::Value &bias);
+/// Whether `op` is the bias add of a matmul the fusion folds into the
+/// GEMM's epilogue (matmulBiasAdd).
+bool isFusedBiasAdd(mlir::Operation *op);
 } // namespace loom
 
 #endif // LOOM_DIALECTS_LOOMDIALECT_H

@@ -90,11 +90,16 @@ mlir::Operation *buildLocalOpByCloning(mlir::Operation *op,
                                        mlir::TypeRange resultTypes);
 
 /// The work of one op (CostOpInterface): floating-point operations, bytes
-/// read and written, and the kernel class whose efficiency applies.
+/// read and written, the kernel class whose efficiency applies, and the
+/// kernel's name for a profile's own figure of it (op_efficiency): the op's
+/// name without the dialect, or a variant where one op runs kernels of
+/// different speeds ("transpose_innermost": a transpose that moves the
+/// innermost dimension gathers single elements instead of copying rows).
 struct OpWork {
   double flops = 0;
   double bytes = 0;
   std::string kernelClass = "elementwise";
+  std::string kernel;
 };
 
 /// The work `op` does on operands and results of the given types.

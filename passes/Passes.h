@@ -15,11 +15,6 @@ namespace loom {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
-/// Whether `op` is a transpose that loom-fuse-matmul-epilogue folds into
-/// the matmuls using it (it swaps the last two dimensions and only matmuls
-/// use it), so that plans compiled with fusion never run it.
-bool isFoldedTranspose(mlir::Operation *op);
-
 } // namespace loom
 
 #endif // LOOM_PASSES_PASSES_H

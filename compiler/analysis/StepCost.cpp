@@ -143,7 +143,7 @@ static double workSeconds(Operation *op, ArrayRef<RankedTensorType> operands,
   std::string dtype =
       results.empty() ? "f32" : dtypeName(results.front().getElementType());
   return cost::computeSeconds(
-      profile, {work.flops, work.bytes, dtype, work.kernelClass});
+      profile, {work.flops, work.bytes, dtype, work.kernelClass, work.kernel});
 }
 
 static double bytesOf(RankedTensorType t) {
@@ -249,6 +249,11 @@ NodeTerms NodeCoster::terms(Operation *op, const ShardingRule &rule,
   double passes = !step.training                 ? 1.0
                   : step.recomputed.contains(op) ? 4.0
                                                  : 3.0;
+  // The plan runs a bias add in its matmul's epilogue and a weight's
+  // transpose as the GEMM's flag (loom-fuse-matmul-epilogue): their
+  // forward passes cost nothing (the gradients' remain).
+  if (isFusedBiasAdd(op) || isFoldedTranspose(op))
+    passes -= 1;
   t.computeSeconds = workSeconds(op, operands, results, profile) * passes;
   // A cross-entropy split over its classes (vocabulary-parallel): the rows'
   // log-sum-exp is combined from the blocks' by an all_gather over the
@@ -273,7 +278,7 @@ NodeTerms NodeCoster::terms(Operation *op, const ShardingRule &rule,
     t.computeSeconds += cost::computeSeconds(
         profile, {4.0 * static_cast<double>(operands[0].getNumElements()),
                   3.0 * bytesOf(operands[0]),
-                  dtypeName(operands[0].getElementType()), "elementwise"});
+                  dtypeName(operands[0].getElementType()), "elementwise", ""});
   }
   forEachHeld(
       op, layouts, mesh, step, *this,
@@ -309,7 +314,7 @@ NodeTerms NodeCoster::terms(Operation *op, const ShardingRule &rule,
         profile,
         {share * elements * (2.0 + 4.0 * step.optimizerStateFactor),
          share * bytesOf(master) * (3.0 + 2.0 * step.optimizerStateFactor),
-         dtypeName(master.getElementType()), "elementwise"});
+         dtypeName(master.getElementType()), "elementwise", ""});
     // Each parameter's gradient sums over the work split on axes the
     // parameter does not index: one all-reduce over them. ZeRO
     // reduce-scatters it and all-gathers the updated slices instead (and

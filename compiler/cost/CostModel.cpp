@@ -9,11 +9,12 @@
 namespace loom::cost {
 
 double computeSeconds(const HardwareProfile &profile, const OpWork &work) {
-  double eff = profile.efficiencyOf(work.kernelClass);
+  double eff = profile.efficiencyOf(work.kernelClass, work.op);
   double compute =
       work.flops > 0 ? work.flops / (profile.peak(work.dtype) * eff) : 0.0;
-  double memory =
-      work.bytes > 0 ? work.bytes / (profile.memoryBandwidth * eff) : 0.0;
+  double memory = work.bytes > 0
+                      ? work.bytes / (profile.bandwidthFor(work.bytes) * eff)
+                      : 0.0;
   return profile.opOverhead + std::max(compute, memory);
 }
 

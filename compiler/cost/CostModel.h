@@ -6,12 +6,14 @@
 // Compute (roofline). An op doing `flops` floating-point operations and
 // moving `bytes` to and from memory in element type `dtype`, run by a
 // kernel of class `kernelClass` with efficiency e = profile.efficiencyOf(
-// kernelClass), takes
+// kernelClass, op) (the op's own figure where the profile has one), takes
 //
 //     t = overhead + max(flops / (peak[dtype] * e),
-//                        bytes / (memoryBandwidth * e))
+//                        bytes / (bandwidth(bytes) * e))
 //
-// where overhead is the profile's op_overhead (the fixed cost of a call).
+// where overhead is the profile's op_overhead (the fixed cost of a call)
+// and bandwidth(bytes) its memory bandwidth, at the size of the kernel's
+// traffic where the profile measured it by size (a CPU's caches).
 //
 // Communication (alpha-beta with nccl-tests bus factors). A collective of
 // `kind` over a group of n ranks on `bytes` takes
@@ -77,6 +79,9 @@ struct OpWork {
   std::string dtype = "f32";
   /// One of kKernelClasses; other names get the "other" efficiency.
   std::string kernelClass = "other";
+  /// The op (its name without the dialect, e.g. "erf"), whose own
+  /// efficiency a profile may give (op_efficiency); empty if unknown.
+  std::string op;
 };
 
 /// Roofline time of `work` in seconds (formula above).

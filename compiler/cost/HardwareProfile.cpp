@@ -8,10 +8,12 @@
 //     "nodes": 1,
 //     "peak_flops": {"f32": 6.7e+13, "bf16": 9.89e+14, "f16": 9.89e+14},
 //     "memory_bandwidth": 3.35e+12,
+//     "memory_bandwidth_by_size": [[262144, 9e10], ...], optional
 //     "memory_capacity": 80000000000,
 //     "intra_node": {"bandwidth": 3.7e+11, "latency": 5e-06},
 //     "inter_node": {"bandwidth": 4.8e+10, "latency": 1e-05},
 //     "efficiency": {"matmul": 1, ...},      optional
+//     "op_efficiency": {"erf": 0.04, ...},    optional
 //     "op_overhead": 4e-06,                   optional (seconds per kernel)
 //     "notes": ["...", ...]                   optional
 //   }
@@ -44,6 +46,23 @@ double HardwareProfile::peak(const std::string &dtype) const {
   return it == peakFlops.end() ? 0 : it->second;
 }
 
+double HardwareProfile::bandwidthFor(double bytes) const {
+  const auto &curve = bandwidthBySize;
+  if (curve.empty())
+    return memoryBandwidth;
+  if (bytes <= curve.front().first)
+    return curve.front().second;
+  if (bytes >= curve.back().first)
+    return curve.back().second;
+  size_t i = 1;
+  while (curve[i].first < bytes)
+    ++i;
+  auto [x0, y0] = curve[i - 1];
+  auto [x1, y1] = curve[i];
+  double f = std::log(bytes / x0) / std::log(x1 / x0);
+  return y0 + f * (y1 - y0);
+}
+
 double HardwareProfile::efficiencyOf(const std::string &kernelClass) const {
   auto it = efficiency.find(kernelClass);
   if (it != efficiency.end())
@@ -62,13 +81,20 @@ double HardwareProfile::efficiencyOf(const std::string &kernelClass) const {
   return 1.0;
 }
 
+double HardwareProfile::efficiencyOf(const std::string &kernelClass,
+                                     const std::string &op) const {
+  auto it = opEfficiency.find(op);
+  return it != opEfficiency.end() ? it->second : efficiencyOf(kernelClass);
+}
+
 bool HardwareProfile::operator==(const HardwareProfile &o) const {
   return name == o.name && devicesPerNode == o.devicesPerNode &&
          nodes == o.nodes && peakFlops == o.peakFlops &&
          memoryBandwidth == o.memoryBandwidth &&
+         bandwidthBySize == o.bandwidthBySize &&
          memoryCapacity == o.memoryCapacity && intraNode == o.intraNode &&
          interNode == o.interNode && efficiency == o.efficiency &&
-         opOverhead == o.opOverhead &&
+         opEfficiency == o.opEfficiency && opOverhead == o.opOverhead &&
          notes == o.notes;
 }
 
@@ -126,11 +152,21 @@ std::string HardwareProfile::toJson() const {
   s += "  \"nodes\": " + std::to_string(nodes) + ",\n";
   s += "  \"peak_flops\": " + numberMap(peakFlops, kProfileDtypes) + ",\n";
   s += "  \"memory_bandwidth\": " + formatNumber(memoryBandwidth) + ",\n";
+  if (!bandwidthBySize.empty()) {
+    s += "  \"memory_bandwidth_by_size\": [";
+    for (size_t i = 0; i < bandwidthBySize.size(); ++i)
+      s += std::string(i ? ", " : "") + "[" +
+           formatNumber(bandwidthBySize[i].first) + ", " +
+           formatNumber(bandwidthBySize[i].second) + "]";
+    s += "],\n";
+  }
   s += "  \"memory_capacity\": " + std::to_string(memoryCapacity) + ",\n";
   s += "  \"intra_node\": " + link(intraNode) + ",\n";
   s += "  \"inter_node\": " + link(interNode);
   if (!efficiency.empty())
     s += ",\n  \"efficiency\": " + numberMap(efficiency, kKernelClasses);
+  if (!opEfficiency.empty())
+    s += ",\n  \"op_efficiency\": " + numberMap(opEfficiency, {});
   if (opOverhead != 0)
     s += ",\n  \"op_overhead\": " + formatNumber(opOverhead);
   if (!notes.empty()) {
@@ -179,6 +215,16 @@ std::string validateProfile(const HardwareProfile &p) {
   }
   if (!positive(p.memoryBandwidth))
     return notPositive("memory_bandwidth", p.memoryBandwidth);
+  for (size_t i = 0; i < p.bandwidthBySize.size(); ++i) {
+    auto [bytes, rate] = p.bandwidthBySize[i];
+    std::string at = "memory_bandwidth_by_size[" + std::to_string(i) + "]";
+    if (!positive(bytes) || !positive(rate))
+      return "\"" + at +
+             "\" must be two positive numbers (bytes, bytes/s), got [" +
+             formatNumber(bytes) + ", " + formatNumber(rate) + "]";
+    if (i > 0 && !(bytes > p.bandwidthBySize[i - 1].first))
+      return "\"" + at + "\" must be at more bytes than the entry before it";
+  }
   if (p.memoryCapacity < 1)
     return "\"memory_capacity\" must be a positive integer (bytes), got " +
            std::to_string(p.memoryCapacity);
@@ -203,6 +249,18 @@ std::string validateProfile(const HardwareProfile &p) {
     }
     if (!positive(v) || v > 1)
       return "\"efficiency." + cls +
+             "\" must be a fraction of peak in (0, 1], got " + formatNumber(v);
+  }
+  for (const auto &[op, v] : p.opEfficiency) {
+    bool name = !op.empty() && std::all_of(op.begin(), op.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    });
+    if (!name)
+      return "\"op_efficiency\" keys must be op names (lower case, digits, "
+             "'_'), got \"" +
+             op + "\"";
+    if (!positive(v) || v > 1)
+      return "\"op_efficiency." + op +
              "\" must be a fraction of peak in (0, 1], got " + formatNumber(v);
   }
   return "";
@@ -346,8 +404,9 @@ std::optional<HardwareProfile> parseProfile(const std::string &text,
   Reader r(source);
   r.checkKeys(*root, "",
               {"name", "devices_per_node", "nodes", "peak_flops",
-               "memory_bandwidth", "memory_capacity", "intra_node",
-               "inter_node", "efficiency", "op_overhead", "notes"});
+               "memory_bandwidth", "memory_bandwidth_by_size",
+               "memory_capacity", "intra_node", "inter_node", "efficiency",
+               "op_efficiency", "op_overhead", "notes"});
   HardwareProfile p;
   if (const Value *name = r.field(*root, "", "name")) {
     if (std::optional<llvm::StringRef> s = name->getAsString())
@@ -360,11 +419,34 @@ std::optional<HardwareProfile> parseProfile(const std::string &text,
   if (const Object *peaks = r.object(*root, "", "peak_flops"))
     p.peakFlops = r.numbers(*peaks, "peak_flops.");
   p.memoryBandwidth = r.number(*root, "", "memory_bandwidth");
+  if (const Value *curve =
+          r.field(*root, "", "memory_bandwidth_by_size", false)) {
+    const llvm::json::Array *points = curve->getAsArray();
+    for (size_t i = 0; points && i < points->size(); ++i) {
+      const llvm::json::Array *pair = (*points)[i].getAsArray();
+      std::optional<double> bytes, rate;
+      if (pair && pair->size() == 2) {
+        bytes = (*pair)[0].getAsNumber();
+        rate = (*pair)[1].getAsNumber();
+      }
+      if (!bytes || !rate) {
+        r.fail("\"memory_bandwidth_by_size[" + std::to_string(i) +
+               "]\" must be [bytes, bytes/s]");
+        break;
+      }
+      p.bandwidthBySize.emplace_back(*bytes, *rate);
+    }
+    if (!points)
+      r.fail("\"memory_bandwidth_by_size\" must be an array of [bytes, "
+             "bytes/s]");
+  }
   p.memoryCapacity = r.integer(*root, "", "memory_capacity");
   p.intraNode = r.link(*root, "intra_node");
   p.interNode = r.link(*root, "inter_node");
   if (const Object *eff = r.object(*root, "", "efficiency", false))
     p.efficiency = r.numbers(*eff, "efficiency.");
+  if (const Object *ops = r.object(*root, "", "op_efficiency", false))
+    p.opEfficiency = r.numbers(*ops, "op_efficiency.");
   if (root->get("op_overhead"))
     p.opOverhead = r.number(*root, "", "op_overhead");
   if (const Value *notes = r.field(*root, "", "notes", false)) {

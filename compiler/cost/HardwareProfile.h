@@ -46,6 +46,11 @@ struct HardwareProfile {
   std::map<std::string, double> peakFlops;
   /// Memory bandwidth of one device, bytes/s.
   double memoryBandwidth = 0;
+  /// Where the bandwidth depends on how much a kernel touches (a CPU's
+  /// caches): (bytes a kernel reads and writes, bytes/s) at increasing
+  /// sizes, measured by `loom calibrate`. Empty: memoryBandwidth at any
+  /// size.
+  std::vector<std::pair<double, double>> bandwidthBySize;
   /// Memory of one device, bytes.
   int64_t memoryCapacity = 0;
   LinkProfile intraNode;
@@ -54,6 +59,12 @@ struct HardwareProfile {
   /// reach, in (0, 1]; classes are those of kKernelClasses, and a class
   /// absent here reaches 1.0.
   std::map<std::string, double> efficiency;
+  /// Fraction of peak that the kernel of one op reaches, where its kernel
+  /// is faster or slower than its class's (a series evaluated in double, a
+  /// broadcast the kernel walks element by element): op names as the
+  /// dialect spells them without its prefix ("erf", "select"), in (0, 1].
+  /// `loom calibrate` measures the ops of a transformer step.
+  std::map<std::string, double> opEfficiency;
   /// Seconds every kernel call costs besides its roofline time (dispatch,
   /// launch); 0 if the profile does not say.
   double opOverhead = 0;
@@ -66,10 +77,17 @@ struct HardwareProfile {
   /// Peak FLOP/s for `dtype`; element types the profile does not list
   /// (integers, bool) use the f32 peak.
   double peak(const std::string &dtype) const;
+  /// The bandwidth of a kernel moving `bytes`: bandwidthBySize interpolated
+  /// linearly in log(bytes) and held at its ends; memoryBandwidth without
+  /// it.
+  double bandwidthFor(double bytes) const;
   /// The efficiency of `kernelClass`: the profile's figure; else, for
   /// "transcendental", that of "elementwise"; else that of "other" when the
   /// class is not one of kKernelClasses; else 1.0.
   double efficiencyOf(const std::string &kernelClass) const;
+  /// The efficiency of `op`'s kernel: its opEfficiency, else its class's.
+  double efficiencyOf(const std::string &kernelClass,
+                      const std::string &op) const;
 
   /// The profile as pretty-printed JSON text (keys in a fixed order,
   /// numbers in their shortest round-tripping form), ending in a newline;

@@ -203,7 +203,7 @@ cost::OpWork workOf(const KernelCall &call, double flops,
     bytes += static_cast<double>(b.bytes.size());
   for (const Buffer &b : call.outputs)
     bytes += static_cast<double>(b.bytes.size());
-  return {flops, bytes, "f32", kernelClass};
+  return {flops, bytes, "f32", kernelClass, ""};
 }
 
 MixKernel mixKernel(std::function<KernelCall()> make, double flopsPerOutput,
@@ -326,9 +326,94 @@ std::vector<ClassMix> classMixes(const Settings &s, int64_t r, int64_t c) {
          return k;
        },
        {2.0 * b * ch * hw * hw * ch * 9,
-        4.0 * (2 * b * ch * hw * hw + ch * ch * 9), "f32", "conv"}});
+        4.0 * (2 * b * ch * hw * hw + ch * ch * 9), "f32", "conv", ""}});
   mixes.push_back(std::move(conv));
   return mixes;
+}
+
+std::vector<MixKernel> opKernels(int64_t r, int64_t c) {
+  int64_t n = r * c;
+  std::vector<MixKernel> kernels;
+  // `flops` per output (per input for reductions), as dialects/Cost.cpp
+  // counts them.
+  auto add = [&](std::function<KernelCall()> make, double flops,
+                 const std::string &kernelClass) {
+    MixKernel k = mixKernel(make, flops, kernelClass);
+    k.work.op = k.make().op;
+    kernels.push_back(std::move(k));
+  };
+  for (const char *op : {"erf", "exp", "tanh", "sigmoid"})
+    add([=] { return f32Call(op, {{n}}, {n}); }, 1, "transcendental");
+  add(
+      [=] {
+        KernelCall k{"select", {}, {}, {}};
+        k.inputs = {Buffer(rt::DType::Bool, {1, c}), Buffer(rt::DType::F32, {}),
+                    Buffer(rt::DType::F32, {r, c})};
+        k.outputs = {Buffer(rt::DType::F32, {r, c})};
+        return k;
+      },
+      1, "elementwise");
+  add(
+      [=] {
+        KernelCall k = f32Call("softmax", {{r, c}}, {r, c});
+        k.attrs.set("axis", int64_t(1));
+        return k;
+      },
+      5, "reduction");
+  add(
+      [=] {
+        KernelCall k = f32Call("layer_norm", {{r, c}, {c}, {c}}, {r, c});
+        k.attrs.set("axis", int64_t(1));
+        k.attrs.set("epsilon", 1e-5);
+        return k;
+      },
+      8, "reduction");
+  add(
+      [=] {
+        KernelCall k =
+            f32Call("layer_norm_grad", {{r, c}, {c}, {r, c}}, {r, c});
+        k.outputs.push_back(Buffer(rt::DType::F32, {c}));
+        k.outputs.push_back(Buffer(rt::DType::F32, {c}));
+        k.attrs.set("axis", int64_t(1));
+        k.attrs.set("epsilon", 1e-5);
+        return k;
+      },
+      8, "reduction");
+  auto loss = [=](bool grad) {
+    KernelCall k{grad ? "softmax_cross_entropy_grad" : "softmax_cross_entropy",
+                 {},
+                 {},
+                 {}};
+    k.inputs = {Buffer(rt::DType::F32, {r, c}), Buffer(rt::DType::I64, {r})};
+    if (grad)
+      k.inputs.push_back(Buffer(rt::DType::F32, {}));
+    k.outputs = {Buffer(rt::DType::F32, grad ? rt::Shape{r, c} : rt::Shape{})};
+    return k;
+  };
+  add([=] { return loss(false); }, 5, "reduction");
+  add([=] { return loss(true); }, 5, "reduction");
+  // [batch, sequence, heads, 64] to [batch, heads, sequence, 64].
+  int64_t seq = std::min<int64_t>(r, 64), heads = std::max<int64_t>(c / 64, 1);
+  int64_t batch = std::max<int64_t>(n / (seq * heads * 64), 1);
+  add(
+      [=] {
+        KernelCall k = f32Call("transpose", {{batch, seq, heads, 64}},
+                               {batch, heads, seq, 64});
+        k.attrs.set("permutation", std::vector<int64_t>{0, 2, 1, 3});
+        return k;
+      },
+      0, "other");
+  // A weight gradient's [c, r] to [r, c]: the innermost dimension moves
+  // (dialects/Cost.cpp names its kernel apart).
+  add(
+      [=] {
+        KernelCall k = f32Call("transpose", {{c, r}}, {r, c});
+        k.attrs.set("permutation", std::vector<int64_t>{1, 0});
+        return k;
+      },
+      0, "other");
+  kernels.back().work.op = "transpose_innermost";
+  return kernels;
 }
 
 std::vector<std::function<KernelCall()>> tinyKernels() {

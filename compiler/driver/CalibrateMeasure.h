@@ -63,13 +63,29 @@ struct Buffer {
   Buffer(rt::DType dtype, rt::Shape shape) : dtype(dtype), shape(shape) {
     int64_t n = rt::numElements(shape);
     bytes.resize(n * rt::dtypeSize(dtype));
+    // Floats in [0.25, 1.23]; integers (labels) in [0, 7); bools mixed.
     for (int64_t i = 0; i < n; ++i) {
       float v = 0.25f + 0.001f * static_cast<float>(i % 977);
-      if (dtype == rt::DType::F32)
+      switch (dtype) {
+      case rt::DType::F32:
         reinterpret_cast<float *>(bytes.data())[i] = v;
-      else
-        reinterpret_cast<uint16_t *>(bytes.data())[i] =
-            dtype == rt::DType::BF16 ? rt::floatToBf16(v) : rt::floatToHalf(v);
+        break;
+      case rt::DType::BF16:
+        reinterpret_cast<uint16_t *>(bytes.data())[i] = rt::floatToBf16(v);
+        break;
+      case rt::DType::F16:
+        reinterpret_cast<uint16_t *>(bytes.data())[i] = rt::floatToHalf(v);
+        break;
+      case rt::DType::I32:
+        reinterpret_cast<int32_t *>(bytes.data())[i] = int32_t(i % 7);
+        break;
+      case rt::DType::I64:
+        reinterpret_cast<int64_t *>(bytes.data())[i] = i % 7;
+        break;
+      case rt::DType::Bool:
+        bytes[i] = i % 3 == 0;
+        break;
+      }
     }
   }
   rt::TensorView view() { return {dtype, shape, bytes.data()}; }
@@ -114,6 +130,14 @@ KernelCall f32Call(std::string op, std::vector<rt::Shape> inputs,
 /// The class mixes, on r x c tensors (the size of a step's activations).
 std::vector<ClassMix> classMixes(const Settings &s, int64_t r, int64_t c);
 
+/// The ops whose kernels a profile gives efficiencies of their own
+/// (op_efficiency), each as a transformer step calls it, on r x c tensors:
+/// the functions of the transcendental class one by one, the attention
+/// mask's select, softmax and layer norm and their gradients, the loss, a
+/// head permutation and a 2-D transpose. Each kernel's work names its
+/// kernel as dialects/Cost.cpp does (OpWork::kernel).
+std::vector<MixKernel> opKernels(int64_t r, int64_t c);
+
 /// Kernels of every class on a few elements: their time is the fixed cost
 /// of a call.
 std::vector<std::function<KernelCall()>> tinyKernels();
@@ -141,7 +165,7 @@ struct Run {
 
 /// What the measurements found that the profile's notes tell.
 struct Findings {
-  std::string sizesNote, bandwidthNote;
+  std::string sizesNote, bandwidthNote, curveNote;
   int64_t bestSize = 0;
   int linkRanks = 0;
   cost::LinkFit fit;

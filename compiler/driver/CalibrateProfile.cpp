@@ -118,6 +118,22 @@ bool measureBandwidth(const Run &run, cost::HardwareProfile &p, Findings &found,
                         fixed(stepCopyRate / 1e9, 2) + " GB/s";
   outs() << "  memory bandwidth: " << fixed(p.memoryBandwidth / 1e9, 2)
          << " GB/s per rank (" << found.bandwidthNote << ")\n";
+  // The add's rate by its traffic, from a core's caches to memory: where
+  // the cost model reads a kernel's bandwidth.
+  p.bandwidthBySize.clear();
+  found.curveNote.clear();
+  for (int64_t elems = 1 << 14; elems <= large; elems *= 4) {
+    double rate = streamRate("add", 3, elems);
+    if (!error.empty()) {
+      fail = "memory bandwidth: " + error;
+      return false;
+    }
+    p.bandwidthBySize.emplace_back(12.0 * static_cast<double>(elems), rate);
+    found.curveNote += (found.curveNote.empty() ? "" : ", ") +
+                       formatBytes(12 * elems) + " " + fixed(rate / 1e9, 2);
+  }
+  outs() << "  memory bandwidth by traffic (add, GB/s): " << found.curveNote
+         << "\n";
   return true;
 }
 
@@ -142,34 +158,54 @@ bool measureOverhead(const Run &run, cost::HardwareProfile &p,
 }
 
 /// Efficiencies: the mix's roofline time (at full efficiency) over its
-/// measured time less the calls' overhead.
+/// measured time less the calls' overhead, per class and per op of
+/// opKernels.
 bool measureEfficiency(const Run &run, cost::HardwareProfile &p,
                        std::string &fail) {
   const Settings &s = run.s;
   std::string error;
   cost::HardwareProfile roofline = p;
   roofline.opOverhead = 0;
+  roofline.efficiency.clear();
+  roofline.opEfficiency.clear();
+  using Totals = std::map<std::string, std::pair<double, double>>;
+  Totals classes, ops; // ideal, measured
+  auto time = [&](const MixKernel &k, const std::string &what, Totals &into,
+                  const std::string &key) {
+    double t = timeOnEveryRank(run.ranks, run.threads, k.make, s, error);
+    if (!error.empty()) {
+      fail = what + ": " + error;
+      return false;
+    }
+    auto &[ideal, measured] = into[key];
+    measured += std::max(t - p.opOverhead, 0.5 * t);
+    ideal += cost::computeSeconds(roofline, k.work);
+    return true;
+  };
   // Two sizes of step tensors: one that stays in a core's cache and one
   // that does not (a step has both).
-  std::map<std::string, std::pair<double, double>> totals; // ideal, measured
-  for (int64_t scale : {int64_t(4), int64_t(1)})
-    for (const ClassMix &mix : classMixes(s, s.stepRows / scale, s.stepCols)) {
-      auto &[ideal, measured] = totals[mix.kernelClass];
-      for (const MixKernel &k : mix.kernels) {
-        double t = timeOnEveryRank(run.ranks, run.threads, k.make, s, error);
-        if (!error.empty()) {
-          fail = mix.kernelClass + ": " + error;
+  for (int64_t rows : {s.stepRows / 4, s.stepRows}) {
+    for (const ClassMix &mix : classMixes(s, rows, s.stepCols))
+      for (const MixKernel &k : mix.kernels)
+        if (!time(k, mix.kernelClass, classes, mix.kernelClass))
           return false;
-        }
-        measured += std::max(t - p.opOverhead, 0.5 * t);
-        ideal += cost::computeSeconds(roofline, k.work);
-      }
-    }
-  for (const auto &[kernelClass, t] : totals)
-    p.efficiency[kernelClass] = std::clamp(t.first / t.second, 1e-3, 1.0);
+    for (const MixKernel &k : opKernels(rows, s.stepCols))
+      if (!time(k, k.work.op, ops, k.work.op))
+        return false;
+  }
+  auto ratio = [](const std::pair<double, double> &t) {
+    return std::clamp(t.first / t.second, 1e-3, 1.0);
+  };
+  for (const auto &[kernelClass, t] : classes)
+    p.efficiency[kernelClass] = ratio(t);
+  for (const auto &[op, t] : ops)
+    p.opEfficiency[op] = ratio(t);
   outs() << "  efficiency:";
   for (const std::string &c : cost::kKernelClasses)
     outs() << " " << c << " " << fixed(p.efficiency[c], 2);
+  outs() << "\n  op efficiency:";
+  for (const auto &[op, e] : p.opEfficiency)
+    outs() << " " << op << " " << fixed(e, 3);
   outs() << "\n";
   return true;
 }
@@ -229,6 +265,9 @@ std::vector<std::string> profileNotes(const Run &run, const Findings &found) {
                  "f32 accumulation)"),
       "memory_bandwidth: the fastest add or copy (reshape) of " +
           found.bandwidthNote,
+      "memory_bandwidth_by_size: the add's rate by its traffic (operands and "
+      "result; GB/s), which the cost model interpolates: " +
+          found.curveNote,
       "op_overhead: the median time of tiny kernels (add, mul, erf, softmax, "
       "reduce_sum, layer_norm, transpose, matmul on a few elements)",
       "efficiency: roofline time over measured time (less op_overhead) of a "
@@ -242,6 +281,13 @@ std::vector<std::string> profileNotes(const Run &run, const Findings &found) {
           "reduce_sum, softmax, layer_norm (reduction); transpose and a copy "
           "(other); linear-layer and attention matmuls against the peak "
           "(matmul); a 3x3 conv2d (conv)",
+      "op_efficiency: the same ratio for one op's kernel on the same sizes, "
+      "as a transformer step calls it: erf, exp, tanh, sigmoid; select (a "
+      "mask of the last dimension, a scalar, a tensor); softmax, layer_norm "
+      "and layer_norm_grad over rows; softmax_cross_entropy and its "
+      "gradient; transpose of [batch, sequence, heads, 64] to [batch, heads, "
+      "sequence, 64]; transpose_innermost, a 2-D transpose (a transpose that "
+      "moves the innermost dimension)",
       "intra_node: threads-communicator collectives over " +
           std::to_string(found.linkRanks) +
           " ranks (all_reduce, all_gather, reduce_scatter, all_to_all), each "

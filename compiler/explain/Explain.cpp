@@ -172,7 +172,7 @@ void ExplanationBuilder::recordZero(const sharding::ZeroReport &zero) {
   explanation.set_zero_saved_bytes(static_cast<int64_t>(zero.savedBytes));
 }
 
-void ExplanationBuilder::recordProgram(func::FuncOp program) {
+void ExplanationBuilder::recordProgram(func::FuncOp program, bool fusedLater) {
   sharding::GroupCache groups(mesh);
   // The updates, one per parameter and named after it, make one line with
   // the collectives placed for them (the gradients' all-reduces).
@@ -181,7 +181,8 @@ void ExplanationBuilder::recordProgram(func::FuncOp program) {
     if (sharding::isOptimizerUpdate(&op))
       updates.insert(sharding::nodeName(&op));
   for (Operation &op : program.getBody().front().without_terminator()) {
-    if (isa<ConstantOp>(op))
+    if (isa<ConstantOp>(op) ||
+        (fusedLater && (isFusedBiasAdd(&op) || isFoldedTranspose(&op))))
       continue;
     std::string name = sharding::nodeName(&op);
     if (updates.contains(name))

@@ -53,7 +53,10 @@ public:
   /// After optimizer sharding: its level and what it split and saved.
   void recordZero(const sharding::ZeroReport &zero);
   /// After partitioning: every op's predicted time, added to its node.
-  void recordProgram(mlir::func::FuncOp program);
+  /// With `fusedLater`, the program is yet to be fused
+  /// (loom-fuse-matmul-epilogue), and the ops the fusion removes cost
+  /// nothing.
+  void recordProgram(mlir::func::FuncOp program, bool fusedLater);
   /// After pipelining: the stages and the schedule. The step time becomes
   /// the schedule's, (M + P - 1) micro-batch slots of one stage's time,
   /// taking the stages as equal (1/P of the micro-batch's program each).

@@ -77,7 +77,11 @@ void ExplanationRecorder::runBeforePass(Pass *pass, Operation *op) {
         diagnostics.clear();
       phase = next;
     }
-  if (phase > Phase::Partition)
+  // A pipeline costs its stages from the partitioned program (one
+  // micro-batch over every stage); any other plan is costed as it runs,
+  // after its gradient buckets and fused epilogues (Compile.cpp, at the
+  // end).
+  if (phase == Phase::SplitStages || phase == Phase::Pipeline)
     recordProgram();
   auto f = dyn_cast<func::FuncOp>(op);
   if (!f)
@@ -91,9 +95,10 @@ void ExplanationRecorder::runBeforePass(Pass *pass, Operation *op) {
 }
 
 void ExplanationRecorder::recordProgram() {
-  if (programRecorded || !mesh)
+  if (programRecorded || !func)
     return;
-  explanation->recordProgram(func);
+  // Before the stages, fusion is yet to run.
+  explanation->recordProgram(func, options.fuse && phase < Phase::Fusion);
   programRecorded = true;
 }
 
@@ -189,7 +194,7 @@ void ExplanationRecorder::runAfterPass(Pass *pass, Operation *op) {
           sharding::recomputeReport(*pass)) {
     explanation->recordRecompute(*report, recompute);
     if (!mesh)
-      explanation->recordProgram(f);
+      func = f;
   }
 }
 

@@ -52,7 +52,7 @@ public:
   bool noPlanUnderLoweredLimit() const { return lowerLimitMiss; }
 
   std::optional<explain::ExplanationBuilder> explanation;
-  /// @main, its stage submesh and the profile grown to it (on a mesh).
+  /// @main; on a mesh, its stage submesh and the profile grown to it.
   mlir::func::FuncOp func;
   std::optional<layout::Mesh> mesh;
   cost::HardwareProfile profile;
@@ -61,7 +61,8 @@ public:
   const sharding::StageSplitReport *split = nullptr;
   const sharding::PipelineReport *pipeline = nullptr;
 
-  /// Records the partitioned program, once (before the stages split it).
+  /// Records @main's costs, once: before the stages split it, else as it
+  /// runs (after the last pass).
   void recordProgram();
 
 private:

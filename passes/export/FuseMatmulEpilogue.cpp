@@ -29,59 +29,19 @@ using namespace loom;
 
 namespace {
 
-/// The input of `v`'s defining transpose if that transpose swaps exactly the
-/// last two dimensions, else null.
-Value swappedInput(Value v) {
-  auto transpose = v.getDefiningOp<TransposeOp>();
-  if (!transpose)
-    return {};
-  ArrayRef<int64_t> perm = transpose.getPermutation();
-  int64_t rank = static_cast<int64_t>(perm.size());
-  if (rank < 2)
-    return {};
-  for (int64_t d = 0; d < rank - 2; ++d)
-    if (perm[d] != d)
-      return {};
-  if (perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2)
-    return {};
-  return transpose.getInput();
-}
-
 /// Folds transposes of the last two dimensions into the matmul's flags.
 /// Collects in `touched` the transposes that lost a user.
 void foldTransposes(MatmulOp matmul, llvm::SetVector<Operation *> &touched) {
-  if (Value in = swappedInput(matmul.getLhs())) {
+  if (Value in = swappedTransposeInput(matmul.getLhs())) {
     touched.insert(matmul.getLhs().getDefiningOp());
     matmul.getLhsMutable().assign(in);
     matmul.setTransposeLhs(!matmul.getTransposeLhs());
   }
-  if (Value in = swappedInput(matmul.getRhs())) {
+  if (Value in = swappedTransposeInput(matmul.getRhs())) {
     touched.insert(matmul.getRhs().getDefiningOp());
     matmul.getRhsMutable().assign(in);
     matmul.setTransposeRhs(!matmul.getTransposeRhs());
   }
-}
-
-/// The bias `add` adds to `matmul`'s result (its only user), if it is one:
-/// a vector of the result's last dimension and element type, so that the
-/// sum has the product's type.
-AddOp biasAddOf(MatmulOp matmul, Value &bias) {
-  if (!matmul->hasOneUse())
-    return {};
-  auto add = dyn_cast<AddOp>(*matmul->user_begin());
-  if (!add || add.getType() != matmul.getType())
-    return {};
-  Value other =
-      add.getLhs() == matmul.getResult() ? add.getRhs() : add.getLhs();
-  if (other == matmul.getResult())
-    return {};
-  auto type = cast<RankedTensorType>(other.getType());
-  auto result = cast<RankedTensorType>(matmul.getType());
-  if (type.getRank() != 1 || type.getDimSize(0) != result.getShape().back() ||
-      type.getElementType() != result.getElementType())
-    return {};
-  bias = other;
-  return add;
 }
 
 /// Rewrites `sum over its batch dimensions of matmul(x, y, transpose_lhs)`
@@ -181,7 +141,7 @@ struct FuseMatmulEpiloguePass
       if (flattenBatchedProduct(matmul))
         continue;
       Value bias;
-      AddOp add = biasAddOf(matmul, bias);
+      auto add = cast_or_null<AddOp>(matmulBiasAdd(matmul, bias));
       if (!add)
         continue;
       // At the product's place when the bias is ready there (the
@@ -217,11 +177,3 @@ struct FuseMatmulEpiloguePass
 };
 
 } // namespace
-
-bool loom::isFoldedTranspose(Operation *op) {
-  auto transpose = dyn_cast<TransposeOp>(op);
-  return transpose && swappedInput(transpose.getResult()) &&
-         !transpose->use_empty() &&
-         llvm::all_of(transpose->getUsers(),
-                      [](Operation *user) { return isa<MatmulOp>(user); });
-}

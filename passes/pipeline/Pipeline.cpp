@@ -12,7 +12,6 @@
 
 #include "passes/pipeline/Pipeline.h"
 #include "compiler/analysis/StepCost.h"
-#include "passes/Passes.h"
 #include "passes/pipeline/PipelineImpl.h"
 
 #include "dialects/LoomDialect.h"
@@ -217,8 +216,11 @@ std::vector<search::LayerCost> Pipeliner::stageCosts() {
   // Per chunk; the once-per-step work and the state of stage s count on
   // its first chunk, s.
   std::vector<search::LayerCost> costs(chunks());
+  // A bias add runs in its matmul's epilogue (the plan is compiled with
+  // loom-fuse-matmul-epilogue, as for the transposes below).
   auto seconds = [&](Operation *op) {
-    return options.opSeconds ? options.opSeconds(op) : 0.0;
+    return options.opSeconds && !isFusedBiasAdd(op) ? options.opSeconds(op)
+                                                    : 0.0;
   };
   for (Operation &op : body.without_terminator()) {
     if (data.contains(&op)) {

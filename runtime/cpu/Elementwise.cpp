@@ -143,10 +143,65 @@ bool binaryPlain(BinaryKind kind, const TensorView &lhs, const TensorView &rhs,
   return false;
 }
 
-/// f32 `lhs op rhs` where lhs has the result's shape and rhs broadcasts as a
-/// per-row scalar ([rows, 1...]) or a per-column vector ([1..., cols]): the
-/// shapes of softmax gradients and bias adds, which oneDNN 2.6 may run in
-/// its slow reference kernel. False for any other pattern.
+template <BinaryKind K> inline float applyF32(float x, float y) {
+  if constexpr (K == BinaryKind::Add)
+    return x + y;
+  else if constexpr (K == BinaryKind::Sub)
+    return x - y;
+  else if constexpr (K == BinaryKind::Mul)
+    return x * y;
+  else
+    return x / y;
+}
+
+/// c = a op b over [rows, cols], b one value per row (`perRow`) or one per
+/// column; each branch a loop the compiler vectorises, the op fixed at
+/// compile time, and split over the threads by elements where one row or
+/// column makes everything. Same shapes are one row per element.
+template <BinaryKind K>
+void rowColumnF32(const float *a, const float *b, float *c, int64_t rows,
+                  int64_t cols, bool perRow) {
+  int64_t n = rows * cols;
+  if ((perRow && cols == 1) || (!perRow && rows == 1)) {
+#pragma omp parallel for simd schedule(static) if (n > kGrain)
+    for (int64_t i = 0; i < n; ++i)
+      c[i] = applyF32<K>(a[i], b[i]);
+    return;
+  }
+  if (perRow && rows == 1) { // a scalar
+    const float v = b[0];
+#pragma omp parallel for simd schedule(static) if (n > kGrain)
+    for (int64_t i = 0; i < n; ++i)
+      c[i] = applyF32<K>(a[i], v);
+    return;
+  }
+  if (perRow) {
+#pragma omp parallel for schedule(static) if (n > kGrain)
+    for (int64_t i = 0; i < rows; ++i) {
+      const float s = b[i];
+      const float *x = a + i * cols;
+      float *y = c + i * cols;
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j)
+        y[j] = applyF32<K>(x[j], s);
+    }
+    return;
+  }
+#pragma omp parallel for schedule(static) if (n > kGrain)
+  for (int64_t i = 0; i < rows; ++i) {
+    const float *x = a + i * cols;
+    float *y = c + i * cols;
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j)
+      y[j] = applyF32<K>(x[j], b[j]);
+  }
+}
+
+/// f32 `lhs op rhs` where lhs has the result's shape and rhs has it too, or
+/// broadcasts as a per-row scalar ([rows, 1...]) or a per-column vector
+/// ([1..., cols]): the shapes of residual adds, softmax gradients and bias
+/// adds, which oneDNN 2.6 may run in its slow reference kernel. False for
+/// any other pattern.
 bool binaryRowColumnF32(BinaryKind kind, const TensorView &lhs,
                         const TensorView &rhs, const TensorView &out) {
   if (kind == BinaryKind::Pow || kind == BinaryKind::Mod ||
@@ -186,22 +241,20 @@ bool binaryRowColumnF32(BinaryKind kind, const TensorView &lhs,
   const float *a = lhs.as<float>(), *b = rhs.as<float>();
   float *c = out.as<float>();
   bool perRow = rowsSplit >= 0;
-  auto apply = [kind](float x, float y) {
-    switch (kind) {
-    case BinaryKind::Add:
-      return x + y;
-    case BinaryKind::Sub:
-      return x - y;
-    case BinaryKind::Mul:
-      return x * y;
-    default:
-      return x / y;
-    }
-  };
-#pragma omp parallel for schedule(static) if (rows * cols > 32768)
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j)
-      c[i * cols + j] = apply(a[i * cols + j], perRow ? b[i] : b[j]);
+  switch (kind) {
+  case BinaryKind::Add:
+    rowColumnF32<BinaryKind::Add>(a, b, c, rows, cols, perRow);
+    break;
+  case BinaryKind::Sub:
+    rowColumnF32<BinaryKind::Sub>(a, b, c, rows, cols, perRow);
+    break;
+  case BinaryKind::Mul:
+    rowColumnF32<BinaryKind::Mul>(a, b, c, rows, cols, perRow);
+    break;
+  default:
+    rowColumnF32<BinaryKind::Div>(a, b, c, rows, cols, perRow);
+    break;
+  }
   return true;
 }
 

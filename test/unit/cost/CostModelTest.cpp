@@ -37,7 +37,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // A large bf16 GEMM is compute-bound: flops / peak.
 TEST(Roofline, ComputeBoundGemm) {
   double n = 8192;
-  OpWork gemm{2 * n * n * n, 3 * n * n * 2, "bf16", "matmul"};
+  OpWork gemm{2 * n * n * n, 3 * n * n * 2, "bf16", "matmul", ""};
   EXPECT_DOUBLE_EQ(computeSeconds(h100(), gemm), 2 * n * n * n / 989e12);
   // The same GEMM in f32 runs on the f32 peak.
   gemm.dtype = "f32";
@@ -47,7 +47,7 @@ TEST(Roofline, ComputeBoundGemm) {
 // An elementwise add is memory-bound: bytes / bandwidth.
 TEST(Roofline, MemoryBoundAdd) {
   double elements = 1 << 20;
-  OpWork add{elements, 3 * 4 * elements, "f32", "elementwise"};
+  OpWork add{elements, 3 * 4 * elements, "f32", "elementwise", ""};
   EXPECT_DOUBLE_EQ(computeSeconds(h100(), add), 12 * elements / 3.35e12);
 }
 
@@ -56,9 +56,9 @@ TEST(Roofline, OpOverhead) {
   HardwareProfile p = h100();
   p.opOverhead = 5e-6;
   double elements = 1 << 20;
-  OpWork add{elements, 3 * 4 * elements, "f32", "elementwise"};
+  OpWork add{elements, 3 * 4 * elements, "f32", "elementwise", ""};
   EXPECT_DOUBLE_EQ(computeSeconds(p, add), 5e-6 + 12 * elements / 3.35e12);
-  EXPECT_DOUBLE_EQ(computeSeconds(p, OpWork{0, 0, "f32", "other"}), 5e-6);
+  EXPECT_DOUBLE_EQ(computeSeconds(p, OpWork{0, 0, "f32", "other", ""}), 5e-6);
 }
 
 // The kernel class's efficiency scales both roofs; unknown classes take
@@ -67,26 +67,54 @@ TEST(Roofline, EfficiencyAndFallbacks) {
   HardwareProfile p = h100();
   p.efficiency["matmul"] = 0.5;
   p.efficiency["other"] = 0.25;
-  OpWork gemm{1e12, 1e6, "bf16", "matmul"};
+  OpWork gemm{1e12, 1e6, "bf16", "matmul", ""};
   EXPECT_DOUBLE_EQ(computeSeconds(p, gemm), 1e12 / (989e12 * 0.5));
-  OpWork copy{0, 1e9, "f32", "elementwise"};
+  OpWork copy{0, 1e9, "f32", "elementwise", ""};
   EXPECT_DOUBLE_EQ(computeSeconds(p, copy), 1e9 / 3.35e12);
-  OpWork gather{0, 1e9, "i64", "gather"};
+  OpWork gather{0, 1e9, "i64", "gather", ""};
   EXPECT_DOUBLE_EQ(computeSeconds(p, gather), 1e9 / (3.35e12 * 0.25));
-  OpWork intMath{1e12, 0, "i64", "elementwise"};
+  OpWork intMath{1e12, 0, "i64", "elementwise", ""};
   EXPECT_DOUBLE_EQ(computeSeconds(p, intMath), 1e12 / 67e12);
   EXPECT_EQ(computeSeconds(p, OpWork{}), 0);
+}
+
+// An op's own efficiency replaces its class's; other ops of the class keep
+// the class's.
+TEST(Roofline, OpEfficiency) {
+  HardwareProfile p = h100();
+  p.efficiency["transcendental"] = 0.5;
+  p.opEfficiency["erf"] = 0.125;
+  OpWork erf{0, 1e9, "f32", "transcendental", "erf"};
+  EXPECT_DOUBLE_EQ(computeSeconds(p, erf), 1e9 / (3.35e12 * 0.125));
+  OpWork exp{0, 1e9, "f32", "transcendental", "exp"};
+  EXPECT_DOUBLE_EQ(computeSeconds(p, exp), 1e9 / (3.35e12 * 0.5));
+}
+
+// With a bandwidth measured by size, a kernel's traffic picks its
+// bandwidth: the ends hold, and between two sizes it is linear in
+// log(bytes).
+TEST(Roofline, BandwidthBySize) {
+  HardwareProfile p = h100();
+  p.bandwidthBySize = {{1e6, 100e9}, {1e8, 20e9}};
+  EXPECT_DOUBLE_EQ(p.bandwidthFor(1e3), 100e9);
+  EXPECT_DOUBLE_EQ(p.bandwidthFor(1e9), 20e9);
+  EXPECT_NEAR(p.bandwidthFor(1e7), 60e9, 1e-3);
+  OpWork add{0, 1e7, "f32", "elementwise", ""};
+  EXPECT_NEAR(computeSeconds(p, add), 1e7 / 60e9, 1e-15);
+  p.bandwidthBySize.clear();
+  EXPECT_DOUBLE_EQ(p.bandwidthFor(1e7), 3.35e12);
 }
 
 // The ridge point: at flops/bytes = peak/bandwidth both roofs agree.
 TEST(Roofline, RidgePoint) {
   HardwareProfile p = h100();
   double bytes = 1e9, flops = bytes * 989e12 / 3.35e12;
-  double t = computeSeconds(p, {flops, bytes, "bf16", "matmul"});
+  double t = computeSeconds(p, {flops, bytes, "bf16", "matmul", ""});
   EXPECT_NEAR(t, bytes / 3.35e12, 1e-15);
   EXPECT_NEAR(t, flops / 989e12, 1e-15);
-  EXPECT_GT(computeSeconds(p, {2 * flops, bytes, "bf16", "matmul"}), t);
-  EXPECT_DOUBLE_EQ(computeSeconds(p, {flops / 2, bytes, "bf16", "matmul"}), t);
+  EXPECT_GT(computeSeconds(p, {2 * flops, bytes, "bf16", "matmul", ""}), t);
+  EXPECT_DOUBLE_EQ(computeSeconds(p, {flops / 2, bytes, "bf16", "matmul", ""}),
+                   t);
 }
 
 //===----------------------------------------------------------------------===//

@@ -125,6 +125,58 @@ TEST(HardwareProfile, OpOverhead) {
             "p.json: \"op_overhead\" must be a number of seconds >= 0, got -1");
 }
 
+// A calibrated CPU profile's bandwidth by size and per-op efficiencies:
+// parsed, written back, and checked.
+TEST(HardwareProfile, BandwidthBySizeAndOpEfficiency) {
+  std::string error;
+  std::optional<HardwareProfile> p = parseProfile(
+      edited("\"notes\":",
+             "\"memory_bandwidth_by_size\": [[196608, 3.5e10], [786432, "
+             "1.5e11], [201326592, 3.5e10]],\n  \"op_efficiency\": {\"erf\": "
+             "0.025, \"softmax_cross_entropy\": 0.01},\n  \"notes\":"),
+      "p", error);
+  ASSERT_TRUE(p) << error;
+  ASSERT_EQ(p->bandwidthBySize.size(), 3u);
+  EXPECT_DOUBLE_EQ(p->bandwidthBySize[1].first, 786432);
+  EXPECT_DOUBLE_EQ(p->bandwidthBySize[1].second, 1.5e11);
+  EXPECT_DOUBLE_EQ(p->opEfficiency.at("erf"), 0.025);
+  EXPECT_DOUBLE_EQ(p->efficiencyOf("transcendental", "erf"), 0.025);
+  EXPECT_DOUBLE_EQ(p->efficiencyOf("other", "transpose"), 0.25);
+  std::optional<HardwareProfile> back = parseProfile(p->toJson(), "p", error);
+  ASSERT_TRUE(back) << error << "\n" << p->toJson();
+  EXPECT_EQ(*back, *p);
+  EXPECT_NE(p->toJson().find("\"memory_bandwidth_by_size\": [[196608, "
+                             "3.5e+10], [786432, 1.5e+11]"),
+            std::string::npos)
+      << p->toJson();
+
+  auto withCurve = [](const std::string &curve) {
+    return edited("\"notes\":",
+                  "\"memory_bandwidth_by_size\": " + curve + ",\n  \"notes\":");
+  };
+  EXPECT_EQ(parseError(withCurve("[[1000, 1e9], [1000, 2e9]]")),
+            "p.json: \"memory_bandwidth_by_size[1]\" must be at more bytes "
+            "than the entry before it");
+  EXPECT_EQ(parseError(withCurve("[[1000, 0]]")),
+            "p.json: \"memory_bandwidth_by_size[0]\" must be two positive "
+            "numbers (bytes, bytes/s), got [1000, 0]");
+  EXPECT_EQ(parseError(withCurve("[[1000]]")),
+            "p.json: \"memory_bandwidth_by_size[0]\" must be [bytes, bytes/s]");
+  EXPECT_EQ(parseError(withCurve("5e9")),
+            "p.json: \"memory_bandwidth_by_size\" must be an array of "
+            "[bytes, bytes/s]");
+  auto withOps = [](const std::string &ops) {
+    return edited("\"notes\":",
+                  "\"op_efficiency\": " + ops + ",\n  \"notes\":");
+  };
+  EXPECT_EQ(parseError(withOps("{\"erf\": 2}")),
+            "p.json: \"op_efficiency.erf\" must be a fraction of peak in "
+            "(0, 1], got 2");
+  EXPECT_EQ(parseError(withOps("{\"Erf!\": 0.5}")),
+            "p.json: \"op_efficiency\" keys must be op names (lower case, "
+            "digits, '_'), got \"Erf!\"");
+}
+
 // toJson writes what parseProfile reads back to an equal profile, for
 // awkward numbers and strings that need escaping too.
 TEST(HardwareProfile, RoundTrip) {
@@ -252,8 +304,9 @@ TEST(HardwareProfileErrors, UnknownKeys) {
   EXPECT_EQ(parseError(edited("\"nodes\"", "\"node\"")),
             "p.json: unknown key \"node\" (expected \"name\", "
             "\"devices_per_node\", \"nodes\", \"peak_flops\", "
-            "\"memory_bandwidth\", \"memory_capacity\", \"intra_node\", "
-            "\"inter_node\", \"efficiency\", \"op_overhead\", \"notes\")");
+            "\"memory_bandwidth\", \"memory_bandwidth_by_size\", "
+            "\"memory_capacity\", \"intra_node\", \"inter_node\", "
+            "\"efficiency\", \"op_efficiency\", \"op_overhead\", \"notes\")");
   EXPECT_EQ(parseError(edited("\"latency\": 2e-6", "\"lat\": 2e-6")),
             "p.json: unknown key \"intra_node.lat\" (expected "
             "\"bandwidth\", \"latency\")");
