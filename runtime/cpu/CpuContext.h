@@ -47,6 +47,12 @@ struct KernelEntry {
 
 using KernelTable = std::map<std::string, KernelEntry, std::less<>>;
 
+/// softmax, or log_softmax with `logOf`, of [outer, n, inner] over n on
+/// oneDNN (Normalization.cpp); false where oneDNN does not run it (no
+/// oneDNN, nothing to do, a NaN in `in`).
+bool softmaxOneDnn(CpuContext &ctx, const float *in, float *out, int64_t outer,
+                   int64_t n, int64_t inner, bool logOf);
+
 void registerElementwiseKernels(KernelTable &table);
 void registerCastSelectKernels(KernelTable &table);
 void registerCompareKernels(KernelTable &table);

@@ -18,7 +18,9 @@
 //   disjoint ranges of destination rows, never share one.
 // - pad_grad sums the padded positions that copied each element, one
 //   padded dimension at a time, in a fixed order (common/ops/PadIndex.h).
-// - softmax_cross_entropy_grad: per-row softmax in double.
+// - softmax_cross_entropy_grad: oneDNN's softmax of whole rows, scaled;
+//   without oneDNN (or on a NaN, or a vocabulary-parallel block), each
+//   row's softmax in double.
 //
 // f16/bf16 run in f32 (runInF32), accumulating in f32 or double.
 //
@@ -31,6 +33,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -537,9 +540,9 @@ struct ClassBlock {
 };
 
 template <typename Label>
-std::string crossEntropyGrad(const float *logits, const Label *labels,
-                             float grad, int64_t rows, int64_t classes,
-                             int64_t ignoreIndex, bool sum,
+std::string crossEntropyGrad(CpuContext &ctx, const float *logits,
+                             const Label *labels, float grad, int64_t rows,
+                             int64_t classes, int64_t ignoreIndex, bool sum,
                              const ClassBlock *block, float *out) {
   int64_t allClasses = block ? block->classes : classes;
   int64_t counted = 0;
@@ -556,6 +559,25 @@ std::string crossEntropyGrad(const float *logits, const Label *labels,
   double factor = counted == 0 ? 0.0
                   : sum        ? static_cast<double>(grad)
                                : static_cast<double>(grad) / counted;
+  // Whole rows: oneDNN's softmax into the result (the exps vectorised),
+  // scaled, and the label's entry p - 1 (p from the softmax).
+  if (!block && softmaxOneDnn(ctx, logits, out, rows, classes, 1, false)) {
+    float scale = static_cast<float>(factor);
+#pragma omp parallel for schedule(static) if (rows * classes > kGrain)
+    for (int64_t r = 0; r < rows; ++r) {
+      float *y = out + r * classes;
+      if (labels[r] == ignoreIndex || factor == 0.0) {
+        std::fill(y, y + classes, 0.0f);
+        continue;
+      }
+      double p = y[labels[r]];
+#pragma omp simd
+      for (int64_t c = 0; c < classes; ++c)
+        y[c] *= scale;
+      y[labels[r]] = static_cast<float>((p - 1.0) * factor);
+    }
+    return {};
+  }
 #pragma omp parallel for schedule(static) if (rows * classes > kGrain)
   for (int64_t r = 0; r < rows; ++r) {
     const float *x = logits + r * classes;
@@ -597,7 +619,7 @@ std::string crossEntropyGrad(const float *logits, const Label *labels,
   return {};
 }
 
-std::string crossEntropyGradKernel(CpuContext &, const KernelArgs &args) {
+std::string crossEntropyGradKernel(CpuContext &ctx, const KernelArgs &args) {
   const TensorView &logits = args.inputs[0], &labels = args.inputs[1],
                    &grad = args.inputs[2], &out = args.outputs[0];
   if (logits.rank() != 2 || labels.rank() != 1 ||
@@ -640,10 +662,10 @@ std::string crossEntropyGradKernel(CpuContext &, const KernelArgs &args) {
     }
     const ClassBlock *b = block.lse ? &block : nullptr;
     if (labels.dtype == DType::I32)
-      return crossEntropyGrad(x, labels.as<int32_t>(), g, rows, classes, ignore,
-                              sum, b, y);
-    return crossEntropyGrad(x, labels.as<int64_t>(), g, rows, classes, ignore,
-                            sum, b, y);
+      return crossEntropyGrad(ctx, x, labels.as<int32_t>(), g, rows, classes,
+                              ignore, sum, b, y);
+    return crossEntropyGrad(ctx, x, labels.as<int64_t>(), g, rows, classes,
+                            ignore, sum, b, y);
   });
 }
 

@@ -1,6 +1,8 @@
 //===- Loss.cpp - softmax_cross_entropy and mse_loss ----------------------===//
 //
-// Both reduce to a scalar, accumulating in double; label_count counts the
+// Both reduce to a scalar, accumulating in double (the cross-entropy of
+// whole rows from oneDNN's log_softmax, else each row's log-sum-exp in
+// double); label_count counts the
 // labels a mean cross-entropy divides by. The mean over nothing
 // (every row ignored, or an empty tensor) is defined as 0 rather than NaN,
 // so that a batch made only of padding does not poison training.
@@ -10,7 +12,9 @@
 #include "runtime/cpu/CpuContext.h"
 #include "runtime/cpu/KernelUtil.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace loom::rt::cpu {
 namespace {
@@ -24,10 +28,38 @@ struct ClassBlock {
   const float *lse = nullptr;
 };
 
+/// The summed loss of whole rows from oneDNN's log_softmax, a block of
+/// rows at a time into a scratch buffer: the exps vectorised. False where
+/// oneDNN does not run it.
 template <typename Label>
-std::string crossEntropy(const float *logits, const Label *labels, int64_t rows,
-                         int64_t classes, int64_t ignoreIndex, bool sum,
-                         const ClassBlock *block, float *result) {
+bool crossEntropyOneDnn(CpuContext &ctx, const float *logits,
+                        const Label *labels, int64_t rows, int64_t classes,
+                        int64_t ignoreIndex, double &total, int64_t &counted) {
+  int64_t blockRows =
+      std::clamp<int64_t>((int64_t(1) << 20) / std::max<int64_t>(classes, 1), 1,
+                          std::max<int64_t>(rows, 1));
+  std::vector<float> scratch(static_cast<size_t>(blockRows * classes));
+  total = 0;
+  counted = 0;
+  for (int64_t first = 0; first < rows; first += blockRows) {
+    int64_t n = std::min(blockRows, rows - first);
+    if (!softmaxOneDnn(ctx, logits + first * classes, scratch.data(), n,
+                       classes, 1, /*logOf=*/true))
+      return false;
+    for (int64_t r = 0; r < n; ++r)
+      if (labels[first + r] != ignoreIndex) {
+        total -= scratch[r * classes + labels[first + r]];
+        ++counted;
+      }
+  }
+  return true;
+}
+
+template <typename Label>
+std::string crossEntropy(CpuContext &ctx, const float *logits,
+                         const Label *labels, int64_t rows, int64_t classes,
+                         int64_t ignoreIndex, bool sum, const ClassBlock *block,
+                         float *result) {
   int64_t allClasses = block ? block->classes : classes;
   for (int64_t r = 0; r < rows; ++r)
     if (labels[r] != ignoreIndex && (labels[r] < 0 || labels[r] >= allClasses))
@@ -37,6 +69,11 @@ std::string crossEntropy(const float *logits, const Label *labels, int64_t rows,
              std::to_string(ignoreIndex) + ")";
   double total = 0;
   int64_t counted = 0;
+  if (!block && crossEntropyOneDnn(ctx, logits, labels, rows, classes,
+                                   ignoreIndex, total, counted)) {
+    *result = static_cast<float>(sum ? total : counted ? total / counted : 0.0);
+    return {};
+  }
 #pragma omp parallel for schedule(static) reduction(+ : total, counted) \
     if (rows * classes > kGrain)
   for (int64_t r = 0; r < rows; ++r) {
@@ -66,7 +103,7 @@ std::string crossEntropy(const float *logits, const Label *labels, int64_t rows,
   return {};
 }
 
-std::string crossEntropyKernel(CpuContext &, const KernelArgs &args) {
+std::string crossEntropyKernel(CpuContext &ctx, const KernelArgs &args) {
   return runInF32(args, [&](const KernelArgs &a) -> std::string {
     const TensorView &logits = a.inputs[0], &labels = a.inputs[1];
     if (logits.rank() != 2 || labels.rank() != 1 ||
@@ -93,10 +130,10 @@ std::string crossEntropyKernel(CpuContext &, const KernelArgs &args) {
     }
     const ClassBlock *b = block.lse ? &block : nullptr;
     if (labels.dtype == DType::I32)
-      return crossEntropy(logits.as<float>(), labels.as<int32_t>(), rows,
+      return crossEntropy(ctx, logits.as<float>(), labels.as<int32_t>(), rows,
                           classes, ignore, sum, b, result);
     if (labels.dtype == DType::I64)
-      return crossEntropy(logits.as<float>(), labels.as<int64_t>(), rows,
+      return crossEntropy(ctx, logits.as<float>(), labels.as<int64_t>(), rows,
                           classes, ignore, sum, b, result);
     return "softmax_cross_entropy labels must be i32 or i64, got " +
            std::string(dtypeName(labels.dtype));

@@ -11,39 +11,11 @@
 #include <cmath>
 
 namespace loom::rt::cpu {
-namespace {
 
 #if LOOM_HAVE_DNNL
 using dnnl::normalization_flags;
 using dnnl::prop_kind;
 #endif
-
-//===----------------------------------------------------------------------===//
-// softmax / log_softmax
-//===----------------------------------------------------------------------===//
-
-void softmaxPlain(const float *in, float *out, int64_t outer, int64_t n,
-                  int64_t inner, bool logOf) {
-  int64_t lanes = outer * inner;
-#pragma omp parallel for schedule(static) if (lanes * n > kGrain)
-  for (int64_t lane = 0; lane < lanes; ++lane) {
-    int64_t base = (lane / inner) * n * inner + lane % inner;
-    const float *x = in + base;
-    float *y = out + base;
-    float maxValue = -INFINITY;
-    for (int64_t i = 0; i < n; ++i)
-      maxValue = std::max(maxValue, x[i * inner]);
-    double sum = 0;
-    for (int64_t i = 0; i < n; ++i)
-      sum += std::exp(static_cast<double>(x[i * inner]) - maxValue);
-    double logSum = std::log(sum);
-    for (int64_t i = 0; i < n; ++i) {
-      double shifted = static_cast<double>(x[i * inner]) - maxValue;
-      y[i * inner] = static_cast<float>(logOf ? shifted - logSum
-                                              : std::exp(shifted) / sum);
-    }
-  }
-}
 
 bool softmaxOneDnn(CpuContext &ctx, const float *in, float *out, int64_t outer,
                    int64_t n, int64_t inner, bool logOf) {
@@ -76,6 +48,35 @@ bool softmaxOneDnn(CpuContext &ctx, const float *in, float *out, int64_t outer,
 #else
   return false;
 #endif
+}
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// softmax / log_softmax
+//===----------------------------------------------------------------------===//
+
+void softmaxPlain(const float *in, float *out, int64_t outer, int64_t n,
+                  int64_t inner, bool logOf) {
+  int64_t lanes = outer * inner;
+#pragma omp parallel for schedule(static) if (lanes * n > kGrain)
+  for (int64_t lane = 0; lane < lanes; ++lane) {
+    int64_t base = (lane / inner) * n * inner + lane % inner;
+    const float *x = in + base;
+    float *y = out + base;
+    float maxValue = -INFINITY;
+    for (int64_t i = 0; i < n; ++i)
+      maxValue = std::max(maxValue, x[i * inner]);
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i)
+      sum += std::exp(static_cast<double>(x[i * inner]) - maxValue);
+    double logSum = std::log(sum);
+    for (int64_t i = 0; i < n; ++i) {
+      double shifted = static_cast<double>(x[i * inner]) - maxValue;
+      y[i * inner] = static_cast<float>(logOf ? shifted - logSum
+                                              : std::exp(shifted) / sum);
+    }
+  }
 }
 
 std::string softmaxKernel(CpuContext &ctx, const KernelArgs &args, bool logOf) {
