@@ -331,7 +331,7 @@ def main():
                 meas_ms, slowest_ms, others = measured[(mesh, ranks)]
                 pred_ms = step_s * 1e3
                 ratio = pred_ms / meas_ms
-                ok = abs(pred_ms - meas_ms) <= TOLERANCE * meas_ms
+                ok = abs(pred_ms - meas_ms) <= TOLERANCE * meas_ms  # oracle: ok (a timing)
                 label = f"ranks {prof}" if isinstance(prof, int) else prof
                 results.append((model_name, name, label, ok, ratio))
                 print(f"{name:22} {ranks:5d} {label:>9} {pred_ms:9.2f} {compute_s * 1e3:9.2f} "

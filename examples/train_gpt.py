@@ -8,7 +8,10 @@ threads of this process. The text is read at character level (bytes as tokens).
     PYTHONPATH=build/python /usr/bin/python3 examples/train_gpt.py [--steps 50] [--text FILE]
 
 At the end the trained weights go back into the PyTorch module, which then predicts the
-same next-token distribution Loom does; a checkpoint is saved and resumed.
+same next-token distribution Loom does; a checkpoint is saved and resumed. Both are
+checked, and the script exits 1 when they do not hold: Loom's forward pass with the
+trained weights (`loom.compile`) gives PyTorch's logits on the last batch, and the resumed
+job, at the step it was saved, computes PyTorch's loss there (to 1e-4, normwise).
 """
 import argparse
 import os
@@ -21,9 +24,13 @@ import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "models"))
+sys.path.insert(0, os.path.join(ROOT, "test"))
 
 import export  # noqa: E402  (the bundled models' PyTorch classes)
 import loom  # noqa: E402
+import oracle  # noqa: E402  (test/oracle.py: the checks' comparison)
+
+TOLERANCE = 1e-4  # f32, the same weights: only the order of the sums differs
 
 # Megatron's layouts: column-parallel q, k, v and fc; row-parallel proj (per submodule
 # path, or an ONNX node pattern when the key starts with "/").
@@ -70,13 +77,26 @@ def main():
     x, y = data[-1]
     with torch.no_grad():
         logits = model(x)
-    print(f"PyTorch with the trained weights: loss {F.cross_entropy(logits.reshape(-1, 256), y.reshape(-1)).item():.4f} "
-          "on the last batch")
+    torch_loss = F.cross_entropy(logits.reshape(-1, 256), y.reshape(-1)).item()
+    print(f"PyTorch with the trained weights: loss {torch_loss:.4f} on the last batch")
+    checks = []
+    # Loom's own forward pass with the trained weights predicts PyTorch's distribution.
+    forward = loom.compile(model, (x,), mesh="dp=2", progress=False)
+    checks.append(oracle.compare(forward(x).numpy(), logits.numpy(), TOLERANCE,
+                                 name="Loom's logits with the trained weights"))
     with tempfile.TemporaryDirectory() as ckpt:
         job.save(ckpt)
         resumed = loom.load(ckpt, model)
-        print(f"resumed at step {resumed.steps_taken}: loss {resumed.step(x, labels=y):.4f}")
+        at = resumed.steps_taken
+        loss = resumed.step(x, labels=y)  # the loss before this step's update
+        print(f"resumed at step {at}: loss {loss:.4f}")
+    checks.append(oracle.compare(loss, torch_loss, TOLERANCE,
+                                 name="the resumed job's loss on the last batch"))
+    checks.append(oracle.compare(at, args.steps, 0.0, name="the resumed job's step"))
+    for check in checks:
+        print(("agrees: " if check.ok else "DISAGREES: ") + check.message)
+    return 0 if all(checks) else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -18,7 +18,7 @@ CPU machine, for a GPU machine that has no MLIR, libonnx, oneDNN or MPI.
 * copies in `loom-run` and the runtime-only test binaries (from --runtime-build, a build
   with LOOM_RUNTIME_ONLY=ON, oneDNN and MPI off, shared libraries) with every library they
   need that is not on the GPU image (not libc, libstdc++, libgomp or CUDA's), stripped,
-  check.sh and check.py;
+  check.sh and check.py, with test/oracle.py (check.py's comparisons) beside them;
 * writes manifest.json, which check.py reads, and checks the size limit (40 MiB).
 """
 import argparse
@@ -232,6 +232,7 @@ def main():
         run(["strip", "--strip-unneeded", dst])
     for f in ("check.sh", "check.py"):
         shutil.copy(os.path.join(SOURCE, "scripts", "gpu-check", f), os.path.join(out, f))
+    shutil.copy(os.path.join(SOURCE, "test", "oracle.py"), os.path.join(out, "oracle.py"))
     os.chmod(os.path.join(out, "check.sh"), 0o755)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)

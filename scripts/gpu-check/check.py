@@ -25,6 +25,15 @@ import subprocess
 import sys
 import time
 
+# test/oracle.py, the comparisons: beside this file in the bundle (scripts/gpu_bundle.py
+# copies it there), else in the source tree this file comes from.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+for _where in (_HERE, os.path.join(_HERE, "..", "..", "test")):
+    if os.path.isfile(os.path.join(_where, "oracle.py")):
+        sys.path.insert(0, _where)
+        break
+import oracle  # noqa: E402
+
 # Each step's time box on the GPU, in seconds, and the whole check's limit (8 minutes):
 # the boxes add up to more, but the last check took 97 s in all. On the CPU (--backend
 # cpu, the ctest here) every box is CPU_SCALE times as long: there the check tests the
@@ -126,11 +135,13 @@ class Check:
                                time.time() - start)
         with open(metrics) as f:
             got = [json.loads(l)["loss"] for l in f]
-        worst = max(abs(g - e) / max(abs(e), 1e-12) for g, e in zip(got, t["expected"]))
-        ok = len(got) == len(t["expected"]) and worst <= t["rtol"]
-        self.record(step, t["name"], "pass" if ok else "FAIL",
-                    f"losses {got[0]:.5g}..{got[-1]:.5g}, worst rel. diff {worst:.1e} "
-                    f"(rtol {t['rtol']:g})", time.time() - start)
+        # Each step's loss to rtol relative (|e| floored at 1e-12), as many steps as expected.
+        result = oracle.compare_sequences(got, t["expected"], t["rtol"],
+                                          atol=t["rtol"] * 1e-12, name="losses")
+        detail = (f"losses {got[0]:.5g}..{got[-1]:.5g}, worst rel. diff {result.error:.1e} "
+                  f"(rtol {t['rtol']:g})" if result.ok else result.message)
+        self.record(step, t["name"], "pass" if result.ok else "FAIL", detail,
+                    time.time() - start)
 
     def step_parity(self):
         import numpy as np
@@ -147,20 +158,16 @@ class Check:
                 self.record("parity", t["name"], "FAIL", f"exit {code}: {last}",
                             time.time() - start)
                 continue
-            worst, detail = 0.0, ""
+            # Every output to rtol in the 2-norm: ||g - e|| <= rtol * ||e||.
+            worst = oracle.Worst()
             for f in sorted(os.listdir(self.path(t["expected"]))):
-                e = np.load(os.path.join(self.path(t["expected"]), f)).astype(np.float64)
-                g = np.load(os.path.join(outdir, f)).astype(np.float64)
-                if g.shape != e.shape:
-                    detail = f"{f}: shape {g.shape}, expected {e.shape}"
-                    worst = float("inf")
-                    break
-                rel = np.linalg.norm(g - e) / max(np.linalg.norm(e), 1e-30)
-                worst = max(worst, float(rel))
-            ok = worst <= t["rtol"]
-            self.record("parity", t["name"], "pass" if ok else "FAIL",
-                        detail or f"outputs' normwise rel. diff {worst:.1e} "
-                        f"(rtol {t['rtol']:g})", time.time() - start)
+                e = np.load(os.path.join(self.path(t["expected"]), f))
+                path = os.path.join(outdir, f)
+                g = np.load(path) if os.path.exists(path) else None
+                worst.add(oracle.compare(g, e, t["rtol"], norm="l2", name=f))
+            self.record("parity", t["name"], "pass" if worst.ok else "FAIL",
+                        f"outputs' normwise rel. diff {worst.error:.1e} (rtol {t['rtol']:g})"
+                        if worst.ok else worst.report(), time.time() - start)
 
     def step_partition(self):
         for t in self.manifest["partitioned"]:

@@ -46,7 +46,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "python", "loom"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from checkpoint import read_checkpoint  # noqa: E402  (numpy alone, loaded by path)
+from oracle import Worst, beyond, compare, compare_sequences  # noqa: E402
 
 TOLERANCE = 1e-4
 BATCH, CLASSES, STEPS, LR = 8, 10, 3, 0.1
@@ -181,22 +183,15 @@ def train_loom(args, work, onnx_path, name, mesh=None, sync=False, micro=1, extr
 
 
 def relative(a, e):
-    a, e = np.asarray(a, np.float64), np.asarray(e, np.float64)
-    if not np.all(np.isfinite(a)):
-        return float("inf")
-    return float(np.abs(a - e).max() / max(np.abs(e).max(), 1e-30))
+    """Normwise relative distance of a to e (inf when a is not finite or shapes differ)."""
+    return compare(a, e, rtol=float("inf")).error
 
 
-def compare(losses, tensors, ref_losses, ref_state):
+def compare_state(losses, tensors, ref_losses, ref_state):
     """(list of what differs, worst relative error)."""
-    problems, worst = [], 0.0
-    if len(losses) != len(ref_losses):
-        return [f"{len(losses)} losses, expected {len(ref_losses)}"], float("inf")
-    for step, (a, e) in enumerate(zip(losses, ref_losses), 1):
-        err = abs(a - e) / abs(e)
-        worst = max(worst, err)
-        if err > TOLERANCE:
-            problems.append(f"step {step}: loss {a!r}, PyTorch {e!r} ({err:.2e})")
+    worst = Worst()
+    problems = []
+    worst.add(compare_sequences(losses, ref_losses, rtol=TOLERANCE, name="losses"))
     for name, expected in ref_state.items():
         kind = "buffer" if name.endswith(("running_mean", "running_var")) else "parameter"
         if name not in tensors:
@@ -205,14 +200,9 @@ def compare(losses, tensors, ref_losses, ref_state):
         got_kind, actual = tensors[name]
         if got_kind != kind:
             problems.append(f"{name}: kind {got_kind!r}, expected {kind!r}")
-        if actual.shape != expected.shape:
-            problems.append(f"{name}: shape {actual.shape}, expected {expected.shape}")
-            continue
-        err = relative(actual, expected)
-        worst = max(worst, err)
-        if err > TOLERANCE:
-            problems.append(f"{name}: relative error {err:.2e} > {TOLERANCE}")
-    return problems, worst
+        worst.add(compare(actual, expected, rtol=TOLERANCE, name=name))
+    problems += [r.message for r in worst.failures]
+    return problems, worst.error
 
 
 def main():
@@ -266,10 +256,10 @@ def main():
     moved = min((relative(global_state[n], initial[n]), n) for n in global_state)
     print(f"per-replica against global statistics: first loss {gap_loss:.2e}, "
           f"running means >= {gap_stats:.2e}; smallest move {moved[0]:.2e} ({moved[1]})")
-    if gap_loss < 10 * TOLERANCE or gap_stats < 10 * TOLERANCE:
+    if not (beyond(gap_loss, 10 * TOLERANCE) and beyond(gap_stats, 10 * TOLERANCE)):
         print("FAIL: per-replica and global statistics are too close to tell apart")
         failed = True
-    if moved[0] < 10 * TOLERANCE:
+    if not beyond(moved[0], 10 * TOLERANCE):
         print(f"FAIL: {moved[1]} moves too little to check its update")
         failed = True
 
@@ -287,7 +277,7 @@ def main():
     for name, slug, mesh, sync, micro, ref_losses, ref_state, *extra in configs:
         losses, tensors = train_loom(args, work, onnx_path, slug, mesh, sync, micro,
                                      extra[0] if extra else ())
-        problems, worst = compare(losses, tensors, ref_losses, ref_state)
+        problems, worst = compare_state(losses, tensors, ref_losses, ref_state)
         status = "ok" if not problems else "FAIL"
         print(f"{status}: {name}: worst relative error {worst:.2e} "
               f"(losses {', '.join(f'{l:.6f}' for l in losses)})")

@@ -14,7 +14,8 @@ gives the PyTorch float32 run and the starting weights), and checks:
   makes the check sensitive: parameters barely move in N steps, so a run that loses every
   update would still agree with PyTorch's parameters to 1e-3.
 
-Two cases exist to show the two mechanisms matter, and print the figure they guard against:
+Two cases exist to show the two mechanisms matter, and check the figure they guard against
+(the contrast run must fail the case's tolerance, and be further from PyTorch than the case):
 
 * mlp:master (bf16, SGD at a small learning rate): most updates lr * g are below half a
   bf16 ulp of their parameter, so a model whose parameters are themselves bf16 (the
@@ -39,6 +40,9 @@ import onnx
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare_training as ct  # noqa: E402
 import to_bf16  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import oracle  # noqa: E402  (test/oracle.py)
 
 LOSS_TOLERANCE = 2e-2
 
@@ -69,7 +73,7 @@ def update_error(params, ref):
     """||delta_loom - delta_torch||_2 / ||delta_torch||_2 over all parameters, and the
     parameter with the largest error of its own."""
     num = den = 0.0
-    worst, worst_name = 0.0, None
+    worst = oracle.Worst()
     for name, final in ref["params"].items():
         start = ref["initial"][name].astype(np.float64)
         want = final.astype(np.float64) - start
@@ -81,10 +85,8 @@ def update_error(params, ref):
         d2, w2 = float(np.sum((got - want) ** 2)), float(np.sum(want ** 2))
         num += d2
         den += w2
-        own = math.sqrt(d2 / w2) if w2 > 0 else 0.0
-        if own > worst:
-            worst, worst_name = own, name
-    return math.sqrt(num / max(den, ct.TINY)), f"{worst_name} {worst:.2e}"
+        worst.add(math.sqrt(d2 / w2) if w2 > 0 else 0.0, name)
+    return math.sqrt(num / max(den, ct.TINY)), f"{worst.name} {worst.error:.2e}"
 
 
 def train(args, case, ref, work, model_file, precision, loss_scale):
@@ -120,27 +122,42 @@ def run_case(args, case, root):
     losses, params = train(args, case, ref, os.path.join(work, "loom"), model,
                            case["precision"], case["loss_scale"])
     problems = []
-    loss_errors = ct.compare_losses(losses, ref["losses"])
-    if len(losses) != args.steps or not all(e <= LOSS_TOLERANCE for e in loss_errors):
-        problems.append(f"losses {losses} against PyTorch's {ref['losses']} "
-                        f"(relative errors {', '.join(f'{e:.1e}' for e in loss_errors)}, "
-                        f"tolerance {LOSS_TOLERANCE})")
+    loss_errors = oracle.Worst()
+    for e in ct.compare_losses(losses, ref["losses"]):
+        loss_errors.add(e)
+    if len(losses) != args.steps:
+        problems.append(f"{len(losses)} losses, expected {args.steps}")
+    result = oracle.compare_sequences(losses, ref["losses"], LOSS_TOLERANCE, name="losses")
+    if not result.ok:
+        problems.append(f"against PyTorch's {ref['losses']}: {result.message}")
     error, worst = update_error(params, ref)
-    if not error <= case["tolerance"]:
+    if not oracle.within(error, case["tolerance"]):
         problems.append(f"update error {error:.3e} > {case['tolerance']}")
     line = (f"{cid} ({case['precision']}"
             f"{', loss scale %g' % case['loss_scale'] if case['loss_scale'] else ''}): "
             f"update error {error:.2e} (worst {worst}), loss error "
-            f"{max(loss_errors) if loss_errors else math.nan:.1e}")
+            f"{loss_errors.error if loss_errors.count else math.nan:.1e}")
+    contrast = None
     if case["contrast"] == "bf16-parameters":
         copy = os.path.join(work, "bf16-" + os.path.basename(model))
         onnx.save(to_bf16.convert(onnx.load(model)), copy)
         _, p16 = train(args, case, ref, os.path.join(work, "pure"), copy, None, None)
-        line += f"; bf16 parameters instead: update error {update_error(p16, ref)[0]:.2e}"
+        contrast = update_error(p16, ref)[0]
+        line += f"; bf16 parameters instead: update error {contrast:.2e}"
+        what = "bf16 parameters (no master weights)"
     elif case["contrast"] == "no-loss-scale":
         _, p1 = train(args, case, ref, os.path.join(work, "unscaled"), model,
                       case["precision"], None)
-        line += f"; without a loss scale: update error {update_error(p1, ref)[0]:.2e}"
+        contrast = update_error(p1, ref)[0]
+        line += f"; without a loss scale: update error {contrast:.2e}"
+        what = "without a loss scale"
+    # The contrast proves the mechanism matters: without it, the same run fails the
+    # case's tolerance and ends further from PyTorch than the case itself.
+    if contrast is not None and not (oracle.beyond(contrast, case["tolerance"]) and
+                                     oracle.beyond(contrast, error)):
+        problems.append(f"{what}: update error {contrast:.3e}, expected beyond the case's "
+                        f"tolerance {case['tolerance']} and its own {error:.3e}: the "
+                        f"mechanism shows no effect")
     return line, problems
 
 

@@ -64,6 +64,7 @@ Exit status 0 when every configuration agrees.
 """
 import argparse
 import json
+import math
 import os
 import random
 import re
@@ -80,6 +81,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "python", "loom"))
 from checkpoint import read_checkpoint  # noqa: E402  (numpy alone, loaded by path)
 from partitioned_configs import LLAMA_REDUCED, fixed_configs, padded_configs
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import oracle  # noqa: E402  (test/oracle.py)
 
 MODELS = {
     # model -> (onnx file, input names)
@@ -218,13 +221,23 @@ def losses(directory):
     return [json.loads(l)["loss"] for l in open(os.path.join(directory, "metrics.jsonl"))]
 
 
-def relative(a, b):
-    """max|a - b| / max|a|, the normwise relative difference of b from a."""
-    return float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-30))
+def agrees_via_f32(b, a, t, rtol, differs):
+    """Whether `b`, `differs` (a failed Comparison) from the lower precision
+    single-device result `a`, is no further from the f32 result `t` than `a`
+    is (nor than rtol)."""
+    a_from_f32 = oracle.compare(a, t, rtol).error
+    bound = max(rtol, a_from_f32) if math.isfinite(a_from_f32) else rtol  # oracle: ok (finite)
+    result = oracle.compare(b, t, bound)
+    if result.ok:
+        print(f"     {differs.name}: {differs.error:.3e} from the single-device run, but "
+              f"{result.error:.3e} from f32 where the single-device run is {a_from_f32:.3e}")
+    return result.ok
 
 
 def compare(single, other, rtol, exact=None):
-    """None when `other` reproduces `single`, else what differs.
+    """(None, worst relative difference) when `other` reproduces `single`,
+    else (what differs, the worst so far); test/oracle.py's normwise compare
+    per tensor and per loss.
 
     With `exact` (the single-device run in f32, when `single` and `other` ran
     at a lower compute precision), a tensor or loss that differs from
@@ -236,40 +249,29 @@ def compare(single, other, rtol, exact=None):
     reference = parameters(single)
     theirs = parameters(other) if os.path.isdir(os.path.join(other, "ckpt")) else {}
     truth = parameters(exact) if exact else {}
-    worst = 0.0
+    worst = oracle.Worst()
     for file, (name, a) in reference.items():
         if file not in theirs:
-            return f"parameter {name} missing from the checkpoint", worst
+            return f"parameter {name} missing from the checkpoint", worst.error
         b = theirs[file][1]
-        if a.shape != b.shape:
-            return f"parameter {name}: shape {b.shape}, expected {a.shape}", worst
-        error = relative(a, b)
-        if error > rtol and file in truth:
-            t = truth[file][1]
-            ours, theirs_error = relative(t, a), relative(t, b)
-            if theirs_error <= max(rtol, ours):
-                print(f"     {name}: {error:.3e} from the single-device run, but "
-                      f"{theirs_error:.3e} from f32 where the single-device run is "
-                      f"{ours:.3e}")
-                continue
-        worst = max(worst, error)
-        if error > rtol:
-            return f"parameter {name}: relative difference {error:.3e} > {rtol}", worst
+        result = oracle.compare(b, a, rtol, name=f"parameter {name}")
+        if not result.ok and file in truth and agrees_via_f32(b, a, truth[file][1], rtol, result):
+            continue
+        worst.add(result)
+        if not result.ok:
+            return result.message, worst.error
     la, lb = losses(single), losses(other)
     lt = losses(exact) if exact else None
     if len(la) != len(lb):
-        return f"{len(lb)} losses, expected {len(la)}", worst
+        return f"{len(lb)} losses, expected {len(la)}", worst.error
     for step, (x, y) in enumerate(zip(la, lb), 1):
-        error = abs(x - y) / max(abs(x), 1e-30)
-        if error > rtol and lt:
-            t = lt[step - 1]
-            scale = max(abs(t), 1e-30)
-            if abs(y - t) / scale <= max(rtol, abs(x - t) / scale):
-                continue
-        worst = max(worst, error)
-        if error > rtol:
-            return f"step {step}: loss {y!r}, single device {x!r}", worst
-    return None, worst
+        result = oracle.compare(y, x, rtol, name=f"step {step} loss")
+        if not result.ok and lt and agrees_via_f32(y, x, lt[step - 1], rtol, result):
+            continue
+        worst.add(result)
+        if not result.ok:
+            return result.message, worst.error
+    return None, worst.error
 
 
 # What a configuration's compile must print, where the configuration exists to

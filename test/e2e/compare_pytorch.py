@@ -15,6 +15,9 @@ import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from oracle import compare  # noqa: E402  (test/oracle.py)
+
 MODELS = {
     # model name -> (onnx file, reference.py model, input names)
     "mlp": ("mlp.onnx", "mlp", "x"),
@@ -66,17 +69,9 @@ def main():
                  "--outputs", out_dir])
             expected = np.load(os.path.join(work, "logits.npy"))
             actual = np.load(os.path.join(out_dir, "logits.npy"))
-            if actual.shape != expected.shape:
-                print(f"{name}: shape {actual.shape}, PyTorch {expected.shape}")
-                failures += 1
-                continue
-            error = float(np.max(np.abs(actual.astype(np.float64) - expected)))
-            scale = float(np.max(np.abs(expected)))
-            relative = error / scale
-            verdict = "ok" if relative <= TOLERANCE else "MISMATCH"
-            print(f"{name}: max |loom - torch| = {error:.3e}, max |torch| = "
-                  f"{scale:.3e}, relative {relative:.3e} ({verdict})")
-            failures += relative > TOLERANCE
+            result = compare(actual, expected, rtol=TOLERANCE, name=f"{name} logits")
+            print(f"{'ok' if result.ok else 'MISMATCH'}: {result.message}")
+            failures += not result.ok
     passed = len(selected) - failures
     print(f"{passed} passed, {failures} failed")
     return 1 if failures else 0

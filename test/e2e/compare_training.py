@@ -58,6 +58,8 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "python", "loom"))
 from checkpoint import read_checkpoint, step_directory  # noqa: E402  (numpy alone, by path)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import oracle  # noqa: E402  (test/oracle.py)
 
 TOLERANCE = 1e-4
 WIDEN = 10  # an element may differ by WIDEN x PyTorch's own one-ulp spread (see above)
@@ -205,23 +207,14 @@ def run_reference(source, case, out, batch, steps, seed, dtype="float32", ensemb
 
 
 def relative_error(actual, expected):
-    """max|actual - expected| / max(max|expected|, tiny); inf for non-finite values."""
-    actual = np.asarray(actual, dtype=np.float64)
-    expected = np.asarray(expected, dtype=np.float64)
-    if actual.size == 0:
-        return 0.0
-    if not np.all(np.isfinite(actual)):
-        return math.inf
-    return float(np.max(np.abs(actual - expected)) / max(float(np.max(np.abs(expected))), TINY))
+    """max|actual - expected| / max(max|expected|, tiny) (test/oracle.py); inf for a
+    non-finite actual where expected is finite, or shapes that differ."""
+    return oracle.compare(actual, expected, TOLERANCE).error
 
 
 def compare_losses(actual, expected):
     """Per-step relative errors |a - e| / |e| (inf for a non-finite or missing a)."""
-    errors = []
-    for a, e in zip(actual, expected):
-        a = float(a)
-        errors.append(abs(a - e) / max(abs(e), TINY) if math.isfinite(a) else math.inf)
-    return errors
+    return [oracle.compare(a, e, TOLERANCE).error for a, e in zip(actual, expected)]
 
 
 def compare_tensor(actual, expected, spread):
@@ -239,18 +232,21 @@ def compare_tensor(actual, expected, spread):
         spread = np.maximum(spread, np.median(spread))
     plain = TOLERANCE * max(float(np.max(np.abs(expected), initial=0.0)), TINY)
     bound = np.maximum(plain, WIDEN * spread)
-    error = np.abs(actual - expected)
-    error[~np.isfinite(error)] = math.inf
-    worst = int(np.argmax(error / bound)) if error.size else 0
+    # The verdict: every element within its own bound (NaN and inf fail).
+    verdict = oracle.compare(actual, expected, rtol=0.0, atol=bound, normwise=False)
+    # The counts below only describe the verdict in the report.
+    gap = np.abs(actual - expected)
+    gap[~np.isfinite(gap)] = math.inf
+    worst = verdict.index[0] if verdict.index else 0
     return {
-        "rel": relative_error(actual, expected), "size": int(error.size),
-        "ok": bool(np.all(error <= bound)),
+        "rel": relative_error(actual, expected), "size": int(gap.size),
+        "ok": verdict.ok,
         "widened": int(np.count_nonzero(bound > plain)),
-        "over_plain": int(np.count_nonzero(~(error <= plain))),
-        "bad": int(np.count_nonzero(~(error <= bound))),
+        "over_plain": int(np.count_nonzero(~(gap <= plain))),  # oracle: ok (a count)
+        "bad": int(np.count_nonzero(~(gap <= bound))),  # oracle: ok (a count)
         "worst": worst, "plain": plain,
         "worst_values": (float(actual[worst]), float(expected[worst]), float(bound[worst]),
-                         float(spread[worst])) if error.size else None,
+                         float(spread[worst])) if gap.size else None,
     }
 
 
@@ -262,6 +258,8 @@ def evaluate(actual, ref):
     loss_bounds = [max(TOLERANCE, WIDEN * s / max(abs(e), TINY))
                    for s, e in zip(spread_losses, ref["losses"])]
     tensors, problems = {}, []
+    if len(actual["losses"]) != len(ref["losses"]):
+        problems.append(f"{len(actual['losses'])} losses, PyTorch {len(ref['losses'])}")
     for name, want in ref["params"].items():
         if name not in actual["params"]:
             problems.append(f"parameter {name} is not in the checkpoint")
@@ -275,8 +273,9 @@ def evaluate(actual, ref):
     return {
         "losses": [float(v) for v in actual["losses"]],
         "loss_errors": loss_errors, "loss_bounds": loss_bounds,
-        "bad_steps": [k for k, (e, b) in enumerate(zip(loss_errors, loss_bounds), 1)
-                      if not e <= b],
+        "bad_steps": [k for k, (a, e, b) in enumerate(zip(actual["losses"], ref["losses"],
+                                                          loss_bounds), 1)
+                      if not oracle.compare(a, e, rtol=b, atol=b * TINY).ok],
         "tensors": tensors,
         "bad_params": [n for n, t in tensors.items() if not t["ok"]],
         "problems": problems,
@@ -382,7 +381,7 @@ def run_loom(case, args, ref, work, model=None):
     losses = [float(r.get("loss", math.nan)) for r in records][:steps]
     losses += [math.nan] * (steps - len(losses))
     for r in records:
-        if "lr" in r and not abs(float(r["lr"]) - lr) <= 1e-6 * lr:
+        if "lr" in r and not oracle.compare(float(r["lr"]), lr, rtol=1e-6):
             problems.append(f"--metrics step {r.get('step')}: lr {r['lr']}, expected {lr}")
             break
 
@@ -396,9 +395,9 @@ def run_loom(case, args, ref, work, model=None):
         except ValueError:
             problems.append(f"step {k}: unparsable values {loss_text!r} {lr_text!r}")
             continue
-        if not abs(printed - metric) <= printed_half_unit(loss_text) + 1e-6 * abs(metric):
+        if not oracle.compare(printed, metric, rtol=1e-6, atol=printed_half_unit(loss_text)):
             problems.append(f"step {k}: printed loss {loss_text} but --metrics {metric!r}")
-        if not abs(printed_lr - lr) <= printed_half_unit(lr_text) + 1e-6 * lr:
+        if not oracle.compare(printed_lr, lr, rtol=1e-6, atol=printed_half_unit(lr_text)):
             problems.append(f"step {k}: printed lr {lr_text}, expected {lr}")
 
     # Checkpoint.
@@ -434,10 +433,9 @@ def run_loom(case, args, ref, work, model=None):
         kind, _, _, array = tensors[name]
         if kind != "buffer":
             problems.append(f"checkpoint {name}: kind {kind!r}, expected 'buffer'")
-        want = ref["buffers"][name]
-        error = relative_error(array, want) if array.shape == want.shape else math.inf
-        if not error <= TOLERANCE:
-            problems.append(f"buffer {name} changed: relative error {error:.3e}")
+        result = oracle.compare(array, ref["buffers"][name], TOLERANCE, name=f"buffer {name}")
+        if not result.ok:
+            problems.append(f"changed: {result.message}")
     if len(saved_buffers) < len(ref["buffers"]):
         notes.append(f"{len(ref['buffers']) - len(saved_buffers)} of {len(ref['buffers'])} "
                      f"BatchNorm buffers not in the checkpoint")
@@ -470,10 +468,11 @@ def report(cid, result, ref, notes, label="loom"):
     """Prints the case's line (and details on failure). Returns True when it passed."""
     tensors = result["tensors"]
     ok = not (result["problems"] or result["bad_steps"] or result["bad_params"])
-    worst_loss = max(result["loss_errors"], default=math.inf)
-    worst_step = result["loss_errors"].index(worst_loss) + 1 if result["loss_errors"] else 0
-    worst_name, worst = max(tensors.items(), key=lambda kv: kv[1]["rel"], default=(None, None))
-    worst_rel = worst["rel"] if worst else math.inf
+    worst_loss, worst_param = oracle.Worst(), oracle.Worst()
+    for k, e in enumerate(result["loss_errors"], 1):
+        worst_loss.add(e, k)
+    for n, t in tensors.items():
+        worst_param.add(t["rel"], n)
 
     used = [(n, t) for n, t in tensors.items() if t["ok"] and t["over_plain"]]
     if used:
@@ -486,8 +485,11 @@ def report(cid, result, ref, notes, label="loom"):
     if barely:
         notes.append(f"moving < 10x their tolerance, so not checked for an update: "
                      f"{', '.join(barely)}")
-    print(f"{cid:16s} {'ok      ' if ok else 'MISMATCH'} loss rel {worst_loss:.2e} "
-          f"(step {worst_step})  params rel {worst_rel:.2e} ({worst_name})  "
+    print(f"{cid:16s} {'ok      ' if ok else 'MISMATCH'} "
+          f"loss rel {worst_loss.error if worst_loss.count else math.inf:.2e} "
+          f"(step {worst_loss.name or 0})  "
+          f"params rel {worst_param.error if worst_param.count else math.inf:.2e} "
+          f"({worst_param.name})  "
           f"[{len(tensors)} params, sensitivity {least:.2g}x]"
           + "".join(f"\n    note: {n}" for n in notes))
     if result["bad_steps"]:
@@ -495,8 +497,9 @@ def report(cid, result, ref, notes, label="loom"):
         for k, (want, got, e, b) in enumerate(zip(ref["losses"], result["losses"],
                                                   result["loss_errors"],
                                                   result["loss_bounds"]), 1):
+            over = f"  (over {b:.1e})" if k in result["bad_steps"] else ""
             print(f"      step {k}: PyTorch {want:.8g}, {label} {got:.8g}, relative error "
-                  f"{e:.3e}{'  (over ' + format(b, '.1e') + ')' if not e <= b else ''}")
+                  f"{e:.3e}{over}")
     if not ok:
         bad = sorted(result["bad_params"], key=lambda n: -tensors[n]["rel"])
         for name in bad[:12]:
@@ -565,9 +568,13 @@ def main():
                     plain = evaluate(ref64, {k: v for k, v in ref.items()
                                              if k not in ("spread", "spread_losses")})
                     over = [n for n in plain["bad_params"]]
+                    loss_worst, param_worst = oracle.Worst(), oracle.Worst()
+                    for e in plain["loss_errors"]:
+                        loss_worst.add(e)
+                    for t in plain["tensors"].values():
+                        param_worst.add(t["rel"])
                     notes = [f"float32 vs float64 under the plain rule: loss "
-                             f"{max(plain['loss_errors']):.1e}, params "
-                             f"{max(t['rel'] for t in plain['tensors'].values()):.1e}"
+                             f"{loss_worst.error:.1e}, params {param_worst.error:.1e}"
                              + (f", over 1e-4: {', '.join(over)}" if over else "")]
                     label = "float64"
                 else:

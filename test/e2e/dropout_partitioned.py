@@ -28,6 +28,7 @@ Exit status 0 when every configuration agrees.
 """
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -38,6 +39,8 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "python", "loom"))
 from checkpoint import read_checkpoint  # noqa: E402  (numpy alone, loaded by path)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import oracle  # noqa: E402  (test/oracle.py)
 
 BATCH, IN, HIDDEN, OUT = 8, 16, 32, 4
 
@@ -136,34 +139,30 @@ def losses(d):
 
 
 def compare(single, other, rtol):
-    """(None or what differs, the worst relative difference)."""
+    """(None or what differs, the worst relative difference): every parameter
+    normwise and every loss to rtol (test/oracle.py)."""
     _, expected = read_checkpoint(os.path.join(single, "ckpt"))
     _, got = read_checkpoint(os.path.join(other, "ckpt"))
-    worst = 0.0
+    worst = oracle.Worst()
     params = 0
     for name, (kind, a) in expected.items():
         if kind != "parameter":
             continue
         params += 1
-        a = a.astype(np.float64)
-        b = got[name][1].astype(np.float64)
-        if a.shape != b.shape:
-            return f"parameter {name}: shape {b.shape}, expected {a.shape}", worst
-        error = np.abs(a - b).max() / max(np.abs(a).max(), 1e-30)
-        worst = max(worst, error)
-        if error > rtol:
-            return f"parameter {name}: relative difference {error:.3e} > {rtol}", worst
+        if name not in got:
+            return f"parameter {name} missing from the checkpoint", worst.error
+        result = worst.add(oracle.compare(got[name][1], a, rtol, name=f"parameter {name}"))
+        if not result.ok:
+            return result.message, worst.error
     if params != 4:
-        return f"{params} parameters in the checkpoint, expected 4", worst
+        return f"{params} parameters in the checkpoint, expected 4", worst.error
     la, lb = losses(single), losses(other)
-    if len(la) != 3 or len(lb) != 3:
-        return f"{len(lb)} losses, expected {len(la)} (3)", worst
-    for step, (x, y) in enumerate(zip(la, lb), 1):
-        error = abs(x - y) / max(abs(x), 1e-30)
-        worst = max(worst, error)
-        if error > rtol:
-            return f"step {step}: loss {y!r}, single device {x!r}", worst
-    return None, worst
+    if len(la) != 3:
+        return f"{len(la)} single-device losses, expected 3", worst.error
+    result = worst.add(oracle.compare_sequences(lb, la, rtol, name="losses"))
+    if not result.ok:
+        return result.message, worst.error
+    return None, worst.error
 
 
 def main():
@@ -194,8 +193,10 @@ def main():
     failures = 0
     # The test sees the masks: with them the losses differ from the identity's.
     la, lb = losses(single), losses(reference)
-    if any(abs(x - y) <= 1e-4 * abs(y) for x, y in zip(la, lb)):
-        print(f"FAIL dropout changes nothing: losses {la} and without it {lb}")
+    if not all(math.isfinite(x) for x in la + lb) or len(la) != len(lb) or \
+            any(oracle.compare(x, y, 1e-4, name="loss") for x, y in zip(la, lb)):
+        print(f"FAIL dropout changes nothing (or a loss is not finite): losses {la} and "
+              f"without it {lb}")
         failures += 1
     for name, mesh, strategy in CONFIGS:
         d = train(args, work, model, name, mesh, strategy)

@@ -51,6 +51,8 @@ from onnx import TensorProto, helper, numpy_helper
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "python", "loom"))
 from checkpoint import read_checkpoint  # noqa: E402  (numpy alone, loaded by path)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import oracle  # noqa: E402  (test/oracle.py)
 
 TOLERANCE = 1e-4
 TINY = 1e-6  # floor of max|torch| in the normwise relative error
@@ -1164,15 +1166,9 @@ def run(cmd, timeout=120):
 
 
 def relative_error(actual, expected):
-    actual = np.asarray(actual, np.float64)
-    expected = np.asarray(expected, np.float64)
-    if actual.shape != expected.shape:
-        return math.inf
-    if actual.size == 0:
-        return 0.0
-    if not np.all(np.isfinite(actual)):
-        return math.inf
-    return float(np.max(np.abs(actual - expected)) / max(float(np.max(np.abs(expected))), TINY))
+    """Normwise max|a - e| / max|e| (test/oracle.py): inf where shapes differ or a value
+    is not finite where expected is."""
+    return oracle.compare(actual, expected, TOLERANCE).error
 
 
 def onnx_elem_type(array):
@@ -1271,17 +1267,18 @@ def run_case(args, case, work):
     with open(metrics) as f:
         records = [json.loads(line) for line in f if line.strip()]
     loss_loom = float(records[0]["loss"]) if records else math.nan
-    loss_err = abs(loss_loom - loss_ref) / max(abs(loss_ref), TINY)
-    if not loss_err <= TOLERANCE:
-        problems.append(f"loss: loom {loss_loom!r}, torch {loss_ref!r} (relative {loss_err:.3e})")
+    worst = oracle.Worst()
+    loss = worst.add(oracle.compare(loss_loom, loss_ref, TOLERANCE, name="loss"))
+    if not loss.ok:
+        problems.append(f"loss: loom {loss_loom!r}, torch {loss_ref!r} ({loss.message})")
     lines = [STEP_LINE.match(l.strip()) for l in stdout.splitlines()]
     lines = [m for m in lines if m]
     if len(lines) != 1:
         problems.append(f"expected one `loom: step 1 loss L lr R` line, got {len(lines)}")
     else:
         printed = lines[0].group(2)
-        if not abs(float(printed) - loss_ref) <= (TOLERANCE * abs(loss_ref)
-                                                  + printed_half_unit(printed)):
+        if not oracle.compare(float(printed), loss_ref, TOLERANCE,
+                              atol=printed_half_unit(printed)):
             problems.append(f"printed loss {printed}, torch {loss_ref!r}")
 
     # The checkpoint: exactly the expected parameters; the buffers unchanged.
@@ -1298,10 +1295,9 @@ def run_case(args, case, work):
             continue
         if e.get("kind") != "buffer":
             problems.append(f"{name}: kind {e.get('kind')!r}, expected 'buffer'")
-        if relative_error(e["array"], case.tensors[name]) != 0:
+        if not oracle.compare(e["array"], case.tensors[name], rtol=0.0):
             problems.append(f"buffer {name} changed")
 
-    worst = loss_err
     for name in expected_params:
         want = grads_ref[name]
         e = entries.get(name)
@@ -1316,22 +1312,16 @@ def run_case(args, case, work):
         if after.shape != before.shape:
             problems.append(f"{name}: checkpoint shape {list(after.shape)}, "
                             f"expected {list(before.shape)}")
-            worst = math.inf
+            worst.add(math.inf, name)
             continue
         got = before - after
-        err = relative_error(got, want)
-        worst = max(worst, err)
+        grad = worst.add(oracle.compare(got, want, TOLERANCE, name=f"d{name}"))
         scale = float(np.max(np.abs(want))) if want.size else 0.0
         resolution = float(np.max(np.spacing(np.abs(case.tensors[name])))) / 2 / max(scale, TINY)
         if scale > 0 and resolution > RESOLUTION_WARN:
             notes.append(f"{name}: float32 update resolution {resolution:.1e} of the gradient")
-        if not err <= TOLERANCE:
-            diff = np.abs(got - want)
-            at = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.ndim else ()
-            problems.append(
-                f"d{name}: relative error {err:.3e}; max|torch| {scale:.4g}; worst at "
-                f"{tuple(int(i) for i in at)}: loom {float(got[at]):.6g}, "
-                f"torch {float(want[at]):.6g}")
+        if not grad.ok:
+            problems.append(f"{grad.message}; max|torch| {scale:.4g}")
             details.append(f"      torch d{name} = {np.array2string(want.ravel()[:12], precision=5, max_line_width=1000)}"
                            + (" ..." if want.size > 12 else ""))
             details.append(f"      loom  d{name} = {np.array2string(got.ravel()[:12], precision=5, max_line_width=1000)}"
@@ -1340,7 +1330,7 @@ def run_case(args, case, work):
         ferr = forward_error(args, case, work, y_ref)
         notes.append("forward output vs torch: " + (f"relative {ferr:.3e}" if isinstance(ferr, float)
                                                     else ferr))
-    return not problems, worst, problems + details, notes
+    return not problems, worst.error, problems + details, notes
 
 
 def main():

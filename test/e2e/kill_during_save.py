@@ -13,6 +13,10 @@ root/latest, parses its manifest and checks every file's size and CRC-32, and th
 step must be the previous checkpoint's or the next; then `loom run --resume root`
 must load it. Prints how many kills left the old checkpoint and how many the new.
 
+At least one kill must land inside a save, or the test proved nothing: a kill counts as
+inside when the process still ran, its save had begun, and the checkpoint left is the
+previous one (the new one was not committed yet). The count is printed.
+
 Usage: kill_during_save.py --loom build/tools/loom/loom --source . [--kills 20] [--seed 0]
 """
 import argparse
@@ -100,13 +104,14 @@ def main():
         previous, why = verify(root)
         if why:
             raise SystemExit(f"before the kills: {why}")
-        kept_old = kept_new = during = 0
+        kept_old = kept_new = during = inside = 0
         for kill in range(args.kills):
             since = time.time_ns()
             proc = subprocess.Popen(step + ["--resume", root], stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL)
             while proc.poll() is None and not saving(root, since):
                 time.sleep(0.0002)
+            began = saving(root, since)
             time.sleep(rng.uniform(0, 1.2 * save_seconds))
             alive = proc.poll() is None
             if alive:
@@ -119,6 +124,7 @@ def main():
                 return 1
             if got == previous:
                 kept_old += 1
+                inside += alive and began
             elif got == previous + 1:
                 kept_new += 1
             else:
@@ -133,7 +139,11 @@ def main():
             previous = got
         print(f"{args.kills} SIGKILLs during a {save_seconds * 1e3:.0f} ms save "
               f"({during} while the process ran): every time a loadable checkpoint; "
-              f"{kept_old} kept the previous one, {kept_new} the new one")
+              f"{kept_old} kept the previous one, {kept_new} the new one; "
+              f"{inside} landed inside a save (before its commit)")
+        if inside == 0:
+            print("no kill landed inside a save: the test proved nothing")
+            return 1
         return 0
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -27,6 +27,9 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torchvision_families import FAMILIES, build, image  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import oracle  # noqa: E402  (test/oracle.py)
+
 TOLERANCE = 1e-4
 
 
@@ -71,10 +74,10 @@ def main():
                 failures += 1
                 continue
             got = np.load(os.path.join(out, "y.npy"))
-            scale = max(float(np.abs(want).max()), 1e-30)
-            err = float(np.abs(got.astype(np.float64) - want).max()) / scale
-            ok = err <= TOLERANCE and np.abs(want).max() > 0
-            print(f"{name:20s} {err:.2e}  {'ok' if ok else 'MISMATCH'}")
+            result = oracle.compare(got, want, TOLERANCE, name=f"{name} output")
+            ok = result.ok and np.abs(want).max() > 0  # a zero output would prove nothing
+            print(f"{name:20s} {result.error:.2e}  {'ok' if ok else 'MISMATCH'}"
+                  + ("" if ok else f"  {result.message}"))
             failures += not ok
         for name, family in FAMILIES.items():
             if (only and name not in only) or not family.refused:

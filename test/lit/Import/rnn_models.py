@@ -30,6 +30,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+import oracle  # noqa: E402  (test/oracle.py)
+
 S, B, I, H = 4, 3, 5, 4  # sequence, batch, input size, hidden size
 
 
@@ -197,10 +200,9 @@ def check(out, name):
     for f in sorted(os.listdir(expected_dir)):
         want = np.load(os.path.join(expected_dir, f))
         got = np.load(os.path.join(out, name + "-out", f))
-        assert got.shape == want.shape, f"{name} {f}: shape {got.shape}, expected {want.shape}"
-        error = float(np.max(np.abs(got.astype(np.float64) - want)))
-        print(f"{name} {f[:-4]} {list(got.shape)} max error {error:.1e}")
-        assert error < 1e-5, f"{name} {f}: max error {error}"
+        result = oracle.assert_close(got, want, rtol=0.0, atol=1e-5, normwise=False,
+                                     name=f"{name} {f}")
+        print(f"{name} {f[:-4]} {list(got.shape)} max error {result.abs_error:.1e}")
 
 
 if __name__ == "__main__":

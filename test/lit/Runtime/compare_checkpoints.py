@@ -3,17 +3,21 @@
 
 Usage: compare_checkpoints.py CKPT_A CKPT_B METRICS_A METRICS_B RTOL
 Prints 'N parameters and M losses agree' or the first disagreement (exit 1).
-Parameters agree when max|a - b| <= RTOL * max|a| (normwise).
+Parameters agree when max|a - b| <= RTOL * max|a| (normwise), losses step by
+step to RTOL relative, and both files hold the same number of steps
+(test/oracle.py's compare: a NaN, an inf or a missing step fails).
 """
 import json
 import os
 import sys
 
-import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
                                 "python", "loom"))
 from checkpoint import read_checkpoint  # noqa: E402  (numpy alone, loaded by path)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from oracle import compare, compare_sequences  # noqa: E402  (test/oracle.py)
 
 
 def main():
@@ -25,19 +29,21 @@ def main():
     for name, (kind, a) in a_tensors.items():
         if kind != "parameter":
             continue
-        a = a.astype(np.float64)
-        b = b_tensors[name][1].astype(np.float64)
-        error = np.abs(a - b).max() / max(np.abs(a).max(), 1e-12)
-        if error > rtol:
-            print(f"{name}: relative difference {error:.3e} > {rtol}")
+        if name not in b_tensors:
+            print(f"{name}: missing from {b_dir}")
+            return 1
+        # The floor of max|a| at 1e-12 lets an all-zero tensor match to rtol * 1e-12.
+        result = compare(b_tensors[name][1], a, rtol=rtol, atol=rtol * 1e-12, name=name)
+        if not result.ok:
+            print(result.message)
             return 1
         params += 1
     losses_a = [json.loads(line)["loss"] for line in open(a_metrics)]
     losses_b = [json.loads(line)["loss"] for line in open(b_metrics)]
-    for step, (x, y) in enumerate(zip(losses_a, losses_b), 1):
-        if abs(x - y) > rtol * abs(x):
-            print(f"step {step}: loss {x} vs {y}")
-            return 1
+    result = compare_sequences(losses_b, losses_a, rtol=rtol, name=f"losses of {b_metrics}")
+    if not result.ok:
+        print(result.message)
+        return 1
     print(f"{params} parameters and {len(losses_a)} losses agree")
     return 0
 

@@ -7,7 +7,11 @@ steps are matched to EXPECTED's by number. Prints 'N steps agree (worst relative
 D)' or the first disagreement (exit 1). With STEPS, GOT must hold exactly that many lines (a step run again counts again).
 """
 import json
+import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from oracle import compare_sequences  # noqa: E402  (test/oracle.py)
 
 
 def losses(path):
@@ -22,17 +26,20 @@ def main():
     if len(sys.argv) > 4 and len(got) != int(sys.argv[4]):
         print(f"{sys.argv[2]}: {len(got)} steps, expected {sys.argv[4]}")
         return 1
-    worst = 0.0
-    for step, loss in got:
-        if step not in expected:
-            print(f"step {step}: not in {sys.argv[1]}")
-            return 1
-        diff = abs(loss - expected[step]) / max(abs(expected[step]), 1e-30)
-        worst = max(worst, diff)
-        if diff > rtol:
-            print(f"step {step}: loss {loss} vs {expected[step]} (relative {diff:.2e} > {rtol})")
-            return 1
-    print(f"{len(got)} steps agree (worst relative difference {worst:.1e})")
+    if not got:
+        print(f"{sys.argv[2]}: no steps (nothing would be compared)")
+        return 1
+    missing = [step for step, _ in got if step not in expected]
+    if missing:
+        print(f"step {missing[0]}: not in {sys.argv[1]}")
+        return 1
+    steps = f"{got[0][0]}..{got[-1][0]}"
+    result = compare_sequences([loss for _, loss in got], [expected[step] for step, _ in got],
+                               rtol=rtol, name=f"losses of steps {steps}")
+    if not result.ok:
+        print(result.message)
+        return 1
+    print(f"{len(got)} steps agree (worst relative difference {result.error:.1e})")
     return 0
 
 

@@ -3,8 +3,12 @@ and communication times and collective counts add up to the totals (each
 printed value is rounded, so the sums may differ from the totals by up to
 half a unit in the last printed place per node)."""
 
+import os
 import re
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+import oracle  # noqa: E402  (test/oracle.py)
 
 UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 TIME = r"([0-9.]+) (s|ms|us)"
@@ -54,7 +58,7 @@ ok = True
 for name, got, want, slack in (("compute", compute, compute_total, compute_slack),
                                ("communication", comm, comm_total, comm_slack)):
     # The total is rounded too: half a unit of its own last place.
-    if abs(got - want) <= slack + 0.5e-3 * want + 1e-7:
+    if oracle.compare(got, want, rtol=0.5e-3, atol=slack + 1e-7, name=name):
         print(name, "sums to the total")
     else:
         ok = False
