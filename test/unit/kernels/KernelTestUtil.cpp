@@ -3,8 +3,9 @@
 #include "test/unit/kernels/KernelTestUtil.h"
 
 #include "runtime/cpu/CpuContext.h"
+#include "test/unit/support/Oracle.h"
 
-#include <cmath>
+#include <algorithm>
 #include <cstring>
 
 namespace loom::rt::test {
@@ -155,34 +156,16 @@ Shape broadcastShapes(const Shape &a, const Shape &b) {
 
 void expectClose(const HostBuffer &got, const std::vector<double> &ref,
                  double tol, double floor) {
-  std::vector<double> vals = values(got);
-  ASSERT_EQ(vals.size(), ref.size());
-  int failures = 0;
-  for (size_t i = 0; i < vals.size() && failures < 5; ++i) {
-    if (std::isnan(ref[i]) && std::isnan(vals[i]))
-      continue;
-    if (std::isinf(ref[i]) && vals[i] == ref[i])
-      continue;
-    double bound = tol * std::max(std::abs(ref[i]), floor);
-    if (!(std::abs(vals[i] - ref[i]) <= bound)) {
-      ++failures;
-      ADD_FAILURE() << "element " << i << ": got " << vals[i] << ", expected "
-                    << ref[i] << " (tolerance " << bound << ", "
-                    << dtypeName(got.dtype) << ")";
-    }
-  }
+  oracle::Comparison r =
+      oracle::compareElements(values(got), got.shape, ref, got.shape,
+                              oracle::Tolerance::relative(tol, floor));
+  EXPECT_TRUE(r.ok()) << r.message() << " (" << dtypeName(got.dtype) << ")";
 }
 
 void expectEqual(const HostBuffer &got, const std::vector<double> &ref) {
-  std::vector<double> vals = values(got);
-  ASSERT_EQ(vals.size(), ref.size());
-  int failures = 0;
-  for (size_t i = 0; i < vals.size() && failures < 5; ++i)
-    if (vals[i] != ref[i] && !(std::isnan(vals[i]) && std::isnan(ref[i]))) {
-      ++failures;
-      ADD_FAILURE() << "element " << i << ": got " << vals[i] << ", expected "
-                    << ref[i] << " (" << dtypeName(got.dtype) << ")";
-    }
+  oracle::Comparison r = oracle::compareElements(
+      values(got), got.shape, ref, got.shape, oracle::Tolerance::exact());
+  EXPECT_TRUE(r.ok()) << r.message() << " (" << dtypeName(got.dtype) << ")";
 }
 
 void KernelTest::SetUp() {

@@ -64,11 +64,11 @@ Shape broadcastShapes(const Shape &a, const Shape &b);
 std::vector<int64_t> padIndices(const std::string &mode, int64_t size,
                                 int64_t low, int64_t high);
 
-/// Expects every element within tol * max(|ref|, floor) of the reference
-/// (an allclose with rtol = tol and atol = tol * floor); NaN matches NaN.
+/// Expects every element within tol * max(|ref|, floor) of the reference; an
+/// expected NaN or infinity is matched only by the same (support/Oracle.h).
 void expectClose(const HostBuffer &got, const std::vector<double> &ref,
                  double tol, double floor = 1.0);
-/// Expects exact equality (integers, bools, data movement).
+/// Expects exact equality (integers, bools, data movement); NaN matches NaN.
 void expectEqual(const HostBuffer &got, const std::vector<double> &ref);
 
 /// Runs the backend's kernel for `op`; the result gets dtype and shape.

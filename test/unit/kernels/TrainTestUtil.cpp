@@ -2,7 +2,7 @@
 
 #include "test/unit/kernels/TrainTestUtil.h"
 
-#include <cmath>
+#include "test/unit/support/Oracle.h"
 
 namespace loom::rt::test {
 
@@ -52,16 +52,11 @@ centralDifferences(const std::function<double(const std::vector<double> &)> &f,
 
 void expectMatchesDifferences(const std::vector<double> &analytic,
                               const std::vector<double> &numeric, double tol) {
-  ASSERT_EQ(analytic.size(), numeric.size());
-  int failures = 0;
-  for (size_t i = 0; i < analytic.size() && failures < 5; ++i) {
-    double bound = tol * std::max(std::abs(numeric[i]), 1.0);
-    if (!(std::abs(analytic[i] - numeric[i]) <= bound)) {
-      ++failures;
-      ADD_FAILURE() << "coordinate " << i << ": reference gradient "
-                    << analytic[i] << ", central difference " << numeric[i];
-    }
-  }
+  oracle::Comparison r = oracle::compareElements(
+      analytic, numeric, oracle::Tolerance::relative(tol));
+  EXPECT_TRUE(r.ok()) << "the reference gradient against the central "
+                         "differences: "
+                      << r.message();
 }
 
 double dot(const std::vector<double> &a, const std::vector<double> &b) {

@@ -1,13 +1,14 @@
 //===- NodeTestCase.cpp - Running one ONNX node test on a backend ---------===//
 
 #include "test/unit/node/NodeTestCase.h"
+#include "test/unit/node/NodeTestCounts.h"
 
 #include "runtime/io/TensorFile.h"
+#include "test/unit/support/Oracle.h"
 
 #include "onnx/onnx_pb.h"
 
 #include <algorithm>
-#include <cmath>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -72,19 +73,18 @@ std::string compare(const rt::TensorView &actual,
   if (actual.dtype != expected.dtype)
     return std::string("element type ") + rt::dtypeName(actual.dtype) +
            ", expected " + rt::dtypeName(expected.dtype);
-  bool exact = !rt::isFloat(actual.dtype);
-  for (int64_t i = 0; i < actual.numElements(); ++i) {
-    double a = elementAsDouble(actual, i), e = elementAsDouble(expected, i);
-    if (std::isnan(e) && std::isnan(a))
-      continue;
-    if (std::isinf(e) && a == e)
-      continue;
-    bool ok = exact ? a == e : std::fabs(a - e) <= 1e-7 + 1e-3 * std::fabs(e);
-    if (!ok)
-      return "element " + std::to_string(i) + " is " + std::to_string(a) +
-             ", expected " + std::to_string(e);
-  }
-  return "";
+  auto elements = [](const rt::TensorView &v) {
+    std::vector<double> out(v.numElements());
+    for (int64_t i = 0; i < v.numElements(); ++i)
+      out[i] = elementAsDouble(v, i);
+    return out;
+  };
+  oracle::Tolerance tolerance = rt::isFloat(actual.dtype)
+                                    ? oracle::Tolerance::allclose(1e-3, 1e-7)
+                                    : oracle::Tolerance::exact();
+  return oracle::compareElements(elements(actual), actual.shape,
+                                 elements(expected), expected.shape, tolerance)
+      .message();
 }
 
 std::string runDataSets(const fs::path &dir, rt::Executor &exec,
@@ -193,15 +193,29 @@ std::string Summary::report() const {
     os << "UNEXPECTED FAILURE " << u << "\n";
   for (const std::string &f : fixed)
     os << "NOW PASSES (remove from the list) " << f << "\n";
+  std::string floor = belowFloor();
+  if (!floor.empty())
+    os << "BELOW THE FLOOR " << floor << "\n";
   return os.str();
 }
 
+std::string Summary::belowFloor() const {
+  if (ran < kImportedCases)
+    return std::to_string(ran) + " imported cases, fewer than the " +
+           std::to_string(kImportedCases) + " README.md states";
+  if (backend == "cpu" && passed < kMatchingOnCpu)
+    return std::to_string(passed) + " cases match, fewer than the " +
+           std::to_string(kMatchingOnCpu) + " README.md states";
+  if (backend != "cpu" && passed < kMatchingOnCuda)
+    return std::to_string(passed) + " cases match, fewer than the " +
+           std::to_string(kMatchingOnCuda) +
+           " of the last GPU check (docs/gpu.md)";
+  return "";
+}
+
 bool Summary::ok() const {
-  if (!unexpected.empty())
-    return false;
-  if (backend == "cpu")
-    return fixed.empty() && ran > 150;
-  return passed > 100;
+  return unexpected.empty() && belowFloor().empty() &&
+         (backend != "cpu" || fixed.empty());
 }
 
 } // namespace loom::nodetest
