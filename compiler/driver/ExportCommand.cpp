@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/driver/Commands.h"
+#include "compiler/onnx/ExportedParameters.h"
 
 #include "runtime/Checkpoint.h"
 #include "runtime/Executor.h"
@@ -82,6 +83,15 @@ int runExport() {
     if (!in || !model.ParseFromIstream(&in))
       return reportError(source + ": cannot read the ONNX model");
   }
+  // The plan trains the parameters the import restored (shared values split,
+  // folded views computed from their parameters): the model written has
+  // them too, so that it computes what the trained plan does.
+  std::vector<std::string> restored;
+  if (std::string e = onnx_import::restoreExportedParameters(
+          *model.mutable_graph(),
+          std::filesystem::path(source).parent_path().string(), restored);
+      !e.empty())
+    return reportError(source + ": " + e);
   std::optional<rt::CheckpointManifest> ckpt =
       rt::openCheckpoint(checkpointDir, error);
   if (!ckpt)

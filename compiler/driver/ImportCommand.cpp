@@ -80,7 +80,7 @@ int runImport() {
   if (!model)
     return reportError(error);
   OwningOpRef<ModuleOp> module = pipeline::importModel(
-      context, *model, !noWeights, /*withBuffers=*/false, error);
+      context, *model, !noWeights, /*withBuffers=*/false, error, &errs());
   if (!module)
     return reportError(error);
   if (fuse && failed(pipeline::runImportCleanup(*module)))

@@ -9,6 +9,7 @@
 
 #include "compiler/onnx/OnnxImporter.h"
 #include "common/text/InputLimits.h"
+#include "compiler/onnx/ExportedParameters.h"
 #include "compiler/onnx/ModelChecks.h"
 #include "compiler/onnx/NodeContext.h"
 
@@ -170,6 +171,8 @@ private:
   OpBuilder builder;
   int64_t opset = 0;
   std::string diagnostics;
+  /// What the import changed in the model (restoreExportedParameters).
+  std::vector<std::string> notes;
 
   /// Graph inputs given a value (ImportOptions::inputValues), now
   /// initializers that are always constants.
@@ -661,6 +664,10 @@ ImportResult Importer::run() {
     return error(ImportStatus::InvalidModel,
                  Twine("the ONNX checker rejects the model: ") + e.what());
   }
+  if (std::string err = restoreExportedParameters(*model.mutable_graph(),
+                                                  baseDir, notes);
+      !err.empty())
+    return error(ImportStatus::InvalidModel, err);
   if (auto err = bindInputs())
     return std::move(*err);
   if (auto err = inferShapes())
@@ -724,6 +731,7 @@ ImportResult Importer::run() {
                  "the imported module does not verify: " + takeDiagnostics());
   ImportResult result;
   result.module = std::move(module);
+  result.notes = std::move(notes);
   return result;
 }
 

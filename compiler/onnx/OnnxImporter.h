@@ -75,6 +75,9 @@ struct ImportResult {
   /// When not Ok: what went wrong, naming the file, the node and what to do.
   std::string message;
   mlir::OwningOpRef<mlir::ModuleOp> module;
+  /// What the import undid of the exporter's work, one line each: parameters
+  /// it had shared or folded (ExportedParameters.h).
+  std::vector<std::string> notes;
 
   bool ok() const { return status == ImportStatus::Ok; }
 };

@@ -40,7 +40,7 @@ namespace loom::pipeline {
 
 OwningOpRef<ModuleOp> importModel(MLIRContext &context, const ModelInput &model,
                                   bool withWeights, bool withBuffers,
-                                  std::string &error) {
+                                  std::string &error, raw_ostream *log) {
   onnx_import::ImportOptions options;
   options.batch = model.batch;
   for (const auto &[name, n] : model.dims)
@@ -63,6 +63,9 @@ OwningOpRef<ModuleOp> importModel(MLIRContext &context, const ModelInput &model,
     error = result.message;
     return nullptr;
   }
+  if (log)
+    for (const std::string &note : result.notes)
+      *log << "loom: import: " << note << "\n";
   return std::move(result.module);
 }
 
@@ -366,7 +369,9 @@ std::optional<plan::Plan> CompileSession::buildPlan(const Attempt &attempt,
   std::string error;
   OwningOpRef<ModuleOp> module =
       importModel(context, model, !options.simulate && !seeded,
-                  !options.simulate && seeded, error);
+                  !options.simulate && seeded, error,
+                  importNoted ? nullptr : &log);
+  importNoted = true;
   if (!module) {
     code = fail(error);
     return std::nullopt;

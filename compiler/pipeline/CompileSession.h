@@ -142,6 +142,9 @@ private:
   const cost::HardwareProfile cluster;
   llvm::raw_ostream &log;
   std::string error;
+  /// Whether the import's notes were printed: a compile imports the model
+  /// once per attempt, and says what it undid once.
+  bool importNoted = false;
 
   /// The ZeRO level and recompute of the plan over the memory limit.
   std::optional<AutoChoice> earlier;

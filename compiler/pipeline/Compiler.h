@@ -44,10 +44,13 @@ std::optional<CompileResult> compile(const CompileOptions &options,
 
 /// Imports an ONNX model with its bindings: with its parameters' data
 /// (`withWeights`), or without but keeping its buffers' (`withBuffers`);
-/// nullptr with `error` set.
+/// nullptr with `error` set. What the import undid of the exporter's work
+/// (parameters it shared or folded) goes to `log` as "loom: import: ..."
+/// lines, when one is given.
 mlir::OwningOpRef<mlir::ModuleOp>
 importModel(mlir::MLIRContext &context, const ModelInput &model,
-            bool withWeights, bool withBuffers, std::string &error);
+            bool withWeights, bool withBuffers, std::string &error,
+            llvm::raw_ostream *log = nullptr);
 
 /// The clean-up after import: decomposed layer norms fused, CSE.
 mlir::LogicalResult runImportCleanup(mlir::ModuleOp module);

@@ -310,9 +310,11 @@ def _state_names(module, onnx_path):
     return names
 
 
-def _check_trainable(module, example_inputs, names):
-    """Every parameter the forward uses must be an initializer of the export under its own
-    name: one the export folded into another tensor cannot be trained as PyTorch trains it."""
+def _check_trainable(module, example_inputs, names, trained):
+    """Every parameter the forward uses must be one the plan trains (`trained`, Loom's
+    names) under the name the export gave it: one the export folded into a tensor the
+    importer cannot trace back to it (ExportedParameters.h) would not be trained as PyTorch
+    trains it."""
     import torch
     params = [(k, p) for k, p in module.named_parameters() if p.requires_grad]
     if not params:
@@ -330,13 +332,15 @@ def _check_trainable(module, example_inputs, names):
             grads = torch.autograd.grad(total, [p for _, p in params], allow_unused=True)
     finally:
         onnx_export.restore_state(module, saved)
-    lost = [k for (k, _), g in zip(params, grads) if g is not None and k not in names]
+    lost = [k for (k, _), g in zip(params, grads)
+            if g is not None and names.get(k) not in trained]
     if lost:
         raise _loom.CompileError(
-            f"{len(lost)} parameter(s) the forward uses are not in the ONNX export under their "
-            f"names ({', '.join(lost[:4])}{', ...' if len(lost) > 4 else ''}): "
-            "torch.onnx.export folded them into other tensors, so Loom cannot train them as "
-            "PyTorch does; export the model yourself without that folding")
+            f"{len(lost)} parameter(s) the forward uses are not trained by the plan "
+            f"({', '.join(lost[:4])}{', ...' if len(lost) > 4 else ''}): torch.onnx.export "
+            "folded them into tensors that are no transpose, reshape, cast or leading rows "
+            "of them, so Loom cannot train them as PyTorch does; compute them in the "
+            "forward from inputs the export cannot fold (or report the model to Loom)")
 
 
 def _compile_module(module, example_inputs, options, strategies, progress, workdir):
@@ -346,8 +350,6 @@ def _compile_module(module, example_inputs, options, strategies, progress, workd
     progress.phase(f"exporting {type(module).__name__} to ONNX")
     inputs = onnx_export.export_module(module, example_inputs, path)
     names = _state_names(module, path)
-    if options.get("train"):
-        _check_trainable(module, example_inputs, names)
     options = dict(options, model=path)
     strategy_file = _strategy_file(strategies, workdir)
     if strategy_file:
@@ -369,6 +371,10 @@ def _load_job(model, example_inputs, settings, strategies, progress, backend, co
             model, example_inputs, settings, strategies, reporter, workdir)
         reporter.phase("loading the plan on its ranks")
         native = _loom.Job(plan, backend, comm, threads)
+        if settings.get("train"):
+            trained = {name for name, kind, _, _ in native.state() if kind == "parameter"}
+            _check_trainable(model, tuple(example_inputs) if isinstance(
+                example_inputs, (tuple, list)) else (example_inputs,), names, trained)
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise

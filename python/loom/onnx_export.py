@@ -131,6 +131,27 @@ def restore_deduplicated(model_proto, state_dict):
     return restored
 
 
+def add_missing_parameters(model_proto, module):
+    """Adds every trainable parameter the export left out (folded whole into another
+    tensor, as `self.pos(torch.arange(T))` is) as an initializer under its name, so that
+    the importer can find the folded tensor as a view of it and train the parameter
+    through it (compiler/onnx/ExportedParameters.h). A tied parameter is added once.
+    Returns the names added."""
+    graph = model_proto.graph
+    present = {t.name for t in graph.initializer}
+    seen = {(t.data_ptr(), tuple(t.shape)) for k, t in module.state_dict().items()
+            if k in present}
+    added = []
+    for name, param in module.named_parameters():
+        storage = (param.data_ptr(), tuple(param.shape))
+        if not param.requires_grad or name in present or storage in seen:
+            continue
+        seen.add(storage)
+        graph.initializer.append(numpy_helper.from_array(param.detach().cpu().numpy(), name))
+        added.append(name)
+    return added
+
+
 def input_names(module, count):
     """The names of the first `count` arguments of `module.forward` ("x", "input_ids", ...);
     "input_<i>" where the signature does not say."""
@@ -194,5 +215,6 @@ def export_module(module, example_inputs, path, opset=DEFAULT_OPSET):
                 init.CopyFrom(numpy_helper.from_array(value.astype(exported.dtype), init.name))
     restore_deduplicated(proto, module.state_dict())
     restore_parameters(proto, module.state_dict())
+    add_missing_parameters(proto, module)
     onnx.save(proto, path)
     return names
