@@ -284,6 +284,35 @@ def main():
         for p in problems[:10]:
             print("    " + p)
         failed |= bool(problems)
+
+    # `loom export --state-dict` of the one-device run loads into the module with
+    # strict=True: parameters and statistics as trained, and each BatchNorm's
+    # num_batches_tracked the forwards trained (counted from 0).
+    d = os.path.join(work, "one")
+    npz = os.path.join(d, "state.npz")
+    code, output = run([args.loom, "export", os.path.join(d, "model.plan"), "--checkpoint",
+                        os.path.join(d, "ckpt"), "--state-dict", npz])
+    if code != 0:
+        print(f"FAIL: loom export --state-dict:\n{output}")
+        return 1
+    with np.load(npz) as archive:
+        loaded = {k: torch.from_numpy(archive[k]) for k in archive.files}
+    fresh = copy.deepcopy(model)
+    try:
+        fresh.load_state_dict(loaded, strict=True)
+    except RuntimeError as e:
+        print(f"FAIL: the exported state dict does not load: {e}")
+        return 1
+    worst = Worst()
+    for key, value in fresh.state_dict().items():
+        if key.endswith("num_batches_tracked"):
+            worst.add(compare(value.numpy(), STEPS, rtol=0.0, name=key))
+        else:
+            worst.add(compare(value.numpy(), global_state.get(key),
+                              rtol=TOLERANCE, name=key))
+    print(f"{'ok' if worst.ok else 'FAIL'}: --state-dict loads with strict=True: "
+          f"{worst.report()}")
+    failed |= not worst.ok
     return 1 if failed else 0
 
 

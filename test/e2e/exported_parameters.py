@@ -137,7 +137,7 @@ def reference(torch, model, ids, labels, optimizer, lr, steps):
         loss.backward()
         opt.step()
         losses.append(float(loss))
-    return losses, {n: p.detach().numpy().copy() for n, p in model.named_parameters()}
+    return losses, model
 
 
 def run(cmd):
@@ -184,7 +184,31 @@ def train_loom(loom, work, onnx_path, ids, labels, optimizer, lr, steps, folded)
         result = compare(written.get(name), array, rtol=0.0, name=f"exported {name}")
         if not result.ok:
             raise SystemExit(f"FAILED: loom export: {result.message}")
-    return losses, params, log
+    # --state-dict: the same values under PyTorch's names and layouts.
+    state = os.path.join(work, "state.npz")
+    run([loom, "export", plan, "--checkpoint", os.path.join(work, "ckpt"), "--state-dict",
+         state])
+    with np.load(state) as archive:
+        state_dict = {k: archive[k] for k in archive.files}
+    return losses, params, log, state_dict
+
+
+def check_state_dict(torch, name, model, trained, state_dict, ids):
+    """`loom export --state-dict` loads into the source module with strict=True and
+    reproduces the trained module's outputs."""
+    import copy
+    fresh = copy.deepcopy(model)
+    try:
+        fresh.load_state_dict({k: torch.from_numpy(v) for k, v in state_dict.items()},
+                              strict=True)
+    except RuntimeError as e:
+        print(f"FAIL: {name}: the state dict does not load: {e}")
+        return False
+    with torch.no_grad():
+        result = compare(fresh(ids).numpy(), trained(ids).numpy(), rtol=1e-4,
+                         name="outputs with the exported state dict")
+    print(f"{'ok' if result.ok else 'FAIL'}: {name}: {result.message}")
+    return result.ok
 
 
 def check_case(name, losses, params, ref_losses, ref_params, initial, rtol, strict=()):
@@ -235,11 +259,13 @@ def main():
               f"(Identity outputs: {shared}); this case proves nothing")
         failed = True
     initial = {n: p.detach().numpy().copy() for n, p in model.named_parameters()}
-    ref_losses, ref_params = reference(torch, model, ids, labels, "sgd", 0.2, 10)
+    ref_losses, trained = reference(torch, model, ids, labels, "sgd", 0.2, 10)
+    ref_params = {n: p.detach().numpy().copy() for n, p in trained.named_parameters()}
     case = os.path.join(work, "layernorms")
     os.makedirs(case, exist_ok=True)
-    losses, params, log = train_loom(args.loom, case, path, ids, labels, "sgd", 0.2, 10,
-                                     folded_weights(graph, model))
+    losses, params, log, state_dict = train_loom(args.loom, case, path, ids, labels,
+                                                 "sgd", 0.2, 10,
+                                                 folded_weights(graph, model))
     notes = log.count("loom: import: ")
     print(f"layernorms: the import restored {notes} shared parameters "
           f"({len(shared)} Identity nodes)")
@@ -248,6 +274,8 @@ def main():
         failed = True
     failed |= not check_case("layernorms, 10 SGD steps", losses, params, ref_losses,
                              ref_params, initial, 1e-4)
+    failed |= not check_state_dict(torch, "layernorms, --state-dict", model, trained,
+                                   state_dict, ids)
 
     # A tied head, exported with constant folding: the embedding's transpose folded.
     labels = torch.randint(0, VOCAB, (BATCH, SEQ), generator=gen)
@@ -262,11 +290,13 @@ def main():
         failed = True
     initial = {n: p.detach().numpy().copy() for n, p in model.named_parameters()}
     for optimizer, lr in (("sgd", 0.5), ("adamw", 0.01)):
-        ref_losses, ref_params = reference(torch, model, ids, labels, optimizer, lr, 3)
+        ref_losses, trained = reference(torch, model, ids, labels, optimizer, lr, 3)
+        ref_params = {n: p.detach().numpy().copy() for n, p in trained.named_parameters()}
         case = os.path.join(work, "tied-" + optimizer)
         os.makedirs(case, exist_ok=True)
-        losses, params, log = train_loom(args.loom, case, path, ids, labels, optimizer,
-                                         lr, 3, folded_weights(graph, model))
+        losses, params, log, state_dict = train_loom(args.loom, case, path, ids, labels,
+                                                     optimizer, lr, 3,
+                                                     folded_weights(graph, model))
         if "transpose" not in log:
             print(f"FAIL: tied-{optimizer}: the import does not report the folded "
                   f"transpose:\n{log}")
@@ -274,6 +304,8 @@ def main():
         failed |= not check_case(f"tied head, 3 {optimizer} steps", losses, params,
                                  ref_losses, ref_params, initial, 1e-4,
                                  strict=("wte.weight",))
+        failed |= not check_state_dict(torch, f"tied head, {optimizer}, --state-dict", model,
+                                       trained, state_dict, ids)
     return 1 if failed else 0
 
 
