@@ -223,9 +223,14 @@ py::tuple compile(const py::dict &dict, py::object progress) {
   parallel["stage_meshes"] = p.stageMeshes;
   parallel["micro_batches"] = p.microBatches;
   parallel["schedule"] = pipeline::toString(p.schedule).str();
-  parallel["zero"] = p.zero ? py::object(py::int_(*p.zero)) : py::none();
+  // The plan's own ZeRO level and recompute, as explained: those the
+  // search chose under --mode auto, not only those given.
+  const plan::Explanation &explained = result->plan.explanation();
+  parallel["zero"] = py::int_(explained.zero_level());
   parallel["recompute"] =
-      p.recompute ? py::object(py::str(*p.recompute)) : py::none();
+      !explained.recompute().empty() ? py::object(py::str(explained.recompute()))
+      : p.recompute                  ? py::object(py::str(*p.recompute))
+                                     : py::none();
   parallel["peak_bytes"] = pipeline::peakBytes(result->plan);
   parallel["step_seconds"] = result->plan.explanation().step_seconds();
   return py::make_tuple(py::bytes(bytes), parallel, log.text);

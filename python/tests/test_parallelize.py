@@ -2,6 +2,7 @@
 PyTorch, checkpoints, and the errors a user gets."""
 
 import os
+import re
 import sys
 
 import numpy as np
@@ -395,3 +396,17 @@ def test_a_module_in_train_mode_trains_its_batchnorm_as_pytorch_does():
     for key in ("bn1.running_mean", "bn2.running_var", "bn1.weight"):
         assert_close(state[key].numpy(), trained.state_dict()[key].numpy(),
                                    rtol=1e-4, atol=1e-6, name=key, normwise=False)
+
+
+def test_parallel_reports_the_plans_own_choices():
+    """job.parallel is the plan's configuration, not the arguments': a ZeRO level the
+    search chose under a memory limit, and the plan's own predicted step and peak."""
+    model, (x, _) = make_mlp(), batch(n=8)
+    job = loom.parallelize(model, (x,), optimizer=loom.Adam(lr=1e-2), mesh="dp=4",
+                           mode="auto", memory_limit=9000, progress=False)
+    explained = job.explain(top=0)
+    level = re.search(r"optimizer sharding: ZeRO-(\d)", explained)
+    assert level, explained
+    assert job.parallel["zero"] == int(level.group(1)) > 0
+    assert job.parallel["peak_bytes"] <= 9000
+    assert job.parallel["step_seconds"] > 0
