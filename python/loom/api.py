@@ -343,6 +343,26 @@ def _check_trainable(module, example_inputs, names, trained):
             "forward from inputs the export cannot fold (or report the model to Loom)")
 
 
+def _fixed_buffers(module, names):
+    """The exported names of `module`'s floating-point buffers that training keeps as
+    they are (a scale, a mask registered with register_buffer): every such buffer but
+    BatchNorm's running statistics, which the step updates. An ONNX file cannot tell a
+    buffer from a parameter, so they are given to the compiler as `freeze` patterns."""
+    import torch.nn as nn
+    statistics = set()
+    for prefix, m in module.named_modules():
+        if isinstance(m, nn.modules.batchnorm._NormBase):
+            statistics.update(f"{prefix}.{n}" if prefix else n for n, _ in
+                              m.named_buffers(recurse=False))
+    fixed = []
+    for key, buffer in module.named_buffers():
+        name = names.get(key)
+        if (buffer.is_floating_point() and key not in statistics and name
+                and not any(c in name for c in "*?[]\\") and name not in fixed):
+            fixed.append(name)
+    return fixed
+
+
 def _compile_module(module, example_inputs, options, strategies, progress, workdir):
     example_inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) \
         else (example_inputs,)
@@ -351,6 +371,11 @@ def _compile_module(module, example_inputs, options, strategies, progress, workd
     inputs = onnx_export.export_module(module, example_inputs, path)
     names = _state_names(module, path)
     options = dict(options, model=path)
+    if options.get("train"):
+        fixed = _fixed_buffers(module, names)
+        if fixed:
+            given = options.get("freeze") or []
+            options["freeze"] = ([given] if isinstance(given, str) else list(given)) + fixed
     strategy_file = _strategy_file(strategies, workdir)
     if strategy_file:
         options["strategy_file"] = strategy_file

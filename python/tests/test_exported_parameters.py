@@ -1,6 +1,7 @@
 """Parameters torch.onnx.export folds away are trained by loom.parallelize as PyTorch trains
 them: a GPT's position table looked up at `torch.arange(T)` (folded into a constant of its
-leading T rows) and a head tied to the embedding (folded into its transpose)."""
+leading T rows) and a head tied to the embedding (folded into its transpose); and buffers,
+which the ONNX file cannot tell from parameters, are not trained."""
 
 import os
 import sys
@@ -56,3 +57,31 @@ def test_position_table_and_tied_head_train_as_in_pytorch():
         # Every parameter moved, the position rows past T only by the weight decay.
         assert not compare(value.numpy(), initial[key], rtol=1e-3, name=key).ok, key
     model.load_state_dict(state, strict=True)
+
+
+class ScaledMLP(nn.Module):
+    """A Linear whose output a registered float buffer scales."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.register_buffer("scale", torch.tensor([0.5, 2.0, 1.5]))
+
+    def forward(self, x):
+        return self.fc(x) * self.scale
+
+
+def test_a_registered_buffer_is_not_trained():
+    torch.manual_seed(0)
+    model = ScaledMLP().eval()
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(4, 4, generator=g), torch.randn(4, 3, generator=g)
+    expected, trained = torch_losses(model, (x,), y,
+                                     lambda p: torch.optim.SGD(p, lr=0.1), 3, loss="mse")
+    job = loom.parallelize(model, (x,), loss="mse", optimizer=loom.SGD(lr=0.1),
+                           progress=False)
+    losses = np.array([job.step(x, labels=y) for _ in range(3)])
+    assert_close(losses, expected, rtol=1e-5, normwise=False)
+    state = job.state_dict()
+    for key, value in trained.state_dict().items():
+        assert_close(np.asarray(state[key]), value.numpy(), rtol=1e-5, name=key)
