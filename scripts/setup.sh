@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   # toolchain
-  cmake ninja-build ccache g++ git
+  cmake ninja-build ccache g++ git mold
   # MLIR / LLVM 22 (linked through libMLIR.so), lit and FileCheck
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   # ONNX front end (protobuf first, then ONNX)

@@ -17,7 +17,12 @@ if [ "${1:-}" != "--fast" ]; then
   # The sanitizer build leaves the CUDA backend out (nvcc takes no sanitizer
   # flags; LOOM_SANITIZE turns LOOM_ENABLE_CUDA off); the release build
   # above builds it wherever the CUDA toolkit is present.
-  bash scripts/build.sh build-asan -DLOOM_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  # -O1 -g1: the sanitizers need line tables for their reports, not full
+  # debug information; -O1 halves the heaviest files' compile time (the ODS-
+  # generated dialect: 235 s of CPU at -O2 -g, 138 s at -O1 -g1).
+  bash scripts/build.sh build-asan -DLOOM_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
+    "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
   # libMLIR is not instrumented: container-overflow checks across that
   # boundary give false reports.
   ASAN_OPTIONS=detect_container_overflow=0:abort_on_error=1 \
