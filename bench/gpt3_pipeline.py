@@ -22,7 +22,9 @@ forward and backward of all three in bf16 over f32 master weights (as the
 paper's mixed-precision training did, in fp16), the state unchanged. For each it prints the
 predicted step, the plan's memory per device (its static memory plan:
 largest stage, state + arena) and whether that fits, and the ratio of
-Loom's predicted step to each Megatron configuration's. Usage:
+Loom's predicted step to each Megatron configuration's. The criterion, its last line:
+Loom's plan fits the limit and its step is no longer than any Megatron configuration's
+(exit status 0), else what it misses by how much (exit status 1). Usage:
 bench/gpt3_pipeline.py [--loom PATH] [--precision f32|bf16]
 """
 
@@ -92,7 +94,33 @@ def main():
                     name, loom["step"] / r["step"]))
     print("All figures are Loom's predictions (cost model of the 8xH100-80GB profile), "
           "not measurements.")
+    return verdict(cases)
+
+
+def verdict(cases):
+    """Prints, last, whether Loom's choice fits the limit and is no slower than every
+    Megatron configuration (what the bench shows, bench/README.md); the exit status."""
+    loom = cases[-1][1]
+    failed = []
+    if not loom["ok"]:
+        failed.append("Loom --mode auto --stages auto: no plan")
+    else:
+        if not loom["memory"] <= LIMIT_GIB:
+            failed.append("Loom's plan within %.1f GiB per device: %.1f GiB, %.1f GiB over" % (
+                LIMIT_GIB, loom["memory"], loom["memory"] - LIMIT_GIB))
+        for name, r in cases[:-1]:
+            if not r["ok"]:
+                failed.append("%s: no prediction to compare with" % name)
+            elif not loom["step"] <= r["step"]:
+                failed.append("Loom auto no slower than %s: %.3f of its step, %.1f%% slower" % (
+                    name, loom["step"] / r["step"], 100 * (loom["step"] / r["step"] - 1)))
+    if failed:
+        print("FAILED: " + "; ".join(failed))
+        return 1
+    print("passed: Loom's plan fits %.1f GiB per device and is no slower than any Megatron "
+          "configuration" % LIMIT_GIB)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

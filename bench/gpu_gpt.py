@@ -17,7 +17,10 @@ pure-bf16 copies (Loom: test/e2e/to_bf16.py; PyTorch: model.to(bfloat16)). Print
 * GEMM efficiency: the step's GEMM shapes through Loom's matmul kernel against a plain
   cublasGemmEx (build/bench/cuda/loom-gemm-bench).
 
-Without a GPU (or a CUDA build of Loom) it prints "skipped: no GPU (...)" and exits 0.
+Its last line is the verdict on the goals: "passed: ..." and exit status 0 when the
+throughput ratio is at least 1.0x and (in bf16) the MFU at least 50%, else "FAILED: "
+with each goal missed and by how much, and exit status 1. Without a GPU (or a CUDA build
+of Loom) it prints "skipped: no GPU (...)" and exits 0: there is nothing to judge.
 
 Usage: bench/gpu_gpt.py --loom build/tools/loom/loom [--dtype bf16|f32] [--batch 8]
 """
@@ -169,6 +172,26 @@ def main():
                             str(V), "--dtype", args.dtype], check=False)
         else:
             print(f"GEMM efficiency: {bench} not found (a build without CUDA?)")
+        sys.stdout.flush()
+    return verdict(torch_ms, loom_ms, flops, peak, args.dtype)
+
+
+def verdict(torch_ms, loom_ms, flops, peak, dtype):
+    """Prints the goals' verdict, last: throughput at least PyTorch's and, in bf16, MFU at
+    least 50%. The exit status: 0 when both hold, else 1."""
+    ratio = torch_ms / loom_ms
+    mfu = flops / (loom_ms / 1e3) / peak
+    failed = []
+    if not ratio >= 1.0:
+        failed.append(f"throughput PyTorch time / Loom time >= 1.0x: {ratio:.2f}x, "
+                      f"{100 * (1 - ratio):.0f}% short")
+    if dtype == "bf16" and not mfu >= 0.5:
+        failed.append(f"MFU >= 50% in bf16: {100 * mfu:.1f}%, {50 - 100 * mfu:.1f} points short")
+    if failed:
+        print("FAILED: " + "; ".join(failed))
+        return 1
+    print(f"passed: throughput {ratio:.2f}x PyTorch (goal >= 1.0x)"
+          + (f", MFU {100 * mfu:.1f}% (goal >= 50%)" if dtype == "bf16" else ""))
     return 0
 
 

@@ -13,7 +13,9 @@ For every configuration, `--comm-report` gives per collective instruction the by
 actually received from its peers (counted by the communicator where it copies) and the
 bytes the compiler's layout math predicted (the planner's bus-bandwidth cost, attached to
 each collective by loom-partition). They are printed side by side, summed per step by
-collective kind.
+collective kind. They must be equal (to half a byte per call): the last line is the
+verdict, and the exit status is 1 when a kind's measured bytes differ from the predicted
+(each named, with by how much), 0 when all agree.
 
 Usage: bench/partition_scaling.py --loom build/tools/loom/loom [--threads 2] [--steps 8]
 """
@@ -127,12 +129,23 @@ def main():
             print(f"{name:24} {ranks:5d} {ms:9.1f} {single_ms / ms:6.2f}x {calls:17.0f} "
                   f"{measured:16,.0f} {predicted:17,.0f}", flush=True)
         print("\nper collective kind (rank 0, per step): calls, measured bytes, predicted bytes")
+        different = []
         for name, kinds in traffic.items():
             for op, (n, m, p) in sorted(kinds.items()):
                 same = abs(m - p) <= 0.5 * n  # oracle: ok (byte counts, a report)
                 print(f"  {name:24} {op:15} {n:5.0f} {m:14,.0f} {p:14,.0f}"
                       f"  {'equal' if same else 'DIFFERENT'}")
+                if not same:
+                    different.append(f"{name} {op}: measured {m:,.0f} B against predicted "
+                                     f"{p:,.0f} B ({m - p:+,.0f} B per step)")
+    if different:
+        print(f"FAILED: measured traffic equal to predicted per collective kind: "
+              f"{len(different)} differ: " + "; ".join(different))
+        return 1
+    print(f"passed: measured traffic equal to predicted for every collective kind of "
+          f"{len(traffic)} configurations")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -46,6 +46,11 @@ schedule, recompute and ZeRO level within 80 GB) at the same global batch, and p
 plan and predicted step against the Megatron configuration's under the same model
 ("auto/meg." at most 1: the search's plan is no slower).
 
+The criterion, the last line's verdict: every row simulated, its predicted TFLOP/s per GPU
+within 30% of the published (the tolerance the issue asked of the ZeRO-3 rows, applied to
+all), and with --auto every searched plan no slower than Megatron's configuration and
+within 80 GB. Exit status 1 when a row misses it (each named, with by how much), else 0.
+
 Usage: bench/published_runs.py [--loom PATH] [--only SUBSTRING] [--jobs N] [--max-gib G]
                                [--auto]
 """
@@ -62,6 +67,9 @@ import loom_simulate  # noqa: E402
 ROOT = loom_simulate.ROOT
 SEQ, VOCAB = 2048, 51200
 LIMIT = 80e9
+# |predicted / published TFLOP/s - 1| at most this, on every row: the 30% the issue asked
+# of the ZeRO-3 rows (bench/README.md); no tighter figure is stated for the others.
+TOLERANCE = 0.30
 
 # name, (heads, hidden, layers), t, p, GPUs, global batch, micro-batch, layers per chunk,
 # published TFLOP/s per GPU.
@@ -188,15 +196,20 @@ def main():
     print(head)
     print("-" * len(head))
     ratios = {}
+    failed = []  # the criteria missed: what and by how much
     for r, res in zip(todo, results):
         table, name, shape, _, desc, sched, gpus, batch, published, kind = r
         if not res["ok"]:
             print("%-3s %-12s %-22s failed (%.0f s): %s" % (
                 table, name, desc, res["wall"], res["text"].strip().splitlines()[-1][:140]))
+            failed.append("%s on %d GPUs: no prediction (simulate failed)" % (name, gpus))
             continue
         predicted = flops(batch, shape[2], shape[1]) / (res["step"] * gpus) / 1e12
         ratio = predicted / published
         ratios.setdefault((table, kind), []).append(ratio)
+        if not abs(ratio - 1) <= TOLERANCE:  # oracle: ok (a predicted timing, not numerics)
+            failed.append("%s on %d GPUs: ratio %.2f, %.0f%% off" % (
+                name, gpus, ratio, 100 * abs(ratio - 1)))
         print("%-3s %-12s %-22s %-15s %5d %8.2f s %9.1f %9d %6.2f %6.1f GiB %4s %6.0f%%" % (
             table, name, desc, sched, gpus, res["step"], predicted, published, ratio,
             res["memory"], "yes" if res["memory_bytes"] <= LIMIT else "NO",
@@ -207,11 +220,21 @@ def main():
         print("Table %s %-5s: ratio from %.2f to %.2f over %d rows" % (
             table, kind, min(rs), max(rs), len(rs)))
     if searched:
-        print_auto(searched, autos, {r[1]: res for r, res in zip(todo, results)})
+        failed += print_auto(searched, autos, {r[1]: res for r, res in zip(todo, results)})
+    criterion = ("predicted TFLOP/s per GPU within %.0f%% of the published" % (100 * TOLERANCE)
+                 + (", and --auto's plan no slower than Megatron's and within 80 GB"
+                    if searched else ""))
+    if failed:
+        print("FAILED: %s: %d missed: %s" % (criterion, len(failed), "; ".join(failed)))
+        return 1
+    print("passed: %s, on all %d rows" % (criterion, len(todo)))
+    return 0
 
 
 def print_auto(searched, autos, megatron):
-    """The search's plan per Table 1 row against Megatron's configuration."""
+    """The search's plan per Table 1 row against Megatron's configuration; the rows that
+    miss "no slower than Megatron's, within 80 GB", each with by how much."""
+    failed = []
     print()
     print("--mode auto --stages auto on the same GPUs and global batch (mesh dp=GPUs/8,tp=8)")
     head = "%-8s %5s %-34s %10s %10s %10s %4s %8s" % (
@@ -224,6 +247,7 @@ def print_auto(searched, autos, megatron):
         if not res["ok"]:
             print("%-8s %5d failed (%.0f s): %s" % (
                 name, gpus, res["wall"], res["text"].strip().splitlines()[-1][:140]))
+            failed.append("%s --auto: no plan (simulate failed)" % name)
             continue
         plan = "%s%s m=%d%s" % (res["mesh"], "" if res["stages"] == 1 else
                                 " pp=%d %s" % (res["stages"], res["schedule"]),
@@ -234,9 +258,15 @@ def print_auto(searched, autos, megatron):
             "%8.2f s" % meg_step if meg_step else "%10s" % "-",
             "%.2f" % (res["step"] / meg_step) if meg_step else "-",
             "yes" if res["memory_bytes"] <= LIMIT else "NO", res["wall"]))
+        if meg_step and not res["step"] <= meg_step:
+            failed.append("%s --auto: %.2f of Megatron's step, %.0f%% slower" % (
+                name, res["step"] / meg_step, 100 * (res["step"] / meg_step - 1)))
+        if not res["memory_bytes"] <= LIMIT:
+            failed.append("%s --auto: %.1f GiB per device, over 80 GB" % (name, res["memory"]))
     print("auto/meg.: the search's predicted step over the Megatron configuration's, both "
           "under Loom's model (at most 1: no slower).")
+    return failed
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -12,7 +12,8 @@ Both train on the same fixed batch. Per step:
 * CLI: `loom run`'s own step time (rank 0's training step, its `step_time_ms`).
 
 It prints the median of the steps after the first WARMUP of each, and the overhead
-python / cli - 1. The target: under 5%.
+python / cli - 1. The target: under 5%; the last line is the verdict, and the exit status
+is 1 when the overhead is 5% or more, 0 when it is under.
 
 Usage: bench/python_overhead.py --loom build/tools/loom/loom [--mesh dp=2] [--steps 12]
            [--threads 2] [--batch 8]
@@ -36,6 +37,7 @@ import export  # noqa: E402
 import loom  # noqa: E402
 
 WARMUP = 2
+TARGET = 0.05  # the overhead python / cli - 1 must be under this
 GPT = dict(layers=6, d_model=384, heads=6, vocab=256, seq=128)
 
 
@@ -85,8 +87,15 @@ def main():
     print(f"{'':8} {'median step':>12}")
     print(f"{'python':8} {python_ms:10.2f} ms")
     print(f"{'cli':8} {cli_ms:10.2f} ms")
-    print(f"overhead python / cli - 1 = {100 * (python_ms / cli_ms - 1):+.1f}% (target < 5%)")
+    overhead = python_ms / cli_ms - 1
+    print(f"overhead python / cli - 1 = {100 * overhead:+.1f}% (target < 5%)")
+    if not overhead < TARGET:  # oracle: ok (a timing)
+        print(f"FAILED: overhead < {TARGET:.0%}: {100 * overhead:+.1f}%, "
+              f"{100 * (overhead - TARGET):.1f} points over")
+        return 1
+    print(f"passed: overhead {100 * overhead:+.1f}% < {TARGET:.0%}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

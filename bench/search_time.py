@@ -17,7 +17,10 @@ run here: shape-only GPTs from models/gpt_shapes.py, simulated with
 For each it prints the search time Loom reports ("searched N ops (M
 distinct) in T s"), the wall time of the whole `loom simulate` (import,
 training graph, search, propagation, partitioning, plan), and the
-predicted step time. Usage: bench/search_time.py [--loom PATH]
+predicted step time. Its last line is the verdict on the target: exit
+status 0 when the 80 GB search found a plan in under 2 s of search and 5 s
+in all, else 1 and what was missed by how much.
+Usage: bench/search_time.py [--loom PATH]
 """
 
 import argparse
@@ -29,6 +32,10 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Issue 31's target, for the GPT-3 search under 80 GB per device.
+TARGET_CASE = "GPT-3 175B, 80 GB/device"
+SEARCH_TARGET_S = 2.0
+WALL_TARGET_S = 5.0
 
 
 def generate(out, layers, d, heads, vocab, seq):
@@ -81,6 +88,7 @@ def main():
         ]
         print("%-30s %-12s %6s %6s %9s %8s  %s" % ("model", "mesh", "ops", "dist.",
                                                  "search s", "wall s", "outcome"))
+        judged = None  # the target's case: (search s, wall s, outcome)
         for name, model, batch, mesh, limit in cases:
             searches, wall, outcome = simulate(args.loom, model, batch, mesh, limit)
             ops = max((s[0] for s in searches), default=0)
@@ -90,9 +98,33 @@ def main():
             print("%-30s %-12s %6s %6s %9s %8.2f  %s%s" % (
                 name, mesh, ops or "-", distinct or "-",
                 "%.2f" % search if searches else "-", wall, outcome, note))
+            if name == TARGET_CASE:
+                judged = (search if searches else None, wall, outcome)
     print("search s: the search alone, as loom reports it (summed over the searches "
           "a memory limit may need); wall s: the whole `loom simulate`.")
+    return verdict(judged)
+
+
+def verdict(judged):
+    """Prints the target's verdict on the 80 GB search, last; the exit status."""
+    search, wall, outcome = judged
+    failed = []
+    if not outcome.startswith("step "):
+        failed.append("a plan within 80 GB per device: none (%s)" % outcome)
+    if search is None or not search < SEARCH_TARGET_S:  # oracle: ok (a timing)
+        failed.append("search under %g s: %s" % (
+            SEARCH_TARGET_S, "no search reported" if search is None else
+            "%.2f s, %.2f s over" % (search, search - SEARCH_TARGET_S)))
+    if not wall < WALL_TARGET_S:  # oracle: ok (a timing)
+        failed.append("loom simulate under %g s: %.2f s, %.2f s over" % (
+            WALL_TARGET_S, wall, wall - WALL_TARGET_S))
+    if failed:
+        print("FAILED (%s): %s" % (TARGET_CASE, "; ".join(failed)))
+        return 1
+    print("passed (%s): search %.2f s (target < %g s), loom simulate %.2f s (target < %g s)"
+          % (TARGET_CASE, search, SEARCH_TARGET_S, wall, WALL_TARGET_S))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

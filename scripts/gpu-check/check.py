@@ -219,8 +219,16 @@ class Check:
                        f"{torch_ms / times['fused']:.2f}x" if torch_ms else
                        "; pytorch peer failed (see its log)")
             if self.backend == "cuda":
-                detail += (f"; MFU {100 * rate / PEAK[r['dtype']]:.1f}% of "
+                mfu = rate / PEAK[r['dtype']]
+                detail += (f"; MFU {100 * mfu:.1f}% of "
                            f"{PEAK[r['dtype']] / 1e12:.0f} TFLOP/s")
+                # bench/gpu_gpt.py's goals, recorded as its verdict; the row passes when
+                # both sides ran (the goals are not the check's criterion).
+                missed = ([] if torch_ms and torch_ms / times["fused"] >= 1.0 else
+                          ["ratio >= 1.0x"]) + \
+                    (["MFU >= 50%"] if r["dtype"] == "bf16" and not mfu >= 0.5 else [])
+                detail += ("; goals met" if not missed else
+                           "; goals missed: " + ", ".join(missed))
             self.record("bench", f"gpt step {r['dtype']}", "pass" if torch_ms else "FAIL",
                         detail, time.time() - start)
         if self.backend == "cuda":
