@@ -2,6 +2,7 @@
 
 #include "runtime/cpu/CpuContext.h"
 #include "test/unit/kernels/KernelTestUtil.h"
+#include "test/unit/support/Oracle.h"
 
 #include <omp.h>
 
@@ -172,9 +173,9 @@ TEST(CpuBackendTest, ThreadCountAppliesOnTheCallingThread) {
   });
   worker.join();
   EXPECT_EQ(observed, 2);
-  ASSERT_EQ(one.size(), two.size());
-  for (size_t i = 0; i < one.size(); ++i)
-    EXPECT_NEAR(one[i], two[i], 1e-4 * std::max(1.0, std::abs(one[i])));
+  oracle::Comparison c =
+      oracle::compareElements(two, one, oracle::Tolerance::relative(1e-4));
+  EXPECT_TRUE(c.ok()) << c.message();
   backend->setNumThreads(0); // back to the default
 }
 

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "test/unit/kernels/TrainTestUtil.h"
+#include "test/unit/support/Oracle.h"
 
 #include "runtime/cpu/CpuContext.h"
 
@@ -483,6 +484,14 @@ TEST_P(ConvPoolGradTest, AdjointOfForwardKernels) {
   auto inner = [](const HostBuffer &a, const HostBuffer &b) {
     return dot(values(a), values(b));
   };
+  // Both sides finite and within rtol * max(|lhs|, 1) of each other.
+  auto expectAdjoint = [](double got, double lhs, double rtol,
+                          const char *what) {
+    EXPECT_TRUE(std::isfinite(lhs)) << what << ": <f(x), g> = " << lhs;
+    oracle::Comparison c =
+        oracle::compareValue(got, lhs, oracle::Tolerance::relative(rtol));
+    EXPECT_TRUE(c.ok()) << what << ": " << c.message();
+  };
   for (const ConvCase &c : kConvCases) {
     SCOPED_TRACE("conv " + formatShape(c.input) + " * " +
                  formatShape(c.weight));
@@ -495,8 +504,8 @@ TEST_P(ConvPoolGradTest, AdjointOfForwardKernels) {
         x, runOk("conv2d_grad_input", c.attrs(), {g, w}, DType::F32, c.input));
     double viaWeight = inner(w, runOk("conv2d_grad_weight", c.attrs(), {x, g},
                                       DType::F32, c.weight));
-    EXPECT_NEAR(viaInput, lhs, 1e-4 * std::max(1.0, std::abs(lhs)));
-    EXPECT_NEAR(viaWeight, lhs, 1e-4 * std::max(1.0, std::abs(lhs)));
+    expectAdjoint(viaInput, lhs, 1e-4, "grad_input");
+    expectAdjoint(viaWeight, lhs, 1e-4, "grad_weight");
   }
   for (const PoolCase &c : kPoolCases) {
     SCOPED_TRACE("pool " + formatShape(c.input) + (c.ceilMode ? " ceil" : ""));
@@ -506,14 +515,15 @@ TEST_P(ConvPoolGradTest, AdjointOfForwardKernels) {
         inner(runOk("max_pool2d", c.attrs(), {x}, DType::F32, c.output()), g);
     double rhs = inner(
         x, runOk("max_pool2d_grad", c.attrs(), {x, g}, DType::F32, c.input));
-    EXPECT_NEAR(rhs, lhs, 1e-5 * std::max(1.0, std::abs(lhs)));
+    expectAdjoint(rhs, lhs, 1e-5, "max_pool2d_grad");
     for (bool includePad : {false, true}) {
       Attrs attrs = c.attrs();
       attrs.set("count_include_pad", includePad);
       lhs = inner(runOk("avg_pool2d", attrs, {x}, DType::F32, c.output()), g);
       rhs = inner(x, runOk("avg_pool2d_grad", attrs, {g}, DType::F32, c.input));
-      EXPECT_NEAR(rhs, lhs, 1e-5 * std::max(1.0, std::abs(lhs)))
-          << (includePad ? "include_pad" : "exclude_pad");
+      expectAdjoint(rhs, lhs, 1e-5,
+                    includePad ? "avg_pool2d_grad include_pad"
+                               : "avg_pool2d_grad exclude_pad");
     }
   }
 }

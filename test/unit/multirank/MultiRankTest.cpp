@@ -13,9 +13,11 @@
 
 #include "runtime/Checkpoint.h"
 #include "runtime/io/Trace.h"
+#include "test/unit/support/Oracle.h"
 
 #include "gtest/gtest.h"
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -479,6 +481,7 @@ TEST(MultiRank, DataParallelTrainingMatchesOneDevice) {
     double loss, lr;
     std::string e;
     ASSERT_TRUE(single.exec->trainStep(e, nullptr, loss, lr)) << e;
+    ASSERT_TRUE(std::isfinite(loss)) << "single-device step " << i + 1;
     losses.push_back(loss);
   }
   std::vector<float> w =
@@ -490,16 +493,21 @@ TEST(MultiRank, DataParallelTrainingMatchesOneDevice) {
         double loss, lr;
         std::string e;
         ASSERT_TRUE(run.exec->trainStep(e, nullptr, loss, lr)) << e;
-        EXPECT_NEAR(loss, losses[i], 1e-6 * std::abs(losses[i]))
-            << "rank " << run.rank << " step " << i + 1;
+        oracle::Comparison c = oracle::compareValue(
+            loss, losses[i], oracle::Tolerance::relative(1e-6, 0));
+        EXPECT_TRUE(c.ok()) << "rank " << run.rank << " step " << i + 1
+                            << ": loss " << c.message();
       }
       rt::HostBuffer g;
       std::string e;
       ASSERT_TRUE(run.exec->gatherState(run.exec->state()[0], g, e)) << e;
       std::vector<float> got = values(g.view());
-      ASSERT_EQ(got.size(), w.size());
-      for (size_t i = 0; i < w.size(); ++i)
-        EXPECT_NEAR(got[i], w[i], 1e-5f * (1 + std::abs(w[i])));
+      oracle::Comparison c = oracle::compareElements(
+          std::vector<double>(got.begin(), got.end()),
+          std::vector<double>(w.begin(), w.end()),
+          oracle::Tolerance::allclose(1e-5, 1e-5));
+      EXPECT_TRUE(c.ok()) << "rank " << run.rank << ": weights "
+                          << c.message();
     });
     EXPECT_EQ(error, "") << n << " ranks";
   }

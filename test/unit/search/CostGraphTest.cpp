@@ -71,6 +71,7 @@ TEST(CostGraph, EliminationsEqualExhaustiveOnRandomGraphs) {
         Solution dp = solve(g);
         Solution exact = solveExhaustive(g);
         ASSERT_EQ(dp.choice.size(), static_cast<size_t>(n));
+        ASSERT_TRUE(std::isfinite(exact.cost)) << exact.cost;
         EXPECT_NEAR(dp.cost, exact.cost, 1e-9 * std::max(1.0, exact.cost))
             << "n=" << n << " extra=" << extra << " trial=" << trial;
         EXPECT_DOUBLE_EQ(dp.cost, g.cost(dp.choice));
@@ -180,6 +181,7 @@ TEST(CostGraph, SolverReplaysOnNewCosts) {
       Solution replayed = solver.solve(g), fresh = solve(g);
       EXPECT_EQ(replayed.choice, fresh.choice) << "trial " << trial;
       EXPECT_DOUBLE_EQ(replayed.cost, fresh.cost);
+      ASSERT_TRUE(std::isfinite(replayed.cost)) << replayed.cost;
       EXPECT_NEAR(replayed.cost, solveExhaustive(g).cost,
                   1e-9 * std::max(1.0, replayed.cost));
     }

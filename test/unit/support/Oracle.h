@@ -81,6 +81,14 @@ Comparison compareElements(const std::vector<double> &actual,
                            const std::vector<double> &expected,
                            const Tolerance &tolerance);
 
+/// One value against its expected value (a loss, an inner product): the
+/// same rules as an element, so an infinite expectation takes only itself.
+inline Comparison compareValue(double actual, double expected,
+                               const Tolerance &tolerance) {
+  return compareElements(std::vector<double>{actual},
+                         std::vector<double>{expected}, tolerance);
+}
+
 /// The same for tensors: their shapes must be equal (and each the length
 /// of its elements); mismatches are named by flat and row-major index.
 Comparison compareElements(const std::vector<double> &actual,
