@@ -500,6 +500,10 @@ def AutoSharding : Pass<"loom-auto-sharding", "mlir::func::FuncOp"> {
            "fits (set as the function's loom.zero)">,
     Option<"chooseRecompute", "choose-recompute", "bool", "false",
            "Mark the layers for recompute when no plan fits without">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "0",
+           "The gradient buckets' size (loom-bucket-gradients; 0: none): a "
+           "parameter gradient's all-reduce pays its share of its bucket's "
+           "latency">,
   ];
   let dependentDialects = ["loom::LoomDialect"];
 }

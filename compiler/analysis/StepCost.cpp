@@ -12,10 +12,22 @@ using namespace mlir;
 
 namespace loom::sharding {
 
-StepShape analyzeStep(func::FuncOp func, double stateShare, double savedShare) {
+StepShape analyzeStep(func::FuncOp func, double stateShare, double savedShare,
+                      int64_t bucketBytes) {
   StepShape step;
   step.stateShare = stateShare;
   step.savedShare = savedShare;
+  if (bucketBytes > 0) {
+    // A bucket holds at most the step's parameters (in their master type,
+    // which their gradients are reduced in).
+    double params = 0;
+    for (BlockArgument arg : func.getArguments())
+      if (func.getArgAttr(arg.getArgNumber(), LoomDialect::kParamAttrName))
+        if (auto t = dyn_cast<RankedTensorType>(arg.getType()))
+          params += static_cast<double>(t.getNumElements()) *
+                    static_cast<double>(elementBytes(t));
+    step.bucketBytes = std::min(static_cast<double>(bucketBytes), params);
+  }
   Block &body = func.getBody().front();
   Operation *terminator = body.getTerminator();
   bool updates = false;
@@ -280,6 +292,37 @@ NodeTerms NodeCoster::terms(Operation *op, const ShardingRule &rule,
                   3.0 * bytesOf(operands[0]),
                   dtypeName(operands[0].getElementType()), "elementwise", ""});
   }
+  // The gradient of a batched matmul's 2-D weight flattens the input's
+  // batch dimensions into the rows of one GEMM. A layout that splits any
+  // of them but the outermost (a sequence split under a batch) does not
+  // flatten locally: the partitioned backward gathers the input whole
+  // over the axes that split them, and the search costs what runs.
+  if (auto mm = dyn_cast<MatmulOp>(op); mm && step.training &&
+                                        !mm.getTransposeLhs() &&
+                                        operands.size() == 2 &&
+                                        operands[0].getRank() >= 3 &&
+                                        operands[1].getRank() == 2) {
+    const layout::TensorLayout &lhs = layouts.operands[0];
+    auto global = cast<RankedTensorType>(op->getOperand(0).getType());
+    std::vector<int> axes;
+    bool local = true, outer = false;
+    for (int d = 0; d + 1 < lhs.rank(); ++d) {
+      const std::vector<int> &split = lhs.dimAxes(d);
+      if (!split.empty()) {
+        if (outer)
+          local = false;
+        axes.insert(axes.end(), split.begin(), split.end());
+      }
+      outer |= global.getDimSize(d) > 1;
+    }
+    if (!local) {
+      llvm::sort(axes);
+      const std::vector<int64_t> &group = groups.group(axes);
+      t.commSeconds += cost::collectiveSeconds(
+          profile, cost::CollectiveKind::AllGather,
+          bytesOf(operands[0]) * static_cast<double>(group.size()), group);
+    }
+  }
   forEachHeld(
       op, layouts, mesh, step, *this,
       [&](Value, const layout::TensorLayout &, double bytes, bool parameter) {
@@ -304,12 +347,13 @@ NodeTerms NodeCoster::terms(Operation *op, const ShardingRule &rule,
     ZeroSplit split = zeroSplit(op, i, layouts, mesh, step);
     int64_t ways = split.ways;
     double share = split.padding / static_cast<double>(ways);
-    // The update is in the parameter's type; the gradient is reduced in
-    // the operand's (the compute precision under --precision).
+    // The update is in the parameter's type, and so is the gradient's
+    // reduction: under --precision the cast's gradient brings it back to
+    // the master type first, where it sums with the parameter's other uses.
     RankedTensorType master = localType(cast<RankedTensorType>(param.getType()),
                                         mesh, layouts.operands[i]);
     double elements = static_cast<double>(operands[i].getNumElements());
-    double bytes = bytesOf(operands[i]);
+    double bytes = bytesOf(master);
     t.computeSeconds += cost::computeSeconds(
         profile,
         {share * elements * (2.0 + 4.0 * step.optimizerStateFactor),
@@ -332,8 +376,16 @@ NodeTerms NodeCoster::terms(Operation *op, const ShardingRule &rule,
       continue;
     const std::vector<int64_t> &group = groups.group(summed);
     if (ways == 1) {
+      // Packed into a bucket with other gradients (loom-bucket-gradients):
+      // its share of the bucket's latency.
+      double latency = cost::collectiveSeconds(
+          profile, cost::CollectiveKind::AllReduce, 0, group);
+      double share =
+          step.bucketBytes > 0 ? std::min(1.0, bytes / step.bucketBytes) : 1.0;
       t.commSeconds += cost::collectiveSeconds(
-          profile, cost::CollectiveKind::AllReduce, bytes, group);
+                           profile, cost::CollectiveKind::AllReduce, bytes,
+                           group) -
+                       (1.0 - share) * latency;
       continue;
     }
     double padded = bytes * split.padding;

@@ -51,6 +51,11 @@ struct StepShape {
   /// SearchOptions): 1 unless the step is a pipeline's micro-batch.
   double stateShare = 1.0;
   double savedShare = 1.0;
+  /// The gradient buckets the plan packs parameter gradients' all-reduces
+  /// into (loom-bucket-gradients), in bytes: min(bucket size, the step's
+  /// parameter bytes); 0 without buckets. A gradient of b bytes pays
+  /// b / bucketBytes of its bucket's latency (at most all of it).
+  double bucketBytes = 0;
 
   bool isSaved(mlir::Value result) const;
   /// Whether a backward op (neither forward nor the return) uses `result`.
@@ -81,7 +86,7 @@ struct StepShape {
   bool isRecomputedForBackward(mlir::Value result) const;
 };
 StepShape analyzeStep(mlir::func::FuncOp func, double stateShare = 1.0,
-                      double savedShare = 1.0);
+                      double savedShare = 1.0, int64_t bucketBytes = 0);
 
 /// Whether `op` is an optimizer update (sgd, momentum, adam).
 bool isOptimizerUpdate(mlir::Operation *op);

@@ -101,6 +101,8 @@ void addSharding(OpPassManager &pm, const CompileOptions &options,
         parallel.schedule == Schedule::Interleaved ? parallel.virtualStages : 1;
     search.chooseZero = chooseZero;
     search.chooseRecompute = train && !parallel.recompute;
+    // The search prices the gradient buckets loom-bucket-gradients makes.
+    search.bucketBytes = options.bucketBytes;
     func.addPass(sharding::createAutoShardingPass(search, extras.progress));
   }
   PropagateShardingOptions propagation;

@@ -170,7 +170,11 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
 
   OpBuilder b(op);
   // ZeRO 2 and 3 reduce-scatter a gradient where it is complete, not at
-  // its update, so that only the slice lives until then.
+  // its update, so that only the slice lives until then; so is the gradient
+  // of a parameter stored split over axes its gradient is not (a weight the
+  // search split over the batch's axes): the whole gradients of every layer
+  // would otherwise live together until the updates, where the search
+  // counts the slices.
   bool update = sharding::isOptimizerUpdate(op);
   bool earlyGradient = update && zeroLevelOf(op->getOperand(0)) >= 2;
   SmallVector<Value> operands;
@@ -188,7 +192,18 @@ LogicalResult Partitioner::partitionOp(Operation *op) {
     if (!global)
       global = typeOf(v);
     OpBuilder at = b;
-    if (earlyGradient && i == 1)
+    // A parameter stored split (its own layout, not ZeRO-1's slice of a
+    // replicated one) whose gradient is split further than it was made.
+    auto storedSplit = [&] {
+      if (locals.find(op->getOperand(0))->second.layout != want)
+        return false;
+      for (int d = 0; d < want.rank(); ++d)
+        for (int axis : want.dimAxes(d))
+          if (in.layout.dimOf(axis) != d)
+            return true;
+      return false;
+    };
+    if (update && i == 1 && (earlyGradient || storedSplit()))
       at.setInsertionPointAfterValue(in.value);
     FailureOr<Value> moved =
         redistribute(at, op->getLoc(), in.value, global, in.layout, want);

@@ -24,6 +24,7 @@
 
 #include "passes/sharding/AutoSharding.h"
 
+#include "compiler/analysis/ZeroLayout.h"
 #include "compiler/search/CostGraph.h"
 #include "passes/Passes.h"
 
@@ -61,6 +62,10 @@ enum class KeptCopy {
 /// (`kept`).
 struct EdgeCosts {
   Matrix seconds, bytes;
+  /// The part of `seconds` that is the redistributed copy (made once per
+  /// value and layout, for every consumer of that layout), whole: `seconds`
+  /// charges each of the value's consumers its share of it.
+  Matrix copySeconds;
   bool hasBytes = false;
   KeptCopy kept = KeptCopy::None;
 };
@@ -96,6 +101,9 @@ struct EdgeRef {
   /// The share of the copy's bytes the memory penalty counts: 1/k for a
   /// value k consumers keep copies of (one copy per layout is made).
   double keptWeight = 1.0;
+  /// The share of the redistributed copy's seconds charged to this edge:
+  /// 1/k for a value k consumers read.
+  double share = 1.0;
 };
 
 /// The candidates of every op with one signature.
@@ -128,7 +136,8 @@ public:
   AutoSharder(func::FuncOp func, layout::Mesh mesh,
               const SearchOptions &options)
       : func(func), mesh(std::move(mesh)), options(options),
-        step(analyzeStep(func, options.stateShare, options.savedShare)),
+        step(analyzeStep(func, options.stateShare, options.savedShare,
+                         options.bucketBytes)),
         coster(func, this->mesh, options.profile, step),
         redistributions(options.redistributions) {
     if (!redistributions ||
@@ -153,10 +162,19 @@ private:
   void enumerate(Operation *op, const ShardingRule &rule, CandidateSet &set);
   /// `always`: the backward does not read the value in its producer's
   /// layout, so the consumer's copy is what is kept even where the layouts
-  /// agree and nothing is redistributed.
+  /// agree and nothing is redistributed. `sharers`: the consumers whose
+  /// gradients of the value add up before it is reduced (one reduction of
+  /// the partial sums for all of them, each edge charged its share).
+  /// `gradElement`: the element type the gradient is reduced in (a
+  /// parameter's master type for a value made from it alone). `readers`:
+  /// the forward consumers of the value; the partitioned program makes a
+  /// redistributed copy once and every consumer of that layout reads it
+  /// (and their gradients add up in it before going back), so each edge is
+  /// charged its share, as the kept copies' bytes are (keptWeight).
   const EdgeCosts &edgeCosts(const CandidateSet *producer, unsigned result,
                              const CandidateSet *consumer, unsigned operand,
-                             RankedTensorType type, KeptCopy kept, bool always);
+                             RankedTensorType type, KeptCopy kept, bool always,
+                             int sharers, Type gradElement, int readers);
   /// Seconds to redistribute a tensor of `type` from `from` to `to`.
   double redistributionSeconds(RankedTensorType type,
                                const layout::TensorLayout &from,
@@ -195,7 +213,7 @@ private:
   size_t headStart = 0;
   std::vector<std::string> layerNames;
   std::map<std::tuple<const CandidateSet *, unsigned, const CandidateSet *,
-                      unsigned, KeptCopy, bool>,
+                      unsigned, KeptCopy, bool, int, const void *, int>,
            EdgeCosts>
       matrices;
 };
@@ -288,8 +306,13 @@ const EdgeCosts &AutoSharder::edgeCosts(const CandidateSet *producer,
                                         unsigned result,
                                         const CandidateSet *consumer,
                                         unsigned operand, RankedTensorType type,
-                                        KeptCopy kept, bool always) {
-  auto key = std::make_tuple(producer, result, consumer, operand, kept, always);
+                                        KeptCopy kept, bool always,
+                                        int sharers, Type gradElement,
+                                        int readers) {
+  auto key = std::make_tuple(producer, result, consumer, operand, kept, always,
+                             sharers, gradElement.getAsOpaquePointer(),
+                             readers);
+  double share = 1.0 / static_cast<double>(std::max(readers, 1));
   if (auto it = matrices.find(key); it != matrices.end())
     return it->second;
   EdgeCosts e;
@@ -297,22 +320,40 @@ const EdgeCosts &AutoSharder::edgeCosts(const CandidateSet *producer,
   e.seconds.assign(producer->list.size(),
                    std::vector<double>(consumer->list.size(), 0));
   e.bytes = e.seconds;
+  e.copySeconds = e.seconds;
   for (size_t a = 0; a < producer->list.size(); ++a)
     for (size_t b = 0; b < consumer->list.size(); ++b) {
       const layout::TensorLayout &have =
           producer->list[a].layouts.results[result];
       const layout::TensorLayout &want =
           consumer->list[b].layouts.operands[operand];
-      double s = redistributionSeconds(type, have, want);
-      if (step.training) {
+      double copy = redistributionSeconds(type, have, want), own = 0;
+      if (step.training && isa<FloatType>(type.getElementType())) {
         // The gradient flows back: from what the consumer's operand was to
-        // the producer's result layout, without its partial sums.
+        // the producer's result layout, without its partial sums. The
+        // consumer's gradient of its operand is a partial sum over the axes
+        // that split the consumer's work but not the operand (a
+        // column-parallel matmul's input gradient sums over the columns'
+        // axes): the partitioned backward all-reduces it, once for the sum
+        // of the consumers' gradients, each edge charged its share.
         layout::TensorLayout back = have;
         for (int axis : std::vector<int>(back.partialAxes()))
           back.removePartial(axis);
-        s += redistributionSeconds(type, want, back);
+        layout::TensorLayout grad = want;
+        bool partial = false;
+        for (int axis : gradientAxes(consumer->list[b].layouts, operand))
+          if (!grad.isPartial(axis)) {
+            grad.addPartial(axis);
+            partial = true;
+          }
+        if (partial)
+          own = redistributionSeconds(type.clone(gradElement), grad, back) /
+                static_cast<double>(std::max(sharers, 1));
+        else
+          copy += redistributionSeconds(type, want, back);
       }
-      e.seconds[a][b] = s;
+      e.seconds[a][b] = copy * share + own;
+      e.copySeconds[a][b] = copy;
       if (kept != KeptCopy::None && (have != want || always)) {
         // A saved copy is held by the micro-batches in flight; a recomputed
         // one exists for one micro-batch's backward at a time.
@@ -460,6 +501,38 @@ void AutoSharder::costEdges(CostProblem &p) {
   // Edges: producer result -> consumer operand, both forward ops. Values
   // returned (the loss, outputs) must end replicated.
   p.sinkCost.resize(p.nodes.size());
+  // The forward consumers of each value: their gradients of it add up. A
+  // value made from one parameter alone (its transpose, its slices) has a
+  // gradient that adds up into the parameter's: the consumers of all such
+  // values of one parameter share its one reduction.
+  llvm::DenseMap<Value, int> consumers, readers;
+  llvm::DenseMap<Value, BlockArgument> roots;
+  std::function<BlockArgument(Value)> rootOf = [&](Value v) -> BlockArgument {
+    if (auto it = roots.find(v); it != roots.end())
+      return it->second;
+    BlockArgument root;
+    if (BlockArgument param = coster.parameterOf(v))
+      root = param;
+    else if (Operation *def = v.getDefiningOp();
+             def && def->getNumOperands() > 0 && !isa<ConstantOp>(def)) {
+      root = rootOf(def->getOperand(0));
+      for (Value operand : def->getOperands().drop_front())
+        if (!operand.getDefiningOp<ConstantOp>() && rootOf(operand) != root)
+          root = nullptr;
+    }
+    return roots[v] = root;
+  };
+  auto sharedBy = [&](Value v) -> Value {
+    BlockArgument root = rootOf(v);
+    return root ? Value(root) : v;
+  };
+  for (Operation *op : p.nodes)
+    for (Value v : op->getOperands())
+      if (Operation *producer = v.getDefiningOp();
+          producer && index.count(producer)) {
+        ++consumers[sharedBy(v)];
+        ++readers[v];
+      }
   for (auto [n, op] : llvm::enumerate(p.nodes)) {
     const CandidateSet *set = p.candidates[n];
     p.sinkCost[n].assign(set->list.size(), 0);
@@ -482,8 +555,14 @@ void AutoSharder::costEdges(CostProblem &p) {
       p.edges.push_back(
           {from, static_cast<int>(n),
            &edgeCosts(p.candidates[from], result, set, i,
-                      cast<RankedTensorType>(v.getType()), kept, !uses.own),
+                      cast<RankedTensorType>(v.getType()), kept, !uses.own,
+                      consumers.lookup(sharedBy(v)),
+                      rootOf(v) ? getElementTypeOrSelf(rootOf(v).getType())
+                                : getElementTypeOrSelf(v.getType()),
+                      readers.lookup(v)),
            static_cast<unsigned>(i), result});
+      p.edges.back().share =
+          1.0 / static_cast<double>(std::max(readers.lookup(v), 1));
     }
     for (auto [j, r] : llvm::enumerate(op->getResults()))
       if (llvm::is_contained(terminator->getOperands(), r)) {
@@ -663,8 +742,20 @@ SearchReport AutoSharder::buildReport(const CostProblem &p,
     op->setAttr(LoomDialect::kShardingAttrName,
                 factorsToAttr(func.getContext(), set->list[chosen].axes, mesh));
   }
-  for (const EdgeRef &e : p.edges)
-    report.seconds += e.costs->seconds[best.choice[e.from]][best.choice[e.to]];
+  // The prediction counts each redistributed copy once per value and
+  // layout, as the partitioned program makes it (the solve charged each
+  // consumer its share, whatever layouts the others want).
+  std::map<std::tuple<int, unsigned, layout::TensorLayout>, double> copies;
+  for (const EdgeRef &e : p.edges) {
+    int a = best.choice[e.from], b = best.choice[e.to];
+    double copy = e.costs->copySeconds[a][b];
+    report.seconds += e.costs->seconds[a][b] - copy * e.share;
+    double &made = copies[{e.from, e.result,
+                           p.candidates[e.to]->list[b].layouts.operands[e.operand]}];
+    made = std::max(made, copy);
+  }
+  for (const auto &[key, seconds] : copies)
+    report.seconds += seconds;
   return report;
 }
 

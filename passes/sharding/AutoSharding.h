@@ -74,6 +74,8 @@ struct SearchOptions {
   /// micro-batch's program is searched, each stage holds its part).
   double stateShare = 1.0;
   double savedShare = 1.0;
+  /// The gradient buckets' size (0: none): see StepShape::bucketBytes.
+  int64_t bucketBytes = 0;
   /// Redistribution seconds shared with other searches on the same mesh
   /// and profile; null: the search computes its own.
   std::shared_ptr<RedistributionCosts> redistributions;

@@ -100,6 +100,7 @@ AutoShardingPass::searchOptions(const cost::HardwareProfile &hw) const {
   SearchOptions search;
   search.profile = hw;
   search.memoryLimit = memoryLimit;
+  search.bucketBytes = bucketBytes;
   search.progress = progress;
   if (stages > 1) {
     // One micro-batch's program is searched; a stage holds about 1/P of
