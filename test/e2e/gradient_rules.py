@@ -1341,6 +1341,9 @@ def main():
                         "other e2e tests)")
     parser.add_argument("--only", help="comma-separated case names or fnmatch patterns")
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    parser.add_argument("--sample", type=int, default=1, metavar="K",
+                        help="every K-th case only, from the first (the sanitizer "
+                        "build's reduced run; cases of one op are neighbours)")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep its files")
     parser.add_argument("--threads", type=int, default=1,
                         help="loom run --threads (default: %(default)s)")
@@ -1352,6 +1355,9 @@ def main():
         cases = [c for c in CASES if any(fnmatch.fnmatchcase(c.name, p) for p in patterns)]
         if not cases:
             parser.error(f"no case matches {args.only!r}; --list shows them")
+    if args.sample < 1:
+        parser.error("--sample must be at least 1")
+    cases = cases[::args.sample]
     if args.list:
         for c in cases:
             print(f"{c.name:40s} {' -> '.join(n.op_type for n in c.nodes)}  "
