@@ -58,12 +58,16 @@ std::unique_ptr<Executor> Executor::create(plan::Plan plan, Backend &backend,
     return nullptr;
   }
   impl.setUpCollectives();
-  if (std::string e = impl.allocate(); !e.empty()) {
+  if (std::string e = impl.allocateState(); !e.empty()) {
     error = e;
     return nullptr;
   }
   if (std::string e = impl.load(); !e.empty()) {
     error = "invalid plan: " + e;
+    return nullptr;
+  }
+  if (std::string e = impl.allocateArena(); !e.empty()) {
+    error = e;
     return nullptr;
   }
   for (const PlanStateValue &s : planState)

@@ -214,9 +214,12 @@ struct Executor::Impl {
 
   //===--- Memory (ExecutorMemory.cpp) ------------------------------------===//
 
-  /// Allocates the state and the step arena.
-  std::string allocate();
+  /// Allocates the state; load() fills it from the plan and lets the
+  /// plan's data go; then allocateArena() allocates the step arena and
+  /// points the values it holds there.
+  std::string allocateState();
   std::string load();
+  std::string allocateArena();
   /// Whether the executor reads and writes the backend's memory directly.
   bool direct() const { return backend->hostAccessible(); }
   /// Calls `fn` on a host view of `v`: `v` itself when the backend's memory

@@ -13,6 +13,7 @@
 
 #include "runtime/ExecutorImpl.h"
 
+#include "common/ops/KernelScratch.h"
 #include "common/ops/OpRules.h"
 #include "common/plan/CollectiveScratch.h"
 
@@ -129,8 +130,9 @@ std::string Executor::Impl::validateInstruction(
   return "";
 }
 
-/// A collective packing along an inner dimension has the scratch its rule
-/// needs (common/plan/CollectiveScratch.h) in the step arena; other
+/// A collective packing along an inner dimension, and a kernel whose rule
+/// lists scratch, has the scratch its rule needs in the step arena
+/// (common/plan/CollectiveScratch.h, common/ops/KernelScratch.h); other
 /// instructions have none.
 std::string Executor::Impl::checkScratch(const Step &step) const {
   const plan::Instruction &inst = *step.inst;
@@ -143,6 +145,13 @@ std::string Executor::Impl::checkScratch(const Step &step) const {
                              static_cast<int>(step.attrs.getInt("dim", -1)),
                              static_cast<int>(step.attrs.getInt("to_dim", -1)))
                .total();
+  } else if (step.kind == Step::Kernel) {
+    std::vector<ops::TypeRef> operands, results;
+    for (int32_t id : step.operands)
+      operands.push_back({views[id].dtype, &views[id].shape});
+    for (int32_t id : step.results)
+      results.push_back({views[id].dtype, &views[id].shape});
+    need = ops::kernelScratchBytes(inst.op(), step.attrs, operands, results);
   }
   if (inst.scratch_bytes() == 0 && need == 0)
     return "";
@@ -151,8 +160,9 @@ std::string Executor::Impl::checkScratch(const Step &step) const {
            " bytes of scratch but needs none";
   if (inst.scratch_bytes() < need)
     return "needs " + std::to_string(need) +
-           " bytes of scratch in the step arena to pack its chunks, but the "
-           "plan gives it " +
+           " bytes of scratch in the step arena" +
+           (step.kind == Step::Collective ? " to pack its chunks" : "") +
+           ", but the plan gives it " +
            std::to_string(inst.scratch_bytes()) + "; recompile the model";
   if (inst.scratch_offset() < 0 ||
       inst.scratch_offset() > program->arena_bytes() - inst.scratch_bytes())

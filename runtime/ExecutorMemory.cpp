@@ -52,15 +52,25 @@ void BackendBufferOps::deallocate(void *ptr) {
   backend.deallocate(ptr);
 }
 
-std::string Executor::Impl::allocate() {
+std::string Executor::Impl::allocateState() {
   state =
       std::make_unique<AlignedBuffer>(*backend, memory, program->state_bytes());
+  if (!state->data)
+    return "cannot allocate the plan's state (" +
+           std::to_string(program->state_bytes()) + " bytes)";
+  return "";
+}
+
+std::string Executor::Impl::allocateArena() {
   arena =
       std::make_unique<AlignedBuffer>(*backend, memory, program->arena_bytes());
-  if (!state->data || !arena->data)
-    return "cannot allocate the plan's memory (" +
-           std::to_string(program->state_bytes() + program->arena_bytes()) +
-           " bytes)";
+  if (!arena->data)
+    return "cannot allocate the plan's step arena (" +
+           std::to_string(program->arena_bytes()) + " bytes, beside " +
+           std::to_string(program->state_bytes()) + " bytes of state)";
+  for (const plan::Value &v : program->values())
+    if (!isPersistent(v.kind()) && !v.has_in_place_of())
+      views[v.id()].data = arena->data + v.offset();
   return "";
 }
 
@@ -89,15 +99,16 @@ std::string Executor::Impl::loadPaddedBlock(const plan::Value &v,
   return "";
 }
 
-/// Points every value at its memory and loads this rank's shard of every
-/// persistent value; then drops the plan's copy of the data.
+/// Points every value the state holds at its memory and loads this rank's
+/// shard of every persistent value; then drops the plan's copy of the data
+/// (before the step arena is allocated: the two never coexist).
 std::string Executor::Impl::load() {
   std::string error;
   for (const plan::Value &v : program->values()) {
-    bool persistent = isPersistent(v.kind()) || v.has_in_place_of();
-    unsigned char *base = persistent ? state->data : arena->data;
+    if (!isPersistent(v.kind()) && !v.has_in_place_of())
+      continue;
     TensorView &view = views[v.id()];
-    view.data = base + v.offset();
+    view.data = state->data + v.offset();
     if (!isPersistent(v.kind()))
       continue;
     Shard mine = shard(v.id());
@@ -128,9 +139,11 @@ std::string Executor::Impl::load() {
         return error;
     }
   }
+  // Released, not only cleared: a cleared string keeps its capacity, which
+  // for a model's parameters is as large as they are.
   for (plan::Stage &s : *plan.mutable_stages())
     for (plan::Value &v : *s.mutable_program()->mutable_values())
-      v.clear_data();
+      std::string().swap(*v.mutable_data());
   return "";
 }
 

@@ -310,6 +310,11 @@ std::string Executor::Impl::recv(const Step &step, TraceWriter *trace,
 
 std::string Executor::Impl::runKernel(const Step &step, bool traced) {
   KernelArgs kernelArgs{step.inst->op(), step.attrs, {}, {}, &step.block};
+  // Its scratch in the step arena (validated against its rule).
+  if (step.inst->scratch_bytes() > 0) {
+    kernelArgs.scratch = arena->data + step.inst->scratch_offset();
+    kernelArgs.scratchBytes = static_cast<size_t>(step.inst->scratch_bytes());
+  }
   for (int32_t id : step.operands)
     kernelArgs.inputs.push_back(views[id]);
   for (int32_t id : step.results)
@@ -320,6 +325,13 @@ std::string Executor::Impl::runKernel(const Step &step, bool traced) {
       reads.push_back(&v);
     for (const TensorView &v : kernelArgs.outputs)
       writes.push_back(&v);
+    // The kernel writes its scratch, whose bytes a collective still in
+    // flight may hold.
+    const TensorView scratch{DType::Bool,
+                             {static_cast<int64_t>(kernelArgs.scratchBytes)},
+                             kernelArgs.scratch};
+    if (kernelArgs.scratchBytes > 0)
+      writes.push_back(&scratch);
     orderAfterCollectives(reads, writes);
   }
   std::string e = (*step.kernel)(kernelArgs);

@@ -16,7 +16,6 @@
 
 #include <algorithm>
 #include <fstream>
-#include <sstream>
 
 namespace loom::rt {
 
@@ -44,16 +43,14 @@ int64_t checkedCount(const Shape &shape, DType dtype) {
 
 } // namespace
 
-std::optional<plan::Plan> parsePlan(std::string_view bytes,
-                                    const std::string &name, std::string &error,
-                                    bool requireChecksum) {
-  plan::Plan plan;
-  if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
-      !plan.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    error = name + ": not a Loom plan (the protobuf does not parse; is the "
-                   "file truncated or corrupt?)";
-    return std::nullopt;
-  }
+namespace {
+
+/// The checks every plan read passes: its format version, then its
+/// checksum.
+std::optional<plan::Plan> checkReadPlan(plan::Plan plan,
+                                        const std::string &name,
+                                        std::string &error,
+                                        bool requireChecksum) {
   if (plan.format_version() != kPlanFormatVersion) {
     error = name + ": plan format version " +
             std::to_string(plan.format_version()) +
@@ -70,6 +67,23 @@ std::optional<plan::Plan> parsePlan(std::string_view bytes,
   return plan;
 }
 
+const char *kUnparsable = ": not a Loom plan (the protobuf does not parse; "
+                          "is the file truncated or corrupt?)";
+
+} // namespace
+
+std::optional<plan::Plan> parsePlan(std::string_view bytes,
+                                    const std::string &name, std::string &error,
+                                    bool requireChecksum) {
+  plan::Plan plan;
+  if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
+      !plan.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    error = name + kUnparsable;
+    return std::nullopt;
+  }
+  return checkReadPlan(std::move(plan), name, error, requireChecksum);
+}
+
 std::optional<plan::Plan> readPlanFile(const std::string &path,
                                        std::string &error) {
   std::ifstream in(path, std::ios::binary);
@@ -77,9 +91,15 @@ std::optional<plan::Plan> readPlanFile(const std::string &path,
     error = path + ": cannot open the plan file";
     return std::nullopt;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parsePlan(ss.str(), path, error);
+  // Parsed as it is read: the plan is as large as the model's parameters,
+  // and a second copy of its bytes would double what reading it takes.
+  plan::Plan plan;
+  if (!plan.ParseFromIstream(&in)) {
+    error = path + kUnparsable;
+    return std::nullopt;
+  }
+  in.close();
+  return checkReadPlan(std::move(plan), path, error, true);
 }
 
 std::string Executor::Impl::validateMesh() {

@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -43,6 +44,41 @@ struct KernelArgs {
   std::vector<TensorView> outputs;
   /// The first result's block; nullptr: the result is the whole tensor.
   const GlobalBlock *block = nullptr;
+  /// The instruction's scratch in the step arena (Instruction.scratch_bytes,
+  /// sized by common/ops/KernelScratch.h); null and 0 where it has none.
+  unsigned char *scratch = nullptr;
+  size_t scratchBytes = 0;
+};
+
+/// Hands out a kernel's scratch in the order its rule lists the parts
+/// (common/ops/KernelScratch.h), each on kScratchAlign bytes: from the
+/// instruction's bytes in the step arena, or, where a part does not fit
+/// there (a kernel called outside a plan, or taking more than its rule
+/// says), from the heap for the pool's lifetime, which the measured-memory
+/// oracle sees (test/e2e/memory_measured.py).
+class ScratchPool {
+public:
+  explicit ScratchPool(const KernelArgs &args)
+      : next(args.scratch), end(args.scratch + args.scratchBytes) {}
+  ScratchPool(const ScratchPool &) = delete;
+  ScratchPool &operator=(const ScratchPool &) = delete;
+
+  /// Room for `n` elements of T, uninitialised.
+  template <typename T> T *take(int64_t n) {
+    return static_cast<T *>(takeBytes(static_cast<size_t>(n) * sizeof(T)));
+  }
+  /// How many bytes came from the heap: this pool's, and every pool's
+  /// since the process started (the kernel tests check that a kernel given
+  /// its rule's scratch takes none from the heap).
+  size_t heapBytes() const { return onHeap; }
+  static size_t heapBytesOfAllPools();
+
+private:
+  void *takeBytes(size_t bytes);
+
+  unsigned char *next, *end;
+  std::vector<std::unique_ptr<unsigned char[]>> heap;
+  size_t onHeap = 0;
 };
 
 /// Checks a call's operand and result counts against a kernel's: "" or,

@@ -10,15 +10,17 @@ namespace loom::plan {
 
 namespace {
 
-std::string deterministicBytes(const Plan &plan) {
-  std::string bytes;
-  google::protobuf::io::StringOutputStream stream(&bytes);
-  google::protobuf::io::CodedOutputStream out(&stream);
-  out.SetSerializationDeterministic(true);
-  plan.SerializeToCodedStream(&out);
-  out.Trim();
-  return bytes;
-}
+/// CRC-32 of the bytes written to it, kept as they pass: the serialized
+/// plan is as large as the model's parameters and is never held whole.
+class CrcSink : public google::protobuf::io::CopyingOutputStream {
+public:
+  bool Write(const void *buffer, int size) override {
+    crc = crc32_z(crc, static_cast<const Bytef *>(buffer),
+                  static_cast<z_size_t>(size));
+    return true;
+  }
+  uLong crc = crc32_z(0L, Z_NULL, 0);
+};
 
 } // namespace
 
@@ -28,10 +30,15 @@ uint32_t planChecksum(const Plan &plan) {
     Plan copy = plan;
     return checksumWithout(copy);
   }
-  std::string bytes = deterministicBytes(plan);
-  uLong crc = crc32_z(0L, Z_NULL, 0);
-  return static_cast<uint32_t>(crc32_z(
-      crc, reinterpret_cast<const Bytef *>(bytes.data()), bytes.size()));
+  CrcSink sink;
+  {
+    google::protobuf::io::CopyingOutputStreamAdaptor adaptor(&sink);
+    google::protobuf::io::CodedOutputStream out(&adaptor);
+    out.SetSerializationDeterministic(true);
+    plan.SerializeToCodedStream(&out);
+    out.Trim();
+  } // the adaptor writes what it buffers into the sink as it goes
+  return static_cast<uint32_t>(sink.crc);
 }
 
 uint32_t checksumWithout(Plan &plan) {

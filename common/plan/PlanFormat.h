@@ -9,7 +9,9 @@
 //      (a version-1 reader takes the two for overlapping values);
 //   3  Instruction.scratch_bytes: a collective's packing scratch is in the
 //      step arena (a version-2 reader would allocate it again, beyond the
-//      memory plan).
+//      memory plan);
+//   4  a kernel's Instruction.scratch_bytes (common/ops/KernelScratch.h):
+//      a version-3 reader would refuse a kernel with scratch.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,7 +23,7 @@
 namespace loom {
 
 /// The plan format version this build writes and reads.
-inline constexpr uint32_t kPlanFormatVersion = 3;
+inline constexpr uint32_t kPlanFormatVersion = 4;
 
 } // namespace loom
 

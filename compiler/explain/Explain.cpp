@@ -274,7 +274,7 @@ std::string describeArenaPeak(const plan::Plan &plan, size_t top) {
   if (peak.scratch > 0)
     text += ", " + sharding::formatBytes(static_cast<double>(peak.scratch)) +
             " of it the " + program.instructions(peak.instruction).op() +
-            "'s packing scratch";
+            "'s scratch";
   text += " (state " +
           sharding::formatBytes(static_cast<double>(program.state_bytes())) +
           " beside it); the largest there:";
@@ -389,15 +389,21 @@ void printPipeline(const plan::Plan &plan, const plan::Explanation &e,
 }
 
 /// The memory per device: the largest state and arena over the stages,
-/// the largest packing scratch, and where the arena peaks.
+/// the largest scratch of a collective (packing) and of a kernel
+/// (common/ops/KernelScratch.h), and where the arena peaks.
 void printMemory(const plan::Plan &plan, const plan::Explanation &e,
                  llvm::raw_ostream &os) {
-  int64_t state = 0, arena = 0, scratch = 0;
+  int64_t state = 0, arena = 0, packing = 0, kernel = 0;
   for (const plan::Stage &stage : plan.stages()) {
     state = std::max(state, stage.program().state_bytes());
     arena = std::max(arena, stage.program().arena_bytes());
-    for (const plan::Instruction &inst : stage.program().instructions())
-      scratch = std::max(scratch, inst.scratch_bytes());
+    for (const plan::Instruction &inst : stage.program().instructions()) {
+      // A collective's scratch is the only one its rule gives it.
+      bool collective = llvm::StringRef(inst.op()).starts_with("all_") ||
+                        inst.op() == "reduce_scatter";
+      int64_t &largest = collective ? packing : kernel;
+      largest = std::max(largest, inst.scratch_bytes());
+    }
   }
   os << "memory per device "
      << sharding::formatBytes(static_cast<double>(state + arena)) << " ("
@@ -405,9 +411,12 @@ void printMemory(const plan::Plan &plan, const plan::Explanation &e,
      << sharding::formatBytes(static_cast<double>(state))
      << " (parameters, optimizer state, constants), step arena "
      << sharding::formatBytes(static_cast<double>(arena));
-  if (scratch > 0)
-    os << " (with up to " << sharding::formatBytes(static_cast<double>(scratch))
+  if (packing > 0)
+    os << " (with up to " << sharding::formatBytes(static_cast<double>(packing))
        << " of packing scratch for a collective while it runs)";
+  if (kernel > 0)
+    os << " (with up to " << sharding::formatBytes(static_cast<double>(kernel))
+       << " of a kernel's scratch while it runs)";
   if (e.mode() == "auto")
     os << "; the search counted "
        << sharding::formatBytes(static_cast<double>(e.search_memory_bytes()))

@@ -3,6 +3,7 @@
 #include "compiler/plan/PlanEmitter.h"
 #include "compiler/plan/MemoryPlan.h"
 
+#include "common/ops/KernelScratch.h"
 #include "common/plan/CollectiveScratch.h"
 #include "dialects/LoomDialect.h"
 #include "dialects/OpRuleAdaptor.h"
@@ -528,6 +529,22 @@ bool Emitter::emitInstruction(Operation &op) {
                               elementBytes(in.type().dtype()), dimAttr("dim"),
                               dimAttr("to_dim"))
             .total());
+  } else if (!collective) {
+    // A kernel's scratch (common/ops/KernelScratch.h), placed the same way.
+    std::vector<ops::Shape> shapes;
+    shapes.reserve(inst->operands_size() + inst->results_size());
+    std::vector<ops::TypeRef> operands, results;
+    auto typeOf = [&](int32_t id) {
+      const plan::TensorType &t = program->values(id).type();
+      shapes.emplace_back(t.shape().begin(), t.shape().end());
+      return ops::TypeRef{static_cast<ops::DType>(t.dtype()), &shapes.back()};
+    };
+    for (int32_t id : inst->operands())
+      operands.push_back(typeOf(id));
+    for (int32_t id : inst->results())
+      results.push_back(typeOf(id));
+    inst->set_scratch_bytes(ops::kernelScratchBytes(
+        inst->op(), toRuleAttrs(op.getAttrDictionary()), operands, results));
   }
   return true;
 }

@@ -29,6 +29,7 @@
 #include "runtime/cpu/KernelUtil.h"
 #include "runtime/cpu/TrainKernels.h"
 
+#include "common/ops/KernelScratch.h"
 #include "common/ops/PadIndex.h"
 
 #include <omp.h>
@@ -173,13 +174,14 @@ std::string activationGradKernel(CpuContext &ctx, const KernelArgs &args,
 
 /// Per-row statistics in double (the forward kernel's two-pass ones).
 struct RowStats {
-  std::vector<double> mean, variance, rstd; // rstd = 1 / sqrt(var + eps)
+  double *mean, *variance, *rstd; // rstd = 1 / sqrt(var + eps); rows each
 };
 
-RowStats rowStatistics(const float *x, int64_t rows, int64_t cols,
-                       double epsilon) {
-  RowStats s{std::vector<double>(rows), std::vector<double>(rows),
-             std::vector<double>(rows)};
+/// The statistics in the kernel's scratch (common/ops/KernelScratch.h).
+RowStats rowStatistics(ScratchPool &pool, const float *x, int64_t rows,
+                       int64_t cols, double epsilon) {
+  RowStats s{pool.take<double>(rows), pool.take<double>(rows),
+             pool.take<double>(rows)};
 #pragma omp parallel for schedule(static) if (rows * cols > kGrain)
   for (int64_t r = 0; r < rows; ++r) {
     const float *row = x + r * cols;
@@ -200,7 +202,7 @@ RowStats rowStatistics(const float *x, int64_t rows, int64_t cols,
 void layerNormInputGradPlain(const float *x, const float *scale,
                              const float *dy, float *dx, int64_t rows,
                              int64_t cols, const RowStats &stats) {
-  const std::vector<double> &mean = stats.mean, &rstd = stats.rstd;
+  const double *mean = stats.mean, *rstd = stats.rstd;
 #pragma omp parallel for schedule(static) if (rows * cols > kGrain)
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = x + r * cols, *gr = dy + r * cols;
@@ -224,15 +226,20 @@ void layerNormInputGradPlain(const float *x, const float *scale,
 /// oneDNN's layer normalization backward, given the statistics. It has no
 /// scaled backward_data, so it runs the full backward and its scale
 /// gradient (f32 sums) is dropped for the double one.
-bool layerNormInputGradOneDnn(CpuContext &ctx, const float *x,
-                              const float *scale, const float *dy, float *dx,
-                              int64_t rows, int64_t cols, float epsilon,
+bool layerNormInputGradOneDnn(CpuContext &ctx, ScratchPool &pool,
+                              const float *x, const float *scale,
+                              const float *dy, float *dx, int64_t rows,
+                              int64_t cols, float epsilon,
                               const RowStats &stats) {
 #if LOOM_HAVE_DNNL
   if (!ctx.useOneDnn || rows * cols == 0)
     return false;
-  std::vector<float> meanF(stats.mean.begin(), stats.mean.end()),
-      varF(stats.variance.begin(), stats.variance.end()), dropped(cols);
+  float *meanF = pool.take<float>(rows), *varF = pool.take<float>(rows),
+        *dropped = pool.take<float>(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    meanF[r] = static_cast<float>(stats.mean[r]);
+    varF[r] = static_cast<float>(stats.variance[r]);
+  }
   dnnl::memory::desc md = plainDesc({rows, cols}), param = plainDesc({cols}),
                      stat = plainDesc({rows});
   try {
@@ -251,12 +258,12 @@ bool layerNormInputGradOneDnn(CpuContext &ctx, const float *x,
                   desc, userScratchpadAttr(), cpuEngine(), hint));
         });
     execute(*prim, {{DNNL_ARG_SRC, wrapMemory(md, x)},
-                    {DNNL_ARG_MEAN, wrapMemory(stat, meanF.data())},
-                    {DNNL_ARG_VARIANCE, wrapMemory(stat, varF.data())},
+                    {DNNL_ARG_MEAN, wrapMemory(stat, meanF)},
+                    {DNNL_ARG_VARIANCE, wrapMemory(stat, varF)},
                     {DNNL_ARG_DIFF_DST, wrapMemory(md, dy)},
                     {DNNL_ARG_SCALE, wrapMemory(param, scale)},
                     {DNNL_ARG_DIFF_SRC, wrapMemory(md, dx)},
-                    {DNNL_ARG_DIFF_SCALE, wrapMemory(param, dropped.data())}});
+                    {DNNL_ARG_DIFF_SCALE, wrapMemory(param, dropped)}});
   } catch (const dnnl::error &) {
     return false;
   }
@@ -271,7 +278,7 @@ bool layerNormInputGradOneDnn(CpuContext &ctx, const float *x,
 void layerNormParamGrads(const float *x, const float *dy, float *dScale,
                          float *dBias, int64_t rows, int64_t cols,
                          const RowStats &stats) {
-  const std::vector<double> &mean = stats.mean, &rstd = stats.rstd;
+  const double *mean = stats.mean, *rstd = stats.rstd;
   constexpr int64_t kBlock = 64;
   int64_t blocks = (cols + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static) if (rows * cols > kGrain)
@@ -320,10 +327,11 @@ std::string layerNormGradKernel(CpuContext &ctx, const KernelArgs &args) {
     int64_t rows = product(x.shape, 0, axis),
             cols = product(x.shape, axis, x.shape.size());
     float epsilon = static_cast<float>(a.attrs.getFloat("epsilon"));
-    RowStats stats = rowStatistics(in, rows, cols, epsilon);
+    ScratchPool pool(a);
+    RowStats stats = rowStatistics(pool, in, rows, cols, epsilon);
     float *dx = a.outputs[0].as<float>();
-    if (!layerNormInputGradOneDnn(ctx, in, s, g, dx, rows, cols, epsilon,
-                                  stats))
+    if (!layerNormInputGradOneDnn(ctx, pool, in, s, g, dx, rows, cols,
+                                  epsilon, stats))
       layerNormInputGradPlain(in, s, g, dx, rows, cols, stats);
     layerNormParamGrads(in, g, a.outputs[1].as<float>(),
                         a.outputs[2].as<float>(), rows, cols, stats);
@@ -336,12 +344,17 @@ std::string layerNormGradKernel(CpuContext &ctx, const KernelArgs &args) {
 //===----------------------------------------------------------------------===//
 
 template <typename Index>
-std::string gatherGrad(const TensorView &indices, const float *dy, float *out,
-                       int64_t outer, int64_t size, int64_t inner,
-                       int64_t axis) {
+std::string gatherGrad(ScratchPool &pool, const TensorView &indices,
+                       const float *dy, float *out, int64_t outer,
+                       int64_t size, int64_t inner, int64_t axis) {
   int64_t count = indices.numElements();
   const Index *idx = indices.as<Index>();
-  std::vector<int64_t> pos(count);
+  // The scratch in the order of its rule (common/ops/KernelScratch.h).
+  const int64_t buckets = std::min(size, ops::kGatherGradBuckets);
+  int64_t *pos = pool.take<int64_t>(count);
+  int64_t *start = pool.take<int64_t>(buckets + 1);
+  int64_t *order = pool.take<int64_t>(count);
+  int64_t *fill = pool.take<int64_t>(buckets);
   for (int64_t j = 0; j < count; ++j) {
     int64_t i = idx[j];
     if (i < -size || i >= size)
@@ -359,14 +372,12 @@ std::string gatherGrad(const TensorView &indices, const float *dy, float *out,
   // Destination rows in `buckets` ranges; each task (outer slice, bucket)
   // adds its rows' contributions in index order, so every element's sum has
   // the same order whatever the thread count.
-  int64_t buckets =
-      std::min<int64_t>(size, std::max(1, 4 * omp_get_max_threads()));
-  std::vector<int64_t> start(buckets + 1, 0), order(count);
+  std::fill(start, start + buckets + 1, int64_t(0));
   for (int64_t j = 0; j < count; ++j)
     ++start[pos[j] * buckets / size + 1];
   for (int64_t b = 0; b < buckets; ++b)
     start[b + 1] += start[b];
-  std::vector<int64_t> fill(start.begin(), start.end() - 1);
+  std::copy(start, start + buckets, fill);
   for (int64_t j = 0; j < count; ++j)
     order[fill[pos[j] * buckets / size]++] = j;
   int64_t tasks = outer * buckets;
@@ -408,9 +419,12 @@ std::string gatherGradKernel(CpuContext &, const KernelArgs &args) {
             inner = product(out.shape, axis + 1, out.shape.size());
     const float *g = a.inputs[1].as<float>();
     float *result = a.outputs[0].as<float>();
+    ScratchPool pool(a);
     if (indices.dtype == DType::I32)
-      return gatherGrad<int32_t>(indices, g, result, outer, size, inner, axis);
-    return gatherGrad<int64_t>(indices, g, result, outer, size, inner, axis);
+      return gatherGrad<int32_t>(pool, indices, g, result, outer, size, inner,
+                                 axis);
+    return gatherGrad<int64_t>(pool, indices, g, result, outer, size, inner,
+                               axis);
   });
 }
 
@@ -496,33 +510,40 @@ std::string padGradKernel(CpuContext &, const KernelArgs &args) {
              " is not the pad of the result " + formatShape(out.shape) +
              " in dimension " + std::to_string(d);
   return runInF32(args, [&](const KernelArgs &a) {
-    const float *g = a.inputs[0].as<float>();
-    std::vector<float> cur(g, g + a.inputs[0].numElements()), next;
+    // Two buffers of the operand's size in the kernel's scratch
+    // (common/ops/KernelScratch.h): the gradient unpadded so far, and the
+    // next dimension's.
+    const int64_t n = a.inputs[0].numElements();
+    ScratchPool pool(a);
+    float *cur = pool.take<float>(n), *next = pool.take<float>(n);
+    std::memcpy(cur, a.inputs[0].data, static_cast<size_t>(n) * sizeof(float));
     Shape shape = a.inputs[0].shape;
     for (size_t d = 0; d < rank; ++d) {
       if (low[d] == 0 && high[d] == 0)
         continue;
       int64_t outer = product(shape, 0, d), padded = shape[d],
               size = out.shape[d], inner = product(shape, d + 1, rank);
-      next.assign(outer * size * inner, 0.0f);
+      std::fill(next, next + outer * size * inner, 0.0f);
       int64_t lines = outer * size;
 #pragma omp parallel for schedule(static) if (lines * inner > kGrain)
       for (int64_t l = 0; l < lines; ++l) {
         int64_t o = l / size, j = l % size, begin[3], end[3];
         ops::pad::padPreimage(mode, j, low[d], high[d], size, begin, end);
-        float *dst = next.data() + l * inner;
+        float *dst = next + l * inner;
         for (int k = 0; k < 3; ++k)
           for (int64_t i = begin[k]; i < end[k]; ++i) {
-            const float *src = cur.data() + (o * padded + i) * inner;
+            const float *src = cur + (o * padded + i) * inner;
             for (int64_t t = 0; t < inner; ++t)
               dst[t] += src[t];
           }
       }
-      cur.swap(next);
+      std::swap(cur, next);
       shape[d] = size;
     }
-    if (!cur.empty())
-      std::memcpy(a.outputs[0].data, cur.data(), cur.size() * sizeof(float));
+    const int64_t kept = numElements(shape);
+    if (kept > 0)
+      std::memcpy(a.outputs[0].data, cur,
+                  static_cast<size_t>(kept) * sizeof(float));
     return std::string();
   });
 }

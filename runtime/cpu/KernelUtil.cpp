@@ -115,8 +115,9 @@ std::string runInF32(const KernelArgs &args, const ArgsFn &fn) {
       std::none_of(args.outputs.begin(), args.outputs.end(), staged))
     return fn(args);
   std::vector<std::vector<float>> storage;
-  KernelArgs f32Args{args.op, args.attrs, args.inputs, args.outputs,
-                     args.block};
+  KernelArgs f32Args{args.op,    args.attrs, args.inputs,
+                     args.outputs, args.block, args.scratch,
+                     args.scratchBytes};
   for (TensorView &t : f32Args.inputs) {
     if (!staged(t))
       continue;

@@ -12,6 +12,8 @@
 #include "runtime/cpu/CpuContext.h"
 #include "runtime/cpu/KernelUtil.h"
 
+#include "common/ops/KernelScratch.h"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -34,16 +36,14 @@ struct ClassBlock {
 template <typename Label>
 bool crossEntropyOneDnn(CpuContext &ctx, const float *logits,
                         const Label *labels, int64_t rows, int64_t classes,
-                        int64_t ignoreIndex, double &total, int64_t &counted) {
-  int64_t blockRows =
-      std::clamp<int64_t>((int64_t(1) << 20) / std::max<int64_t>(classes, 1), 1,
-                          std::max<int64_t>(rows, 1));
-  std::vector<float> scratch(static_cast<size_t>(blockRows * classes));
+                        int64_t ignoreIndex, float *scratch, double &total,
+                        int64_t &counted) {
+  int64_t blockRows = ops::crossEntropyBlockRows(rows, classes);
   total = 0;
   counted = 0;
   for (int64_t first = 0; first < rows; first += blockRows) {
     int64_t n = std::min(blockRows, rows - first);
-    if (!softmaxOneDnn(ctx, logits + first * classes, scratch.data(), n,
+    if (!softmaxOneDnn(ctx, logits + first * classes, scratch, n,
                        classes, 1, /*logOf=*/true))
       return false;
     for (int64_t r = 0; r < n; ++r)
@@ -56,8 +56,9 @@ bool crossEntropyOneDnn(CpuContext &ctx, const float *logits,
 }
 
 template <typename Label>
-std::string crossEntropy(CpuContext &ctx, const float *logits,
-                         const Label *labels, int64_t rows, int64_t classes,
+std::string crossEntropy(CpuContext &ctx, ScratchPool &pool,
+                         const float *logits, const Label *labels,
+                         int64_t rows, int64_t classes,
                          int64_t ignoreIndex, bool sum, const ClassBlock *block,
                          float *result) {
   int64_t allClasses = block ? block->classes : classes;
@@ -69,11 +70,15 @@ std::string crossEntropy(CpuContext &ctx, const float *logits,
              std::to_string(ignoreIndex) + ")";
   double total = 0;
   int64_t counted = 0;
-  if (!block && crossEntropyOneDnn(ctx, logits, labels, rows, classes,
-                                   ignoreIndex, total, counted)) {
+  if (!block &&
+      crossEntropyOneDnn(
+          ctx, logits, labels, rows, classes, ignoreIndex,
+          pool.take<float>(ops::crossEntropyBlockRows(rows, classes) * classes),
+          total, counted)) {
     *result = static_cast<float>(sum ? total : counted ? total / counted : 0.0);
     return {};
   }
+
 #pragma omp parallel for schedule(static) reduction(+ : total, counted) \
     if (rows * classes > kGrain)
   for (int64_t r = 0; r < rows; ++r) {
@@ -129,11 +134,14 @@ std::string crossEntropyKernel(CpuContext &ctx, const KernelArgs &args) {
       }
     }
     const ClassBlock *b = block.lse ? &block : nullptr;
+    ScratchPool pool(a);
     if (labels.dtype == DType::I32)
-      return crossEntropy(ctx, logits.as<float>(), labels.as<int32_t>(), rows,
+      return crossEntropy(ctx, pool, logits.as<float>(), labels.as<int32_t>(),
+                          rows,
                           classes, ignore, sum, b, result);
     if (labels.dtype == DType::I64)
-      return crossEntropy(ctx, logits.as<float>(), labels.as<int64_t>(), rows,
+      return crossEntropy(ctx, pool, logits.as<float>(), labels.as<int64_t>(),
+                          rows,
                           classes, ignore, sum, b, result);
     return "softmax_cross_entropy labels must be i32 or i64, got " +
            std::string(dtypeName(labels.dtype));

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -140,6 +141,51 @@ std::string writeCommReport(const Executor &exec, const std::string &path) {
   if (!os)
     return "cannot write '" + path + "': " + std::strerror(errno);
   return "";
+}
+
+/// min / max / mean of a float output, for the summary line.
+std::string summarize(const TensorView &v) {
+  if (!isFloat(v.dtype) || v.numElements() == 0)
+    return "";
+  double lo = INFINITY, hi = -INFINITY, sum = 0;
+  for (int64_t i = 0; i < v.numElements(); ++i) {
+    double x = v.dtype == DType::F32   ? v.as<float>()[i]
+               : v.dtype == DType::F16 ? halfToFloat(v.as<uint16_t>()[i])
+                                       : bf16ToFloat(v.as<uint16_t>()[i]);
+    lo = std::min(lo, x);
+    hi = std::max(hi, x);
+    sum += x;
+  }
+  return " min " + format("%e", lo) + " max " + format("%e", hi) + " mean " +
+         format("%e", sum / v.numElements());
+}
+
+/// Bytes for people: "512 bytes", "27.5 KiB", "1.2 MiB", "3.0 GiB".
+std::string formatBytes(int64_t bytes) {
+  if (bytes < 1024)
+    return std::to_string(bytes) + " bytes";
+  const char *units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes) / 1024;
+  int unit = 0;
+  for (; value >= 1024 && unit < 3; ++unit)
+    value /= 1024;
+  return format("%.1f ", value) + units[unit];
+}
+
+/// The schedule's name, as the compiler's --schedule spells it.
+const char *scheduleName(plan::Schedule::Kind kind) {
+  switch (kind) {
+  case plan::Schedule::SINGLE:
+    return "single";
+  case plan::Schedule::GPIPE:
+    return "gpipe";
+  case plan::Schedule::ONE_F_ONE_B:
+    return "1f1b";
+  case plan::Schedule::INTERLEAVED:
+    return "interleaved";
+  default:
+    return "an unspecified schedule";
+  }
 }
 
 } // namespace loom::rt

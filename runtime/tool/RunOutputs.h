@@ -2,7 +2,8 @@
 //
 // The files `loom run` writes besides its messages: the checks of every
 // output path, made before any step runs (a run of hours must not end in
-// "cannot write"), and the --comm-report file.
+// "cannot write"), and the --comm-report file; and how its reports spell
+// outputs, bytes and schedules.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,6 +39,15 @@ std::string checkRunOutputs(const RunOptions &options);
 /// meant, so that is an error naming the inputs left out.
 std::string checkTrainingData(const std::vector<IOInfo> &planInputs,
                               const std::vector<std::string> &given);
+
+/// min / max / mean of a float output, for the summary line.
+std::string summarize(const TensorView &v);
+
+/// Bytes for people: "512 bytes", "27.5 KiB", "1.2 MiB", "3.0 GiB".
+std::string formatBytes(int64_t bytes);
+
+/// The schedule's name, as the compiler's --schedule spells it.
+const char *scheduleName(plan::Schedule::Kind kind);
 
 /// --comm-report: rank 0's per-collective statistics, one JSON object per
 /// line; "" or why it could not be written.

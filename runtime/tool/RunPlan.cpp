@@ -24,6 +24,16 @@
 // (p - 1) / (m + p - 1). `--trace` shows the same per rank: each recv's wait
 // as a "bubble" span, and a "step" span with the peak and planned bytes.
 //
+// Measuring from outside. A heap counter preloaded into the process
+// (test/memcount) defines `loom_memory_mark`; `loom run` marks "start"
+// before it reads the plan, and each rank "begin" after its backend exists
+// and before its executor is created, "created" once it is, "step" after
+// each training step and "end" after the last, so that
+// the counter's high-water marks between them are everything the executor,
+// its kernels and their libraries held for the plan
+// (test/e2e/memory_measured.py). The symbol is looked up at run time
+// (dlsym): without the counter nothing is called.
+//
 // Failures. Setting a rank up (loading the plan, inputs, a checkpoint) talks
 // to no other rank, so every rank finishes it and a failure is reported
 // (with its rank) before any rank starts running. A failure while running
@@ -47,6 +57,8 @@
 #include "runtime/io/TensorFile.h"
 #include "runtime/io/Trace.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -65,8 +77,19 @@
 #include <mutex>
 #include <thread>
 
+
 namespace loom::rt {
 namespace {
+
+/// Tells a preloaded heap counter (test/memcount) where the measurement of
+/// a rank's plan begins and ends; nothing without one.
+void markMemory(const char *what) {
+  using Mark = void (*)(const char *);
+  static const Mark mark =
+      reinterpret_cast<Mark>(dlsym(RTLD_DEFAULT, "loom_memory_mark"));
+  if (mark)
+    mark(what);
+}
 
 /// Prints "loom: error: MESSAGE" and returns exit code 1.
 int reportError(const std::string &message) {
@@ -96,23 +119,6 @@ splitAssignments(const std::vector<std::string> &flags) {
 
 /// The most ranks `--comm threads` runs in one process.
 constexpr int64_t kMaxThreadRanks = 1024;
-
-/// min / max / mean of a float output, for the summary line.
-std::string summarize(const TensorView &v) {
-  if (!isFloat(v.dtype) || v.numElements() == 0)
-    return "";
-  double lo = INFINITY, hi = -INFINITY, sum = 0;
-  for (int64_t i = 0; i < v.numElements(); ++i) {
-    double x = v.dtype == DType::F32   ? v.as<float>()[i]
-               : v.dtype == DType::F16 ? halfToFloat(v.as<uint16_t>()[i])
-                                       : bf16ToFloat(v.as<uint16_t>()[i]);
-    lo = std::min(lo, x);
-    hi = std::max(hi, x);
-    sum += x;
-  }
-  return " min " + format("%e", lo) + " max " + format("%e", hi) + " mean " +
-         format("%e", sum / v.numElements());
-}
 
 /// Feeds language-model batches from a byte file: windows of the sequence
 /// length at consecutive offsets, the labels shifted by one token. The
@@ -230,9 +236,17 @@ std::mutex printMutex;
   std::_Exit(rank.comm && rank.comm->lostRank() ? kLostRankExitCode : 1);
 }
 
+/// The plan a rank's executor is made from: this rank's own (moved into
+/// the executor), or one shared by the threads' ranks (copied, one rank at
+/// a time).
+struct PlanSource {
+  plan::Plan *owned = nullptr;
+  const plan::Plan *shared = nullptr;
+};
+
 /// Loads the plan for `rank` and everything that needs no other rank:
 /// inputs, the checkpoint to resume from, the token file, the metrics file.
-std::string setUpRank(Rank &rank, plan::Plan plan, Shared &shared,
+std::string setUpRank(Rank &rank, PlanSource plan, Shared &shared,
                       int backendThreads) {
   const RunOptions &o = shared.o;
   std::string error;
@@ -250,10 +264,21 @@ std::string setUpRank(Rank &rank, plan::Plan plan, Shared &shared,
       return error;
     comm = rank.nccl.get();
   }
-  rank.exec = Executor::create(std::move(plan), *rank.backend, error,
-                               {rank.index, comm});
+  markMemory("begin");
+  if (plan.owned) {
+    rank.exec = Executor::create(std::move(*plan.owned), *rank.backend, error,
+                                 {rank.index, comm});
+  } else {
+    // One rank copies the plan at a time: a copy holds the model's
+    // parameters until its executor has loaded its shard and let them go.
+    static std::mutex copying;
+    std::lock_guard<std::mutex> lock(copying);
+    rank.exec = Executor::create(*plan.shared, *rank.backend, error,
+                                 {rank.index, comm});
+  }
   if (!rank.exec)
     return o.planPath + ": " + error;
+  markMemory("created");
   Executor &exec = *rank.exec;
   if (exec.numStages() > 1)
     shared.trace.setRankName(static_cast<int>(rank.index),
@@ -335,34 +360,6 @@ std::string writeTrace(Rank &rank, Shared &shared) {
   if (!rank.leader())
     return "";
   return shared.trace.write(shared.o.traceFile, error) ? "" : error;
-}
-
-/// Bytes for people: "512 bytes", "27.5 KiB", "1.2 MiB", "3.0 GiB".
-std::string formatBytes(int64_t bytes) {
-  if (bytes < 1024)
-    return std::to_string(bytes) + " bytes";
-  const char *units[] = {"KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes) / 1024;
-  int unit = 0;
-  for (; value >= 1024 && unit < 3; ++unit)
-    value /= 1024;
-  return format("%.1f ", value) + units[unit];
-}
-
-/// The schedule's name, as the compiler's --schedule spells it.
-const char *scheduleName(plan::Schedule::Kind kind) {
-  switch (kind) {
-  case plan::Schedule::SINGLE:
-    return "single";
-  case plan::Schedule::GPIPE:
-    return "gpipe";
-  case plan::Schedule::ONE_F_ONE_B:
-    return "1f1b";
-  case plan::Schedule::INTERLEAVED:
-    return "interleaved";
-  default:
-    return "an unspecified schedule";
-  }
 }
 
 /// What one rank reports after its steps (doubles, to gather as one
@@ -504,6 +501,7 @@ std::string trainRank(Rank &rank, Shared &shared) {
                     std::chrono::steady_clock::now() - start)
                     .count();
     rank.measure(i, o.steps);
+    markMemory("step");
     if (rank.leader()) {
       std::lock_guard<std::mutex> lock(printMutex);
       std::cout << "loom: step " << exec.stepsTaken() << " loss "
@@ -529,6 +527,7 @@ std::string trainRank(Rank &rank, Shared &shared) {
       if (std::string e = save(rank, o); !e.empty())
         return e;
   }
+  markMemory("end");
   if (rank.metrics)
     rank.metrics->flush();
   std::vector<RankReport> reports;
@@ -618,7 +617,7 @@ int runThreadRanks(plan::Plan plan, int64_t n, Shared &shared) {
   const RunOptions &o = shared.o;
   if (n == 1) {
     Rank rank;
-    if (std::string e = setUpRank(rank, std::move(plan), shared, o.threads);
+    if (std::string e = setUpRank(rank, {&plan, nullptr}, shared, o.threads);
         !e.empty())
       return reportError(e);
     if (std::string e = runRank(rank, shared); !e.empty())
@@ -647,7 +646,7 @@ int runThreadRanks(plan::Plan plan, int64_t n, Shared &shared) {
     ranks[r].comm = comms[r].get();
   }
   onEveryRank([&](Rank &rank) {
-    errors[rank.index] = setUpRank(rank, plan, shared, perRank);
+    errors[rank.index] = setUpRank(rank, {nullptr, &plan}, shared, perRank);
     // Peers waiting for it (loading a checkpoint) stop at once.
     if (!errors[rank.index].empty())
       rank.comm->abort(errors[rank.index]);
@@ -655,6 +654,7 @@ int runThreadRanks(plan::Plan plan, int64_t n, Shared &shared) {
   for (int64_t r = 0; r < n; ++r)
     if (!errors[r].empty())
       return reportError("rank " + std::to_string(r) + ": " + errors[r]);
+  plan = plan::Plan(); // every executor has its own: the parameters go
   onEveryRank([&](Rank &rank) {
     if (std::string e = runRank(rank, shared); !e.empty())
       abortRun(rank, e);
@@ -683,7 +683,7 @@ int runMpiRank(plan::Plan plan, Communicator &comm, Shared &shared) {
       perProcess =
           std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
                           std::max(1, std::atoi(local)));
-  std::string e = setUpRank(rank, std::move(plan), shared, perProcess);
+  std::string e = setUpRank(rank, {&plan, nullptr}, shared, perProcess);
   if (n == 1) {
     if (e.empty())
       e = runRank(rank, shared);
@@ -712,6 +712,7 @@ int runMpiRank(plan::Plan plan, Communicator &comm, Shared &shared) {
 } // namespace
 
 int runPlan(const RunOptions &o) {
+  markMemory("start");
   std::string error;
   if (o.backend != "cpu" && o.backend != "cuda")
     return reportError("--backend must be 'cpu' or 'cuda', not '" + o.backend +

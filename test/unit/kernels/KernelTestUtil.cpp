@@ -1,6 +1,7 @@
 //===- KernelTestUtil.cpp - Tensors, runners and checks for kernel tests --===//
 
 #include "test/unit/kernels/KernelTestUtil.h"
+#include "test/unit/kernels/TrainTestUtil.h"
 
 #include "runtime/cpu/CpuContext.h"
 #include "test/unit/support/Oracle.h"
@@ -188,7 +189,7 @@ OpResult KernelTest::run(const std::string &op, const Attrs &attrs,
   KernelArgs args{op, attrs, {}, {result.out.view()}};
   for (HostBuffer &in : inputs)
     args.inputs.push_back(in.view());
-  result.error = (*kernel)(args);
+  result.error = runWithRuleScratch(*kernel, args);
   return result;
 }
 

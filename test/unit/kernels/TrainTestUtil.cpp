@@ -4,6 +4,10 @@
 
 #include "test/unit/support/Oracle.h"
 
+#include "common/ops/KernelScratch.h"
+
+#include <cstdint>
+
 namespace loom::rt::test {
 
 MultiResult runKernel(Backend &backend, const std::string &op,
@@ -31,7 +35,34 @@ std::string runViews(Backend &backend, const std::string &op,
   if (!kernel)
     return "no kernel for " + op;
   KernelArgs args{op, attrs, std::move(inputs), std::move(outputs)};
-  return (*kernel)(args);
+  return runWithRuleScratch(*kernel, args);
+}
+
+std::string runWithRuleScratch(const KernelFn &kernel, KernelArgs &args) {
+  std::vector<ops::TypeRef> operands, results;
+  for (const TensorView &v : args.inputs)
+    operands.push_back({v.dtype, &v.shape});
+  for (const TensorView &v : args.outputs)
+    results.push_back({v.dtype, &v.shape});
+  int64_t bytes =
+      ops::kernelScratchBytes(args.op, args.attrs, operands, results);
+  // NaN bytes, aligned as the step arena is: a kernel must not read
+  // scratch it has not written.
+  std::vector<unsigned char> scratch(static_cast<size_t>(bytes) +
+                                         ops::kScratchAlign,
+                                     0xff);
+  auto at = reinterpret_cast<uintptr_t>(scratch.data());
+  args.scratch = scratch.data() + (ops::kScratchAlign - at % ops::kScratchAlign) %
+                                      ops::kScratchAlign;
+  args.scratchBytes = static_cast<size_t>(bytes);
+  size_t before = ScratchPool::heapBytesOfAllPools();
+  std::string error = kernel(args);
+  size_t beyond = ScratchPool::heapBytesOfAllPools() - before;
+  if (error.empty() && beyond > 0)
+    error = "kernel '" + std::string(args.op) + "' took " +
+            std::to_string(beyond) + " bytes of scratch from the heap beyond the " +
+            std::to_string(bytes) + " its rule (common/ops/KernelScratch.h) gives it";
+  return error;
 }
 
 std::vector<double>

@@ -38,6 +38,11 @@ std::string runViews(Backend &backend, const std::string &op,
                      const Attrs &attrs, std::vector<TensorView> inputs,
                      std::vector<TensorView> outputs);
 
+/// Runs `kernel` as the executor does, with the scratch its rule gives it
+/// (common/ops/KernelScratch.h) filled with NaN bytes; an error too when
+/// the kernel took scratch from the heap beyond its rule.
+std::string runWithRuleScratch(const KernelFn &kernel, KernelArgs &args);
+
 /// Central differences of f at x, one per coordinate, step h.
 std::vector<double>
 centralDifferences(const std::function<double(const std::vector<double> &)> &f,
