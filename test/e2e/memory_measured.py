@@ -20,20 +20,22 @@ Per model it reports:
     caches      what the first step leaves allocated (library primitive
                 caches, their per-thread scratchpads, kernel caches);
     transient   the most a later step rises above what the step before it
-                left: scratch allocated and freed inside a step.
+                left: scratch allocated and freed inside a step;
+    own         the same without the blocks that oneDNN's and OpenMP's code
+                allocated itself (by the caller's address).
 
 Checked, per model:
 
 * the counter sees every planned byte (planned <= in use at "created" -
   at "start"): the plan is no more than the process holds;
 * the kernels' scratch is in the plan: after the first step, no step
-  rises more than 16 KiB + 1% of the plan above what the step before it
-  left (the tool's own printing takes 8-12 KiB). The models named by
-  --transient-exempt are measured and reported but not held to it: their
-  convolutions run in oneDNN implementations that allocate buffers of
-  their own inside each call (74-180 KiB on a 2-core AVX-512 machine),
-  which no user scratchpad replaces.
-
+  rises more than 32 KiB + 1% of the plan above what the step before it
+  left (the tool's own printing takes 8-12 KiB, oneDNN's operator new on
+  machines without AVX-512 up to 22 KiB more), not counting blocks that
+  oneDNN and OpenMP allocated themselves inside their calls (the "own"
+  column: oneDNN's gemm-based convolutions, and its matmuls without
+  AVX-512, allocate buffers of their own that no user scratchpad
+  replaces; the counter tells them apart by the caller's address);
 * with --models gpt-350m, a GPT of GPT-2 medium's shape (354M parameters,
   batch 2 of 512 tokens, exported for the run): the process holds at most
   1% more than its plan (1.0014x measured on 2026-11-29), reading the plan
@@ -53,8 +55,17 @@ import subprocess
 import sys
 import tempfile
 
-# What a step may allocate and free beside the plan: the tool's printing.
-TRANSIENT_SLACK = 16 * 1024
+# What a step may allocate and free beside the plan: the tool's printing
+# (8-12 KiB), and on machines without AVX-512 up to 22 KiB more through
+# operator new, which the counter cannot tell from the program's own.
+TRANSIENT_SLACK = 32 * 1024
+
+# The libraries whose own buffers (allocated by their code, inside a call)
+# are reported apart: oneDNN's gemm-based convolutions, and its matmuls on
+# machines without AVX-512, allocate and free buffers inside each call
+# which no user scratchpad replaces; OpenMP's runtime allocates for its
+# thread teams.
+LIBRARIES = "libdnnl,libgomp"
 
 # A 354M-parameter GPT exported for the run (--models gpt-350m): the
 # process must hold at most 1% more than its plan.
@@ -103,7 +114,8 @@ def measure(args, work, model, steps):
         os.remove(source)
     planned = planned_bytes(run([args.loom, "explain", plan]), model)
     report = os.path.join(work, model + ".memcount.json")
-    env = dict(os.environ, LD_PRELOAD=args.counter, LOOM_MEMCOUNT_OUT=report)
+    env = dict(os.environ, LD_PRELOAD=args.counter, LOOM_MEMCOUNT_OUT=report,
+               LOOM_MEMCOUNT_LIBRARIES=LIBRARIES)
     run([args.loom, "run", plan, "--steps", str(steps), "--seed", "3"], env=env)
     with open(report) as f:
         counted = json.load(f)
@@ -113,15 +125,17 @@ def measure(args, work, model, steps):
     if names != want:
         raise RuntimeError("%s: the counter's marks are %s, expected %s" % (model, names, want))
     for m in marks:
-        for key in ("in_use", "peak_before"):
+        for key in ("in_use", "peak_before", "own_in_use", "own_peak_before"):
             if not isinstance(m.get(key), int) or m[key] < 0:
                 raise RuntimeError("%s: mark %r has no valid %s: %r" % (model, m["name"], key, m))
     base = marks[0]["in_use"]
     created = marks[2]["in_use"] - base
     measured = max(m["peak_before"] for m in marks[1:]) - base
-    # Steps after the first: marks 4 .. 3 + steps - 1.
-    transient = max(marks[i]["peak_before"] - marks[i - 1]["in_use"]
-                    for i in range(4, 3 + steps))
+    # Steps after the first: marks 4 .. 3 + steps - 1. What a step rises,
+    # with and without the libraries' own blocks.
+    later = range(4, 3 + steps)
+    transient = max(marks[i]["peak_before"] - marks[i - 1]["in_use"] for i in later)
+    own = max(marks[i]["own_peak_before"] - marks[i - 1]["own_in_use"] for i in later)
     return {
         "planned": planned,
         "measured": measured,
@@ -130,6 +144,7 @@ def measure(args, work, model, steps):
         "tables": created - planned,
         "caches": marks[3]["in_use"] - marks[2]["in_use"],
         "transient": transient,
+        "own": own,
     }
 
 
@@ -140,18 +155,15 @@ def main():
     parser.add_argument("--counter", required=True, help="libloom_memcount.so")
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--transient-exempt", default="cnn,upsampler",
-                        help="models whose transient is reported, not checked")
     args = parser.parse_args()
     if args.steps < 2:
         parser.error("--steps must be at least 2 (the transient is measured after the first)")
 
-    exempt = set(filter(None, args.transient_exempt.split(",")))
     failures = []
     kib = 1024.0
-    print("%-10s %10s %10s %8s %10s %10s %10s %10s" % (
+    print("%-10s %10s %10s %8s %10s %10s %10s %10s %10s" % (
         "model", "planned", "measured", "ratio", "loading", "tables", "caches",
-        "transient"))
+        "transient", "own"))
     with tempfile.TemporaryDirectory() as work:
         for model in args.models.split(","):
             try:
@@ -160,9 +172,10 @@ def main():
                 failures.append("%s: %s" % (model, e))
                 continue
             ratio = r["measured"] / r["planned"] if r["planned"] > 0 else math.nan
-            print("%-10s %9.1fK %9.1fK %8.3f %9.1fK %9.1fK %9.1fK %9.1fK" % (
+            print("%-10s %9.1fK %9.1fK %8.3f %9.1fK %9.1fK %9.1fK %9.1fK %9.1fK" % (
                 model, r["planned"] / kib, r["measured"] / kib, ratio, r["loading"] / kib,
-                r["tables"] / kib, r["caches"] / kib, r["transient"] / kib))
+                r["tables"] / kib, r["caches"] / kib, r["transient"] / kib,
+                r["own"] / kib))
             if not r["planned"] > 0 or not math.isfinite(ratio):
                 failures.append("%s: no planned bytes (%r)" % (model, r))
             elif r["created"] < r["planned"]:
@@ -173,10 +186,11 @@ def main():
                 failures.append("%s: the process held %d bytes, over %.2f x the %d planned" % (
                     model, r["measured"], LARGE_BOUND, r["planned"]))
             bound = TRANSIENT_SLACK + 0.01 * r["planned"]
-            if model not in exempt and not r["transient"] <= bound:
-                failures.append("%s: a step allocated and freed %d bytes outside the plan "
-                                "(at most %d expected): a kernel's scratch the plan does "
-                                "not hold" % (model, r["transient"], bound))
+            if not r["own"] <= bound:
+                failures.append("%s: a step rose %d bytes above the last, %d of them "
+                                "not in blocks %s allocated themselves (at most %d "
+                                "expected): a kernel's scratch the plan does not hold" % (
+                                    model, r["transient"], r["own"], LIBRARIES, bound))
     for f in failures:
         print("FAIL " + f)
     print("%d models, %d failures" % (len(args.models.split(",")), len(failures)))
