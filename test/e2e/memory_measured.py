@@ -30,9 +30,9 @@ Checked, per model:
   at "start"): the plan is no more than the process holds;
 * the kernels' scratch is in the plan: after the first step, no step
   rises more than 32 KiB + 1% of the plan above what the step before it
-  left (the tool's own printing takes 8-12 KiB, oneDNN's operator new on
-  machines without AVX-512 up to 22 KiB more), not counting blocks that
-  oneDNN and OpenMP allocated themselves inside their calls (the "own"
+  left (small blocks inside kernel calls take 5-12 KiB, oneDNN's operator
+  new on machines without AVX-512 up to 22 KiB more), not counting blocks
+  that oneDNN and OpenMP allocated themselves inside their calls (the "own"
   column: oneDNN's gemm-based convolutions, and its matmuls without
   AVX-512, allocate buffers of their own that no user scratchpad
   replaces; the counter tells them apart by the caller's address);
@@ -55,9 +55,10 @@ import subprocess
 import sys
 import tempfile
 
-# What a step may allocate and free beside the plan: the tool's printing
-# (8-12 KiB), and on machines without AVX-512 up to 22 KiB more through
-# operator new, which the counter cannot tell from the program's own.
+# What a step may allocate and free beside the plan: small blocks inside
+# kernel calls (5-12 KiB), and on machines without AVX-512 up to 22 KiB
+# more through operator new, which the counter cannot tell from the
+# program's own.
 TRANSIENT_SLACK = 32 * 1024
 
 # The libraries whose own buffers (allocated by their code, inside a call)
