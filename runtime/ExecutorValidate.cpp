@@ -238,6 +238,12 @@ std::string Executor::Impl::checkValueStorage(const plan::Value &v,
     return where + " lies outside its memory (offset " +
            std::to_string(v.offset()) + ", " + std::to_string(bytes) +
            " bytes)";
+  // Kernels read and write whole elements in place.
+  const auto elementBytes = static_cast<int64_t>(dtypeSize(type.dtype));
+  if (v.offset() % elementBytes != 0)
+    return where + " is at offset " + std::to_string(v.offset()) +
+           ", not a multiple of its " + std::to_string(elementBytes) +
+           "-byte " + dtypeName(type.dtype) + " elements";
   if (v.has_in_place_of()) {
     int32_t t = v.in_place_of();
     if (v.kind() != plan::Value::TEMPORARY || t < 0 || t >= i ||

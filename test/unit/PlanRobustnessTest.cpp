@@ -283,6 +283,27 @@ TEST_P(PlanRobustness, OverlappingLiveValuesAreRejected) {
   EXPECT_NE(error.find("overlaps"), std::string::npos) << error;
 }
 
+// A value off its elements' alignment would have kernels store to
+// misaligned addresses (a bit flip in an offset found it under UBSan).
+TEST_P(PlanRobustness, MisalignedValuesAreRejected) {
+  plan::Plan copy = plan;
+  plan::Program *program = copy.mutable_stages(0)->mutable_program();
+  int32_t target = -1;
+  for (const plan::Value &v : program->values())
+    if (v.kind() == plan::Value::TEMPORARY && !v.has_alias_of() &&
+        !v.has_in_place_of() && v.type().dtype() == plan::F32) {
+      target = v.id();
+      break;
+    }
+  ASSERT_GE(target, 0) << "the plan has no f32 temporary";
+  program->mutable_values(target)->set_offset(program->values(target).offset() +
+                                              1);
+  std::string error = loadAndRun(copy.SerializeAsString(), *backend);
+  EXPECT_NE(error.find("not a multiple of its 4-byte f32 elements"),
+            std::string::npos)
+      << error;
+}
+
 // A reshape of a temporary moves no bytes: its result is the operand's
 // memory, and the operand stays live while the result is used. The models
 // that reshape temporaries must have such reshapes to check, and every alias
