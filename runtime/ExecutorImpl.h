@@ -207,7 +207,9 @@ struct Executor::Impl {
   /// The parts of validateInstruction and planMessages.
   std::string checkPointToPoint(Step &step) const;
   std::string checkStageAxisUnused(const Step &step) const;
-  std::string checkScratch(const Step &step) const;
+  std::string checkScratch(const Step &step,
+                           const std::vector<ops::TypeRef> &operands,
+                           const std::vector<ops::TypeRef> &results) const;
   /// Finds the blocks a send or recv moves (messageBlocks) from its
   /// partner instruction `partner` of the peer stage.
   std::string planMessage(Step &step, int32_t partner) const;

@@ -108,7 +108,7 @@ std::string Executor::Impl::validateInstruction(
   if (e.empty() && collective)
     e = checkStageAxisUnused(step);
   if (e.empty())
-    e = checkScratch(step);
+    e = checkScratch(step, operandTypes, resultTypes);
   if (!e.empty())
     return at + ": " + e;
   if (kind == Step::Kernel && !step.results.empty()) {
@@ -134,7 +134,10 @@ std::string Executor::Impl::validateInstruction(
 /// lists scratch, has the scratch its rule needs in the step arena
 /// (common/plan/CollectiveScratch.h, common/ops/KernelScratch.h); other
 /// instructions have none.
-std::string Executor::Impl::checkScratch(const Step &step) const {
+std::string
+Executor::Impl::checkScratch(const Step &step,
+                             const std::vector<ops::TypeRef> &operands,
+                             const std::vector<ops::TypeRef> &results) const {
   const plan::Instruction &inst = *step.inst;
   int64_t need = 0;
   if (step.kind == Step::Collective) {
@@ -146,11 +149,6 @@ std::string Executor::Impl::checkScratch(const Step &step) const {
                              static_cast<int>(step.attrs.getInt("to_dim", -1)))
                .total();
   } else if (step.kind == Step::Kernel) {
-    std::vector<ops::TypeRef> operands, results;
-    for (int32_t id : step.operands)
-      operands.push_back({views[id].dtype, &views[id].shape});
-    for (int32_t id : step.results)
-      results.push_back({views[id].dtype, &views[id].shape});
     need = ops::kernelScratchBytes(inst.op(), step.attrs, operands, results);
   }
   if (inst.scratch_bytes() == 0 && need == 0)
