@@ -7,6 +7,7 @@
 #include "llvm/Support/Format.h"
 
 #include <algorithm>
+#include <functional>
 
 using namespace mlir;
 
@@ -55,6 +56,43 @@ StepShape analyzeStep(func::FuncOp func, double stateShare, double savedShare,
       if (&op == step.loss)
         break;
     }
+    // Each backward op's forward op: its link's, else that of the backward
+    // op it feeds (a derivative's helpers precede the linked op that reads
+    // them), else that of the backward op feeding it.
+    llvm::DenseMap<Operation *, Operation *> owner;
+    SmallVector<Operation *> backwardOps;
+    for (Operation &op : body)
+      if (!step.forward.contains(&op) && &op != terminator &&
+          !isa<ConstantOp>(op) && !isOptimizerUpdate(&op))
+        backwardOps.push_back(&op);
+    bool linked = false;
+    for (Operation *op : llvm::reverse(backwardOps)) {
+      if (auto links =
+              op->getAttrOfType<DenseI64ArrayAttr>(LoomDialect::kGradOfAttrName);
+          links && !links.empty()) {
+        linked = true;
+        if (Operation *of = step.forwardById.lookup(links[0])) {
+          owner[op] = of;
+          continue;
+        }
+      }
+      for (Operation *user : op->getUsers())
+        if (Operation *of = owner.lookup(user)) {
+          owner[op] = of;
+          break;
+        }
+    }
+    for (Operation *op : backwardOps)
+      if (!owner.count(op))
+        for (Value v : op->getOperands())
+          if (Operation *of = owner.lookup(v.getDefiningOp())) {
+            owner[op] = of;
+            break;
+          }
+    if (linked)
+      for (Operation *op : backwardOps)
+        if (Operation *of = owner.lookup(op))
+          step.backward[of].push_back(op);
   }
   return step;
 }
@@ -213,9 +251,11 @@ static double parameterBytes(double bytes, const StepShape &step,
   }
 }
 
-/// Calls `f(value, layout, bytes, isParameter)` for each tensor `op` holds
-/// for the whole step: its parameter operands (with gradients and optimizer
-/// state in training) and, in training, its results the backward uses.
+/// Calls `f(value, layout, bytes, isParameter, operand)` for each tensor
+/// `op` holds for the whole step: its parameter operands (with gradients and
+/// optimizer state in training; `operand` is the operand's index) and, in
+/// training, its results the backward uses (`operand` -1) and a loss's
+/// gradient of its input (`operand` 0).
 template <typename F>
 static void forEachHeld(Operation *op, const OpLayouts &layouts,
                         const layout::Mesh &mesh, const StepShape &step,
@@ -228,7 +268,8 @@ static void forEachHeld(Operation *op, const OpLayouts &layouts,
     double bytes = bytesOf(localType(cast<RankedTensorType>(param.getType()),
                                      mesh, layouts.operands[i]));
     f(v, layouts.operands[i],
-      parameterBytes(bytes, step, zeroSplit(op, i, layouts, mesh, step)), true);
+      parameterBytes(bytes, step, zeroSplit(op, i, layouts, mesh, step)), true,
+      static_cast<int>(i));
   }
   // A result the backward reads only as its consumers' copies is counted
   // with those (the search's edges).
@@ -237,7 +278,7 @@ static void forEachHeld(Operation *op, const OpLayouts &layouts,
       f(r, layouts.results[j],
         bytesOf(localType(cast<RankedTensorType>(r.getType()), mesh,
                           layouts.results[j])),
-        false);
+        false, -1);
   // The step peaks where the backward begins: every saved result is live,
   // and so is the gradient of the loss's input (the logits'), made in the
   // input's layout.
@@ -245,7 +286,89 @@ static void forEachHeld(Operation *op, const OpLayouts &layouts,
     f(op->getOperand(0), layouts.operands[0],
       bytesOf(localType(cast<RankedTensorType>(op->getOperand(0).getType()),
                         mesh, layouts.operands[0])),
-      false);
+      false, 0);
+}
+
+void NodeCoster::addTransients(Operation *op,
+                               ArrayRef<RankedTensorType> operands,
+                               ArrayRef<RankedTensorType> results,
+                               NodeTerms &t) const {
+  // The gradients the backward of `op` reads and makes. A loss's gradient
+  // of its input is held already (forEachHeld), and so is that of a value
+  // the loss reads through reshapes (the same bytes).
+  std::function<bool(Value)> isLossInput = [&](Value v) {
+    return llvm::any_of(v.getUsers(), [&](Operation *user) {
+      if (isa<ReshapeOp>(user))
+        return isLossInput(user->getResult(0));
+      return isa<SoftmaxCrossEntropyOp, MseLossOp>(user) &&
+             user->getOperand(0) == v;
+    });
+  };
+  auto differentiable = [](Value v) {
+    return isa<FloatType>(getElementTypeOrSelf(v.getType()));
+  };
+  for (auto [j, r] : llvm::enumerate(op->getResults()))
+    if (differentiable(r) && !isLossInput(r))
+      t.gradientBytes += bytesOf(results[j]);
+  // What the forward of `op` has live that is not saved: its results and
+  // its operands (in its layouts: a redistributed copy, or a partial sum's
+  // reduction, is made beside the producer's result).
+  for (auto [j, r] : llvm::enumerate(op->getResults()))
+    if (!step.isSaved(r))
+      t.forwardBytes += bytesOf(results[j]);
+  for (auto [i, v] : llvm::enumerate(op->getOperands()))
+    if (!isa<BlockArgument>(v) && !v.getDefiningOp<ConstantOp>() &&
+        !step.isSaved(v))
+      t.forwardBytes += bytesOf(operands[i]);
+  // An operand a later forward op reads too: the gradient the backward of
+  // that op made of it, and this op's part, live together until added.
+  for (auto [i, v] : llvm::enumerate(op->getOperands()))
+    if (differentiable(v) && !isParameter(v) && !isa<BlockArgument>(v) &&
+        !v.getDefiningOp<ConstantOp>() && !isLossInput(v))
+      t.gradientBytes +=
+          bytesOf(operands[i]) *
+          (llvm::any_of(v.getUsers(),
+                        [&](Operation *user) {
+                          return user != op && step.forward.contains(user) &&
+                                 user->getBlock() == op->getBlock() &&
+                                 op->isBeforeInBlock(user);
+                        })
+               ? 2.0
+               : 1.0);
+}
+
+double NodeCoster::weightGradientGatherSeconds(
+    Operation *op, ArrayRef<RankedTensorType> operands,
+    const OpLayouts &layouts) {
+  // The gradient of a batched matmul's 2-D weight flattens the input's
+  // batch dimensions into the rows of one GEMM. A layout that splits any
+  // of them but the outermost (a sequence split under a batch) does not
+  // flatten locally: the partitioned backward gathers the input whole
+  // over the axes that split them, and the search costs what runs.
+  auto mm = dyn_cast<MatmulOp>(op);
+  if (!mm || !step.training || mm.getTransposeLhs() || operands.size() != 2 ||
+      operands[0].getRank() < 3 || operands[1].getRank() != 2)
+    return 0;
+  const layout::TensorLayout &lhs = layouts.operands[0];
+  auto global = cast<RankedTensorType>(op->getOperand(0).getType());
+  std::vector<int> axes;
+  bool local = true, outer = false;
+  for (int d = 0; d + 1 < lhs.rank(); ++d) {
+    const std::vector<int> &split = lhs.dimAxes(d);
+    if (!split.empty()) {
+      if (outer)
+        local = false;
+      axes.insert(axes.end(), split.begin(), split.end());
+    }
+    outer |= global.getDimSize(d) > 1;
+  }
+  if (local)
+    return 0;
+  llvm::sort(axes);
+  const std::vector<int64_t> &group = groups.group(axes);
+  return cost::collectiveSeconds(
+      profile, cost::CollectiveKind::AllGather,
+      bytesOf(operands[0]) * static_cast<double>(group.size()), group);
 }
 
 NodeTerms NodeCoster::terms(Operation *op, const ShardingRule &rule,
@@ -258,15 +381,16 @@ NodeTerms NodeCoster::terms(Operation *op, const ShardingRule &rule,
   for (auto [j, r] : llvm::enumerate(op->getResults()))
     results.push_back(localType(cast<RankedTensorType>(r.getType()), mesh,
                                 layouts.results[j]));
-  double passes = !step.training                 ? 1.0
-                  : step.recomputed.contains(op) ? 4.0
-                                                 : 3.0;
   // The plan runs a bias add in its matmul's epilogue and a weight's
   // transpose as the GEMM's flag (loom-fuse-matmul-epilogue): their
   // forward passes cost nothing (the gradients' remain).
+  double forward = workSeconds(op, operands, results, profile);
+  double passes = step.recomputed.contains(op) ? 2.0 : 1.0;
   if (isFusedBiasAdd(op) || isFoldedTranspose(op))
     passes -= 1;
-  t.computeSeconds = workSeconds(op, operands, results, profile) * passes;
+  t.computeSeconds = forward * passes;
+  if (step.training)
+    t.computeSeconds += backwardSeconds(op, operands, results, forward);
   // A cross-entropy split over its classes (vocabulary-parallel): the rows'
   // log-sum-exp is combined from the blocks' by an all_gather over the
   // class axes, once (the gradient reuses it), after a log-softmax over the
@@ -292,47 +416,25 @@ NodeTerms NodeCoster::terms(Operation *op, const ShardingRule &rule,
                   3.0 * bytesOf(operands[0]),
                   dtypeName(operands[0].getElementType()), "elementwise", ""});
   }
-  // The gradient of a batched matmul's 2-D weight flattens the input's
-  // batch dimensions into the rows of one GEMM. A layout that splits any
-  // of them but the outermost (a sequence split under a batch) does not
-  // flatten locally: the partitioned backward gathers the input whole
-  // over the axes that split them, and the search costs what runs.
-  if (auto mm = dyn_cast<MatmulOp>(op); mm && step.training &&
-                                        !mm.getTransposeLhs() &&
-                                        operands.size() == 2 &&
-                                        operands[0].getRank() >= 3 &&
-                                        operands[1].getRank() == 2) {
-    const layout::TensorLayout &lhs = layouts.operands[0];
-    auto global = cast<RankedTensorType>(op->getOperand(0).getType());
-    std::vector<int> axes;
-    bool local = true, outer = false;
-    for (int d = 0; d + 1 < lhs.rank(); ++d) {
-      const std::vector<int> &split = lhs.dimAxes(d);
-      if (!split.empty()) {
-        if (outer)
-          local = false;
-        axes.insert(axes.end(), split.begin(), split.end());
-      }
-      outer |= global.getDimSize(d) > 1;
-    }
-    if (!local) {
-      llvm::sort(axes);
-      const std::vector<int64_t> &group = groups.group(axes);
-      t.commSeconds += cost::collectiveSeconds(
-          profile, cost::CollectiveKind::AllGather,
-          bytesOf(operands[0]) * static_cast<double>(group.size()), group);
-    }
-  }
+  t.commSeconds += weightGradientGatherSeconds(op, operands, layouts);
   forEachHeld(
       op, layouts, mesh, step, *this,
-      [&](Value, const layout::TensorLayout &, double bytes, bool parameter) {
+      [&](Value, const layout::TensorLayout &, double bytes, bool parameter,
+          int operand) {
         t.memoryBytes +=
             bytes * (parameter ? step.stateShare : step.savedShare);
-        if (!parameter)
-          t.resultBytes += bytes * step.savedShare;
+        if (parameter) {
+          t.parameterBytes.push_back(
+              {static_cast<unsigned>(operand), bytes * step.stateShare});
+          return;
+        }
+        t.resultBytes += bytes * step.savedShare;
+        if (operand >= 0)
+          t.lossGradientBytes += bytes * step.savedShare;
       });
   if (!step.training)
     return t;
+  addTransients(op, operands, results, t);
   for (auto [j, r] : llvm::enumerate(op->getResults()))
     if (step.isRecomputedForBackward(r) && step.backwardUses(r).own)
       t.recomputedBytes += bytesOf(results[j]);
@@ -399,12 +501,71 @@ NodeTerms NodeCoster::terms(Operation *op, const ShardingRule &rule,
   return t;
 }
 
+double NodeCoster::backwardSeconds(Operation *op,
+                                   ArrayRef<RankedTensorType> operands,
+                                   ArrayRef<RankedTensorType> results,
+                                   double forwardSeconds) const {
+  if (step.backward.empty())
+    return 2.0 * forwardSeconds;
+  // A weight's transpose the matmul takes as its GEMM flag: so does the
+  // matmul making the weight's gradient.
+  if (isFoldedTranspose(op))
+    return 0;
+  auto it = step.backward.find(op);
+  if (it == step.backward.end())
+    return 0;
+  // The backward splits as the forward does: each backward op does the
+  // forward's share of its work (of its flops, or of its bytes for an op
+  // without arithmetic).
+  auto globalTypes = [](TypeRange types, SmallVectorImpl<RankedTensorType> &out) {
+    for (Type t : types) {
+      auto r = dyn_cast<RankedTensorType>(t);
+      if (!r)
+        return false;
+      out.push_back(r);
+    }
+    return true;
+  };
+  SmallVector<RankedTensorType> globalOperands, globalResults;
+  if (!globalTypes(op->getOperandTypes(), globalOperands) ||
+      !globalTypes(op->getResultTypes(), globalResults))
+    return 2.0 * forwardSeconds;
+  auto costOp = cast<CostOpInterface>(op);
+  OpWork global = costOp.estimateWork(globalOperands, globalResults);
+  OpWork local = costOp.estimateWork(operands, results);
+  double share = global.flops > 0   ? local.flops / global.flops
+                 : global.bytes > 0 ? local.bytes / global.bytes
+                                    : 1.0;
+  double seconds = 0;
+  for (Operation *b : it->second) {
+    // A batched matmul's 2-D weight gradient is made as a batch of products
+    // summed over the batch; the partitioned program flattens the batch
+    // into the rows of one GEMM (loom-partition), without the sum.
+    if (auto sum = dyn_cast<ReduceSumOp>(b);
+        sum && sum.getInput().getDefiningOp<MatmulOp>() &&
+        llvm::is_contained(it->second, sum.getInput().getDefiningOp()))
+      continue;
+    auto backwardOp = dyn_cast<CostOpInterface>(b);
+    SmallVector<RankedTensorType> bOperands, bResults;
+    if (!backwardOp || !globalTypes(b->getOperandTypes(), bOperands) ||
+        !globalTypes(b->getResultTypes(), bResults))
+      continue;
+    OpWork work = backwardOp.estimateWork(bOperands, bResults);
+    std::string dtype =
+        bResults.empty() ? "f32" : dtypeName(bResults.front().getElementType());
+    seconds += cost::computeSeconds(profile, {work.flops * share,
+                                              work.bytes * share, dtype,
+                                              work.kernelClass, work.kernel});
+  }
+  return seconds;
+}
+
 std::vector<NodeCoster::MemoryItem>
 NodeCoster::memoryItems(Operation *op, const OpLayouts &layouts) const {
   std::vector<MemoryItem> items;
   forEachHeld(op, layouts, mesh, step, *this,
               [&](Value v, const layout::TensorLayout &l, double bytes,
-                  bool parameter) {
+                  bool parameter, int) {
                 std::string what;
                 if (parameter) {
                   BlockArgument arg = parameterOf(v);

@@ -8,7 +8,7 @@
 //     the loss) and how much optimizer state a parameter carries;
 //   - the terms of one forward op under one sharding, as the search counts
 //     them before the backward pass is partitioned: its compute (forward,
-//     and the backward as twice the forward), the all-reduce of its
+//     and the backward ops linked to it), the all-reduce of its
 //     parameters' gradients, and the per-device memory it holds for the
 //     whole step (parameters, gradients, optimizer state, saved results);
 //   - the time of an op of a partitioned (per-device) program: roofline
@@ -81,6 +81,12 @@ struct StepShape {
   BackwardUses backwardUses(mlir::Value result) const;
   /// The forward ops by their loom.grad_id.
   llvm::DenseMap<int64_t, mlir::Operation *> forwardById;
+  /// The backward ops of each forward op: those linked to it (loom.grad_of)
+  /// and the unlinked ones that feed them (a derivative's helpers). Empty
+  /// when the step has no links (a hand-written graph): the backward is
+  /// then costed as twice the forward.
+  llvm::DenseMap<mlir::Operation *, llvm::SmallVector<mlir::Operation *, 4>>
+      backward;
   /// Whether `result` is a recomputed op's result the backward uses: made
   /// again in the backward of its layer and live through it.
   bool isRecomputedForBackward(mlir::Value result) const;
@@ -99,9 +105,10 @@ std::vector<mlir::Operation *> forwardOps(mlir::func::FuncOp func,
 
 /// The terms of one forward op under one sharding, per device.
 struct NodeTerms {
-  /// Forward compute, times 3 in a training step (backward = 2 forward;
-  /// 4 when the backward recomputes it), plus the optimizer updates of its
-  /// parameters.
+  /// Forward compute (twice when the backward recomputes it) and, in a
+  /// training step, the compute of its backward ops (StepShape::backward,
+  /// each at the forward's share of the work; twice the forward without
+  /// links), plus the optimizer updates of its parameters.
   double computeSeconds = 0;
   /// All-reduces of the parameter gradients over the axes that split work
   /// the parameters do not index.
@@ -111,6 +118,24 @@ struct NodeTerms {
   double memoryBytes = 0;
   /// The part of memoryBytes that is results (not parameters and state).
   double resultBytes = 0;
+  /// The part of resultBytes that is a loss's gradient of its input: made
+  /// by the loss's backward, live until its producer's backward has run.
+  double lossGradientBytes = 0;
+  /// The gradients live while the op's backward runs (training): of its
+  /// float results and of its float operands other than parameters (whose
+  /// gradients are held for the step) and the loss input (held where the
+  /// backward begins). Not held for the step: a plan's count adds the
+  /// largest, less what the backward of the ops after it has freed.
+  double gradientBytes = 0;
+  /// The tensors live while the op's forward runs that are not saved for
+  /// the backward (training): its results and its operands in its
+  /// layouts. A plan's count adds them to what the ops before it saved.
+  double forwardBytes = 0;
+  /// The part of memoryBytes that is each parameter operand's (with its
+  /// gradient and state): (operand index, bytes). A parameter several
+  /// nodes read (a recurrent weight's gate slices, a tied embedding) is
+  /// held once per layout, so a plan's count takes it once.
+  std::vector<std::pair<unsigned, double>> parameterBytes;
   /// For a recomputed op, its results the backward uses: not held for the
   /// step, but made again in the backward of the op's layer, where they
   /// are live together with the layer's other recomputed results (the
@@ -165,6 +190,22 @@ public:
   GroupCache &groupCache() { return groups; }
 
 private:
+  /// The all-gather a matmul's weight gradient needs under `layouts`.
+  double weightGradientGatherSeconds(
+      mlir::Operation *op, llvm::ArrayRef<mlir::RankedTensorType> operands,
+      const OpLayouts &layouts);
+  /// Sets `t`'s gradientBytes and forwardBytes (training).
+  void addTransients(mlir::Operation *op,
+                     llvm::ArrayRef<mlir::RankedTensorType> operands,
+                     llvm::ArrayRef<mlir::RankedTensorType> results,
+                     NodeTerms &t) const;
+  /// The seconds of `op`'s backward ops at the share of their work the
+  /// forward's local types (`operands`, `results`) do.
+  double backwardSeconds(mlir::Operation *op,
+                         llvm::ArrayRef<mlir::RankedTensorType> operands,
+                         llvm::ArrayRef<mlir::RankedTensorType> results,
+                         double forwardSeconds) const;
+
   mutable mlir::func::FuncOp func; // accessors of FuncOp are not const
   const layout::Mesh &mesh;
   const cost::HardwareProfile &profile;

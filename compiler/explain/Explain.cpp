@@ -420,7 +420,8 @@ void printMemory(const plan::Plan &plan, const plan::Explanation &e,
   if (e.mode() == "auto")
     os << "; the search counted "
        << sharding::formatBytes(static_cast<double>(e.search_memory_bytes()))
-       << " and predicted " << formatSeconds(e.search_seconds());
+       << " (" << e.search_memory_bytes() << " bytes) and predicted "
+       << formatSeconds(e.search_seconds());
   os << "\n";
   if (std::string peak = describeArenaPeak(plan, /*top=*/4); !peak.empty())
     os << peak << "\n";

@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/sharding/AutoSharding.h"
+#include "passes/sharding/SearchProblem.h"
 
 #include "compiler/analysis/ZeroLayout.h"
 #include "compiler/search/CostGraph.h"
@@ -41,88 +42,9 @@
 using namespace mlir;
 using namespace loom;
 using namespace loom::sharding;
+using namespace loom::sharding::detail;
 
 namespace {
-
-using Matrix = std::vector<std::vector<double>>;
-
-/// Whether the backward pass needs the redistributed copy an edge makes.
-enum class KeptCopy {
-  None,
-  /// A saved value the consumer needs in another layout (a weight gathered
-  /// for its matmul): the copy is held until the consumer's backward.
-  Saved,
-  /// A recomputed result: the copy is made again in the backward of its
-  /// layer and live through it, like the result itself.
-  Recomputed,
-};
-
-/// An edge's costs per pair of candidates: seconds of redistribution, and
-/// bytes per device of the redistributed copy the consumer's backward reads
-/// (`kept`).
-struct EdgeCosts {
-  Matrix seconds, bytes;
-  /// The part of `seconds` that is the redistributed copy (made once per
-  /// value and layout, for every consumer of that layout), whole: `seconds`
-  /// charges each of the value's consumers its share of it.
-  Matrix copySeconds;
-  bool hasBytes = false;
-  KeptCopy kept = KeptCopy::None;
-};
-
-struct Candidate {
-  FactorAxes axes;
-  OpLayouts layouts;
-  NodeTerms terms;
-};
-
-/// Memory per device of one plan. It peaks where the backward begins (all
-/// it holds for the step, the loss input's gradient included) or, with
-/// recompute, in the backward of the layer recomputing the most: by then
-/// the ops after the last recomputed one (the head: final norm, logits,
-/// loss) have run their backward and freed what they held.
-struct MemoryCount {
-  double held = 0;
-  /// The part of `held` the head holds.
-  double headHeld = 0;
-  /// The results the largest layer recomputes (with their copies).
-  double recomputed = 0;
-  /// That layer (an index into the layer names), or -1.
-  int layer = -1;
-  double total() const { return std::max(held, held - headHeld + recomputed); }
-};
-
-/// An edge of the cost graph: producer node -> consumer node.
-struct EdgeRef {
-  int from, to;
-  const EdgeCosts *costs;
-  unsigned operand; // of the consumer
-  unsigned result;  // of the producer
-  /// The share of the copy's bytes the memory penalty counts: 1/k for a
-  /// value k consumers keep copies of (one copy per layout is made).
-  double keptWeight = 1.0;
-  /// The share of the redistributed copy's seconds charged to this edge:
-  /// 1/k for a value k consumers read.
-  double share = 1.0;
-};
-
-/// The candidates of every op with one signature.
-struct CandidateSet {
-  std::vector<Candidate> list;
-  bool fixed = false;
-};
-
-/// The cost graph's parts: its nodes (forward ops), their candidates, the
-/// edges between them and each candidate's cost of returning its results
-/// replicated.
-struct CostProblem {
-  std::vector<Operation *> nodes;
-  std::vector<const CandidateSet *> candidates;
-  std::vector<EdgeRef> edges;
-  std::vector<std::vector<double>> sinkCost;
-  /// The share the penalty counts of a layer's recomputed results.
-  double recomputedWeight = 1.0;
-};
 
 /// The solution chosen, its memory and the lambda it was solved with.
 struct SolvedPlan {
@@ -149,7 +71,7 @@ public:
   FailureOr<SearchReport> run();
 
 private:
-  /// Fills nodeLayer, layerNames and headStart; returns the weight of
+  /// Fills `layers`; returns the weight of
   /// recomputed results (1 over the number of recomputing layers).
   double indexLayers(const std::vector<Operation *> &nodes);
   LogicalResult costNodes(CostProblem &p);
@@ -181,10 +103,10 @@ private:
                                const layout::TensorLayout &to) {
     return redistributions->seconds(type, from, to);
   }
-  /// The memory of the plan `choice`.
-  MemoryCount countMemory(const std::vector<const CandidateSet *> &candidates,
-                          const std::vector<EdgeRef> &edges,
-                          const std::vector<int> &choice) const;
+  MemoryCount countMemory(const CostProblem &p,
+                          const std::vector<int> &choice) const {
+    return loom::sharding::detail::countMemory(p, choice, layers, coster);
+  }
   /// The error when even the most compact plan (`choice`, `memory`)
   /// exceeds `limit`: its largest tensors per device.
   LogicalResult infeasible(const std::vector<Operation *> &nodes,
@@ -205,13 +127,7 @@ private:
   /// The options' when they have one for this mesh, else the search's own.
   std::shared_ptr<RedistributionCosts> redistributions;
   std::map<std::vector<const void *>, std::unique_ptr<CandidateSet>> sets;
-  /// Per node, its layer (layerOf its ONNX node) as an index into
-  /// layerNames; recomputed results add up per layer.
-  std::vector<int> nodeLayer;
-  /// The first node after the last recomputed one (the head), or the
-  /// number of nodes.
-  size_t headStart = 0;
-  std::vector<std::string> layerNames;
+  LayerIndex layers;
   std::map<std::tuple<const CandidateSet *, unsigned, const CandidateSet *,
                       unsigned, KeptCopy, bool, int, const void *, int>,
            EdgeCosts>
@@ -374,12 +290,21 @@ AutoSharder::infeasible(const std::vector<Operation *> &nodes,
                         const std::vector<int> &choice,
                         const MemoryCount &memory, int64_t limit) {
   std::vector<NodeCoster::MemoryItem> items;
+  // A parameter several nodes read is one tensor per layout.
+  std::set<std::pair<std::string, std::string>> listed;
   for (size_t n = 0; n < nodes.size(); ++n)
     for (NodeCoster::MemoryItem &item :
          coster.memoryItems(nodes[n], candidates[n]->list[choice[n]].layouts))
-      items.push_back(std::move(item));
+      if (listed.insert({item.what, item.layout}).second ||
+          !StringRef(item.what).starts_with("parameter "))
+        items.push_back(std::move(item));
+  if (memory.transientNode >= 0 && memory.transient > 0)
+    items.push_back({"gradients live while the backward of " +
+                         describeOp(nodes[memory.transientNode]) +
+                         " runs (beyond what the backward has freed)",
+                     memory.transient, ""});
   if (memory.layer >= 0 && memory.recomputed > 0) {
-    const std::string &name = layerNames[memory.layer];
+    const std::string &name = layers.names[memory.layer];
     items.push_back({"results of " +
                          (name.empty() ? std::string("the ops outside layers")
                                        : "layer '" + name + "'") +
@@ -416,46 +341,6 @@ AutoSharder::infeasible(const std::vector<Operation *> &nodes,
   return failure();
 }
 
-MemoryCount
-AutoSharder::countMemory(const std::vector<const CandidateSet *> &candidates,
-                         const std::vector<EdgeRef> &edges,
-                         const std::vector<int> &choice) const {
-  MemoryCount memory;
-  std::vector<double> perLayer(layerNames.size(), 0);
-  for (size_t n = 0; n < candidates.size(); ++n) {
-    const NodeTerms &t = candidates[n]->list[choice[n]].terms;
-    memory.held += t.memoryBytes;
-    if (n >= headStart)
-      memory.headHeld += t.resultBytes;
-    perLayer[nodeLayer[n]] += t.recomputedBytes;
-  }
-  // One copy per value and layout: the partitioner shares it.
-  std::set<std::tuple<int, unsigned, layout::TensorLayout>> copies;
-  for (const EdgeRef &e : edges) {
-    double bytes = e.costs->bytes[choice[e.from]][choice[e.to]];
-    if (!bytes || !copies
-                       .insert({e.from, e.result,
-                                candidates[e.to]
-                                    ->list[choice[e.to]]
-                                    .layouts.operands[e.operand]})
-                       .second)
-      continue;
-    if (e.costs->kept == KeptCopy::Recomputed) {
-      perLayer[nodeLayer[e.from]] += bytes;
-    } else {
-      memory.held += bytes;
-      if (static_cast<size_t>(e.to) >= headStart)
-        memory.headHeld += bytes;
-    }
-  }
-  for (size_t l = 0; l < perLayer.size(); ++l)
-    if (perLayer[l] > memory.recomputed) {
-      memory.recomputed = perLayer[l];
-      memory.layer = static_cast<int>(l);
-    }
-  return memory;
-}
-
 double AutoSharder::indexLayers(const std::vector<Operation *> &nodes) {
   std::map<std::string, int> layerIndex;
   // Layers that recompute: the penalty counts each's recomputed results
@@ -464,17 +349,17 @@ double AutoSharder::indexLayers(const std::vector<Operation *> &nodes) {
   for (auto [n, op] : llvm::enumerate(nodes)) {
     std::string layer = layerOf(nodeName(op)).str();
     auto [it, added] =
-        layerIndex.emplace(layer, static_cast<int>(layerNames.size()));
+        layerIndex.emplace(layer, static_cast<int>(layers.names.size()));
     if (added)
-      layerNames.push_back(layer);
-    nodeLayer.push_back(it->second);
+      layers.names.push_back(layer);
+    layers.nodeLayer.push_back(it->second);
     if (step.recomputed.contains(op)) {
       recomputingLayers.insert(it->second);
-      headStart = n + 1;
+      layers.headStart = n + 1;
     }
   }
   if (recomputingLayers.empty())
-    headStart = nodes.size();
+    layers.headStart = nodes.size();
   return 1.0 /
          static_cast<double>(std::max<size_t>(recomputingLayers.size(), 1));
 }
@@ -501,6 +386,22 @@ void AutoSharder::costEdges(CostProblem &p) {
   // Edges: producer result -> consumer operand, both forward ops. Values
   // returned (the loss, outputs) must end replicated.
   p.sinkCost.resize(p.nodes.size());
+  llvm::DenseMap<Value, int> parameterUses;
+  auto parameterRead = [&](Operation *op, Value v) -> Value {
+    if (coster.isParameterCast(op))
+      return {};
+    return coster.parameterOf(v);
+  };
+  for (Operation *op : p.nodes)
+    for (Value v : op->getOperands())
+      if (Value param = parameterRead(op, v))
+        ++parameterUses[param];
+  p.parameterReaders.resize(p.nodes.size());
+  for (auto [n, op] : llvm::enumerate(p.nodes))
+    for (Value v : op->getOperands()) {
+      Value param = parameterRead(op, v);
+      p.parameterReaders[n].push_back(param ? parameterUses.lookup(param) : 0);
+    }
   // The forward consumers of each value: their gradients of it add up. A
   // value made from one parameter alone (its transpose, its slices) has a
   // gradient that adds up into the parameter's: the consumers of all such
@@ -552,10 +453,15 @@ void AutoSharder::costEdges(CostProblem &p) {
         kept = saved                             ? KeptCopy::Saved
                : step.isRecomputedForBackward(v) ? KeptCopy::Recomputed
                                                  : KeptCopy::None;
+      // A weight's transpose the matmul takes as its GEMM flag
+      // (loom-fuse-matmul-epilogue): the matmul and its backward read the
+      // parameter, held anyway, unless the layouts differ.
+      bool always = !uses.own && !(isFoldedTranspose(producer) &&
+                                   coster.isParameter(producer->getOperand(0)));
       p.edges.push_back(
           {from, static_cast<int>(n),
            &edgeCosts(p.candidates[from], result, set, i,
-                      cast<RankedTensorType>(v.getType()), kept, !uses.own,
+                      cast<RankedTensorType>(v.getType()), kept, always,
                       consumers.lookup(sharedBy(v)),
                       rootOf(v) ? getElementTypeOrSelf(rootOf(v).getType())
                                 : getElementTypeOrSelf(v.getType()),
@@ -607,9 +513,8 @@ LogicalResult AutoSharder::solveWithinMemory(const CostProblem &p,
       std::vector<double> costs;
       for (size_t a = 0; a < p.candidates[n]->list.size(); ++a) {
         const NodeTerms &t = p.candidates[n]->list[a].terms;
-        costs.push_back(
-            t.seconds() + p.sinkCost[n][a] +
-            lambda * (t.memoryBytes + p.recomputedWeight * t.recomputedBytes));
+        costs.push_back(t.seconds() + p.sinkCost[n][a] +
+                        lambda * p.penaltyBytes(n, a));
       }
       graph.setNodeCosts(static_cast<int>(n), std::move(costs));
     }
@@ -627,7 +532,7 @@ LogicalResult AutoSharder::solveWithinMemory(const CostProblem &p,
     }
     progress("solving", ++solves, 0);
     search::Solution s = solver.solve(graph);
-    memory = countMemory(p.candidates, p.edges, s.choice);
+    memory = countMemory(p, s.choice);
     return s;
   };
   // Lambda: 0 if the fastest plan fits; else the most compact plan (memory
@@ -703,7 +608,7 @@ SearchReport AutoSharder::buildReport(const CostProblem &p,
     // (and the copies they keep) included.
     auto termsOf = [&](int a) {
       double s = set->list[a].terms.seconds() + p.sinkCost[n][a];
-      double m = set->list[a].terms.memoryBytes;
+      double m = p.heldBytes(n, a);
       for (int k : incident[n]) {
         const EdgeRef &e = p.edges[k];
         int from = e.from == static_cast<int>(n) ? a : best.choice[e.from];
@@ -763,6 +668,7 @@ FailureOr<SearchReport> AutoSharder::run() {
   CostProblem p;
   p.nodes = forwardOps(func, step);
   p.recomputedWeight = indexLayers(p.nodes);
+  p.gradientWeight = 1.0 / static_cast<double>(std::max<size_t>(p.nodes.size(), 1));
   if (failed(costNodes(p)))
     return failure();
   costEdges(p);

@@ -280,8 +280,8 @@ EXPECTED_OUTPUT = {
     "stage meshes by --stages auto dp=4":
         "--stages auto chose submeshes of different sizes, dp=2/dp=1/dp=1",
     "stage meshes by --stages auto over the limit dp=4":
-        "per device, over the limit of 781.2 KiB; --stages auto takes the next shape, "
-        "pp=4,dp=1",
+        "per device, over the limit of 683.6 KiB; --stages auto takes the next shape, "
+        "pp=2,dp=2",
 }
 
 

@@ -231,7 +231,7 @@ def fixed_configs(model, reduced=False):
         # fastest equal-stage shape is compiled instead.
         configs.append(("stage meshes by --stages auto over the limit dp=4", "dp=4", None,
                         ["--optimizer", "sgd", "--mode", "auto", "--stages", "auto",
-                         "--memory-limit", "800000"]))
+                         "--memory-limit", "700000"]))
     if model == "gpt":
         adamw = ["--optimizer", "adamw", "--eps", "1e-3"]
         configs += [

@@ -26,7 +26,15 @@ func.func @main(%x: tensor<4096x4096xf32> {loom.input = "x"},
   return %y : tensor<4096x1024xf32>
 }
 
-// CHECK: attributes {loom.mesh = #mesh, loom.search = {cost = {{[0-9.eE+-]+}} : f64, exact = true, memory = 486604804 : i64}}
+// The memory per device, by hand: w1, b1 and w2 split four ways with their
+// gradients and Adam state, 4 x (64 MiB + 16 KiB + 16 MiB); the relu's
+// result and the add's copy its backward reads, 64 MiB each; the loss's
+// copy of the logits and its gradient of them, 8 MiB each (split over dp);
+// the loss, 4 B. That is what the step holds; the peak adds the relu
+// result's gradient (64 MiB) while fc2's backward runs, less the logits'
+// copy and the loss (8 MiB + 4 B) the loss's backward has freed:
+// 545325056 bytes.
+// CHECK: attributes {loom.mesh = #mesh, loom.search = {cost = {{[0-9.eE+-]+}} : f64, exact = true, memory = 545325056 : i64}}
 // CHECK: loom.matmul %arg0, %arg1 {loom.grad_id = 5 : i64, loom.sharding = {{\[\[\], \["dp", "tp"\], \[\]\]}}}
 // CHECK-NEXT: loom.add %0, %arg2 {loom.grad_id = 4 : i64, loom.sharding = {{\[\[\], \["dp", "tp"\]\]}}}
 // CHECK-NEXT: loom.relu %1 {loom.grad_id = 3 : i64, loom.sharding = {{\[\[\], \["dp", "tp"\]\]}}}
@@ -35,5 +43,10 @@ func.func @main(%x: tensor<4096x4096xf32> {loom.input = "x"},
 // CHECK: loom.matmul %{{[0-9]+}}, %arg3 {loom.grad_of = array<i64: {{[0-9, ]+}}>, transpose_rhs} :
 // CHECK: return
 
-// LIMIT: error: no sharding on [dp=2, tp=2] fits in 95.4 MiB (100000000 bytes) per device: the most compact plan found needs 456.1 MiB
+// The most compact plan splits everything four ways: 456.1 MiB held (the
+// parameters with their state, the two 64 MiB copies, the loss's 4 MiB),
+// and 60 MiB more while fc2's backward runs (the relu result's 64 MiB
+// gradient, less the loss's 4 MiB copy of the logits already freed).
+// LIMIT: error: no sharding on [dp=2, tp=2] fits in 95.4 MiB (100000000 bytes) per device: the most compact plan found needs 516.1 MiB
 // LIMIT: parameter 'w1' (with its gradient and optimizer state): 256.0 MiB as [-,dp*tp]
+// LIMIT: gradients live while the backward of 'loom.matmul' (ONNX node '/fc2/MatMul') runs (beyond what the backward has freed): 60.0 MiB
