@@ -4,10 +4,12 @@
 Under --mode auto, `loom simulate` prints the emitted plan's explanation
 (what `loom explain PLAN` prints): its "predicted step" and "memory per
 device", and beside them what the search counted and predicted for the same
-plan ("the search counted M and predicted S"). This script compiles (no
-training, no weights for the shape-only GPTs) every configuration of
-bench/search_time.py, the GPT-3 ones again under --precision bf16, and each
-bundled model (models/*.onnx) on dp=2 x tp=2, and prints per configuration
+plan ("the search counted M (B bytes) and predicted S"). This script
+compiles (no training, no weights for the shape-only GPTs) every
+configuration of bench/search_time.py, the GPT-3 ones again under
+--precision bf16, the 12-layer GPT under Megatron's split (1.25 GB, no
+ZeRO), and each bundled model (models/*.onnx) on dp=2 x tp=2, and prints
+per configuration
 the search's step and memory, the plan's, and search/plan. It exits 1 when
 any ratio is outside [1 - tolerance, 1 + tolerance] (default 10%) or a
 configuration fails to compile.
@@ -84,6 +86,11 @@ def configurations(tmp, bundled_only):
              ["--batch", "64", "--mesh", "dp=2,tp=4"] + adamw),
             ("GPT 12L d768, 1.5 GB/device", gpt12,
              ["--batch", "2", "--mesh", "dp=2,tp=4", "--memory-limit", "1500000000"] + adamw),
+            # Megatron inside the node (test/lit/Partition/auto-gpt12.test):
+            # its peak is the forward's, at the LM head's all-reduce.
+            ("GPT 12L d768, 1.25 GB/device, no ZeRO", gpt12,
+             ["--batch", "2", "--mesh", "dp=2,tp=4", "--zero", "0",
+              "--memory-limit", "1250000000"] + adamw),
         ]
         for precision in ("f32", "bf16"):
             cases += [
